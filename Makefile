@@ -1,0 +1,36 @@
+# Two commands on a fresh Debian bookworm machine:
+#   make serve   install dependencies, build, make the demo model if missing, run the server
+#   make test    install dependencies, build, run the whole test suite
+BUILD_DIR ?= build
+MODEL_REPOSITORY ?= $(BUILD_DIR)/model-repository
+SAMPLES_DIR ?= $(BUILD_DIR)/samples
+GRPC_PORT ?= 50051
+METRICS_PORT ?= 9464
+JOBS ?= $(shell nproc)
+
+.PHONY: deps build model-repository serve test clean
+
+deps:
+	./scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+model-repository: build
+	@if [ ! -f $(MODEL_REPOSITORY)/demo/1/model.json ]; then \
+	  $(BUILD_DIR)/bin/vidclf-train --output-repository $(MODEL_REPOSITORY) \
+	    --samples-dir $(SAMPLES_DIR); \
+	fi
+
+serve: model-repository
+	@echo "From a second terminal, classify a sample video:"
+	@echo "  $(BUILD_DIR)/bin/vidclf classify $(SAMPLES_DIR)/fade_in.mp4 --server localhost:$(GRPC_PORT)"
+	$(BUILD_DIR)/bin/vidclf-server --model-repository $(MODEL_REPOSITORY) \
+	  --grpc-port $(GRPC_PORT) --metrics-port $(METRICS_PORT)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,56 @@
+// Decodes an encoded video held in memory into a clip of sampled, preprocessed frames.
+#ifndef VIDCLF_MEDIA_CLIP_DECODER_H_
+#define VIDCLF_MEDIA_CLIP_DECODER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "media/frame_converter.h"
+
+namespace vidclf::media {
+
+struct ClipOptions {
+  // Frames spread uniformly over the video (see UniformSampleIndices); 0 keeps every frame.
+  int num_frames = 16;
+  // Resize, crop and normalisation of each kept frame.
+  PreprocessOptions preprocess;
+  // Inputs larger than this are refused (RESOURCE_EXHAUSTED).
+  int64_t max_input_bytes = 256LL << 20;
+  // Videos whose frames are larger than this (in either dimension) are refused before decoding.
+  int max_frame_side = 8192;
+  // Videos with more frames than this are refused (RESOURCE_EXHAUSTED).
+  int64_t max_total_frames = 200000;
+  // Decoder threads; 0 lets libavcodec choose from the number of cores.
+  int decoder_threads = 0;
+};
+
+// A sampled clip: T preprocessed frames, laid out [T, 3, crop, crop] in `pixels`.
+struct DecodedClip {
+  std::vector<float> pixels;
+  int64_t num_frames = 0;
+  int crop_size = 0;
+  // Index of each kept frame in the video's frame sequence, and its presentation time in seconds
+  // from the start of the stream.
+  std::vector<int64_t> frame_indices;
+  std::vector<double> timestamps_seconds;
+  // What the input holds.
+  int64_t total_frames = 0;
+  int source_width = 0;
+  int source_height = 0;
+  // Wall-clock split of the work: demuxing and decoding, and the conversion of kept frames.
+  double decode_seconds = 0;
+  double preprocess_seconds = 0;
+};
+
+// Decodes `bytes` (any container and video codec the linked FFmpeg reads) and returns the frames
+// that `options` asks for. Errors:
+//   INVALID_ARGUMENT    empty or undecodable input, no video stream, unsupported codec
+//   RESOURCE_EXHAUSTED  input, frame size or frame count over the limits in `options`
+// Thread-safe: every call uses its own libav state.
+absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOptions& options);
+
+}  // namespace vidclf::media
+
+#endif  // VIDCLF_MEDIA_CLIP_DECODER_H_

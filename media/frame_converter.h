@@ -1,0 +1,56 @@
+// Turns decoded frames into normalised float images, the input a CNN expects.
+#ifndef VIDCLF_MEDIA_FRAME_CONVERTER_H_
+#define VIDCLF_MEDIA_FRAME_CONVERTER_H_
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "media/av_util.h"
+
+namespace vidclf::media {
+
+struct PreprocessOptions {
+  // The shorter side of the frame is resized to this many pixels, keeping the aspect ratio.
+  int resize_shorter_side = 256;
+  // Then a centred square of this many pixels is cut out; must not exceed resize_shorter_side.
+  int crop_size = 224;
+  // Per-channel (R, G, B) normalisation: (value / 255 - mean) / std. ImageNet's by default.
+  std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};
+  std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
+};
+
+// Checks that the options describe a possible conversion.
+absl::Status ValidatePreprocessOptions(const PreprocessOptions& options);
+
+// Converts frames of any pixel format and size with libswscale: shorter-side resize (bilinear),
+// centre crop, RGB, normalisation, written planar (C, H, W) into caller-owned memory.
+//
+// Keeps a scaling context and an RGB buffer between calls, reused while the frame size and format
+// stay the same. Not thread-safe: use one converter per thread.
+class FrameConverter {
+ public:
+  // `options` must pass ValidatePreprocessOptions.
+  explicit FrameConverter(const PreprocessOptions& options);
+  ~FrameConverter();
+  FrameConverter(const FrameConverter&) = delete;
+  FrameConverter& operator=(const FrameConverter&) = delete;
+
+  // Number of floats Convert writes: 3 * crop_size * crop_size.
+  int64_t output_floats() const;
+
+  // Writes output_floats() floats to `chw`.
+  absl::Status Convert(const AVFrame& frame, float* chw);
+
+ private:
+  PreprocessOptions options_;
+  SwsContext* scaler_ = nullptr;  // owned; sws_getCachedContext reuses or replaces it
+  std::vector<uint8_t> rgb_;
+  std::array<float, 3> scale_;   // 1 / (255 * std)
+  std::array<float, 3> offset_;  // -mean / std
+};
+
+}  // namespace vidclf::media
+
+#endif  // VIDCLF_MEDIA_FRAME_CONVERTER_H_

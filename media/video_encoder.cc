@@ -1,0 +1,200 @@
+#include "media/video_encoder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "media/av_util.h"
+
+namespace vidclf::media {
+namespace {
+
+#if LIBAVFORMAT_VERSION_MAJOR < 61
+using AvioWriteData = uint8_t*;  // FFmpeg before 7.0 declares the write buffer non-const
+#else
+using AvioWriteData = const uint8_t*;
+#endif
+
+// A growable, seekable in-memory output for the muxer (MP4 seeks back to write its index).
+struct MemoryOutput {
+  std::string bytes;
+  int64_t position = 0;
+
+  static int Write(void* opaque, AvioWriteData data, int size) {
+    auto* self = static_cast<MemoryOutput*>(opaque);
+    const auto end = static_cast<size_t>(self->position + size);
+    if (end > self->bytes.size()) self->bytes.resize(end);
+    std::memcpy(self->bytes.data() + self->position, data, size);
+    self->position = static_cast<int64_t>(end);
+    return size;
+  }
+  static int64_t Seek(void* opaque, int64_t offset, int whence) {
+    auto* self = static_cast<MemoryOutput*>(opaque);
+    const auto size = static_cast<int64_t>(self->bytes.size());
+    switch (whence & ~AVSEEK_FORCE) {
+      case AVSEEK_SIZE:
+        return size;
+      case SEEK_SET:
+        break;
+      case SEEK_CUR:
+        offset += self->position;
+        break;
+      case SEEK_END:
+        offset += size;
+        break;
+      default:
+        return AVERROR(EINVAL);
+    }
+    if (offset < 0) return AVERROR(EINVAL);
+    self->position = offset;
+    return offset;
+  }
+};
+
+struct MuxerDeleter {
+  void operator()(AVFormatContext* format) const {
+    if (format == nullptr) return;
+    if (format->pb != nullptr) av_freep(&format->pb->buffer);
+    avio_context_free(&format->pb);
+    avformat_free_context(format);
+  }
+};
+using MuxerPtr = std::unique_ptr<AVFormatContext, MuxerDeleter>;
+
+absl::Status Check(int result, absl::string_view what) {
+  if (result >= 0) return absl::OkStatus();
+  return AvError(absl::StatusCode::kInternal, what, result);
+}
+
+// Moves every packet the encoder has ready into the muxer.
+absl::Status WritePackets(AVCodecContext* encoder, AVFormatContext* muxer, AVStream* stream,
+                          AVPacket* packet) {
+  while (true) {
+    const int result = avcodec_receive_packet(encoder, packet);
+    if (result == AVERROR(EAGAIN) || result == AVERROR_EOF) return absl::OkStatus();
+    if (auto status = Check(result, "encoding failed"); !status.ok()) return status;
+    av_packet_rescale_ts(packet, encoder->time_base, stream->time_base);
+    packet->stream_index = stream->index;
+    if (auto status = Check(av_interleaved_write_frame(muxer, packet), "muxing failed");
+        !status.ok()) {
+      return status;
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> EncodeVideo(const std::vector<RgbImage>& frames,
+                                        const EncodeOptions& options) {
+  if (frames.empty()) return absl::InvalidArgumentError("no frames to encode");
+  const int width = frames[0].width;
+  const int height = frames[0].height;
+  if (width <= 0 || height <= 0 || width % 2 != 0 || height % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frames must have an even, positive size; got ", width, "x", height));
+  }
+  for (const RgbImage& image : frames) {
+    if (image.width != width || image.height != height ||
+        image.rgb.size() != static_cast<size_t>(3 * width * height)) {
+      return absl::InvalidArgumentError("all frames must be packed RGB of one size");
+    }
+  }
+  const AVCodec* codec = avcodec_find_encoder_by_name(options.codec.c_str());
+  if (codec == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("no encoder named ", options.codec));
+  }
+
+  MemoryOutput output;
+  AVFormatContext* raw_muxer = nullptr;
+  if (auto status = Check(
+          avformat_alloc_output_context2(&raw_muxer, nullptr, options.container.c_str(), nullptr),
+          absl::StrCat("unknown container ", options.container));
+      !status.ok()) {
+    return status;
+  }
+  MuxerPtr muxer(raw_muxer);
+  constexpr int kIoBufferBytes = 64 * 1024;
+  auto* io_buffer = static_cast<unsigned char*>(av_malloc(kIoBufferBytes));
+  muxer->pb = avio_alloc_context(io_buffer, kIoBufferBytes, /*write_flag=*/1, &output, nullptr,
+                                 &MemoryOutput::Write, &MemoryOutput::Seek);
+  if (muxer->pb == nullptr) {
+    av_free(io_buffer);
+    return absl::ResourceExhaustedError("out of memory");
+  }
+  muxer->flags |= AVFMT_FLAG_CUSTOM_IO | AVFMT_FLAG_BITEXACT;
+
+  CodecContextPtr encoder(avcodec_alloc_context3(codec));
+  if (!encoder) return absl::ResourceExhaustedError("out of memory");
+  encoder->width = width;
+  encoder->height = height;
+  encoder->pix_fmt = AV_PIX_FMT_YUV420P;
+  encoder->time_base = AVRational{1, options.frames_per_second};
+  encoder->framerate = AVRational{options.frames_per_second, 1};
+  encoder->gop_size = options.frames_per_second;
+  encoder->thread_count = 1;  // one thread keeps the output bit-exact
+  encoder->flags |= AV_CODEC_FLAG_QSCALE | AV_CODEC_FLAG_BITEXACT;
+  encoder->global_quality = FF_QP2LAMBDA * options.quantizer;
+  if (muxer->oformat->flags & AVFMT_GLOBALHEADER) encoder->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+  if (auto status = Check(avcodec_open2(encoder.get(), codec, nullptr), "cannot open the encoder");
+      !status.ok()) {
+    return status;
+  }
+  AVStream* stream = avformat_new_stream(muxer.get(), nullptr);
+  if (stream == nullptr) return absl::ResourceExhaustedError("out of memory");
+  stream->time_base = encoder->time_base;
+  if (auto status = Check(avcodec_parameters_from_context(stream->codecpar, encoder.get()),
+                          "cannot set the stream parameters");
+      !status.ok()) {
+    return status;
+  }
+  if (auto status = Check(avformat_write_header(muxer.get(), nullptr), "cannot write the header");
+      !status.ok()) {
+    return status;
+  }
+
+  SwsContextPtr to_yuv(sws_getContext(width, height, AV_PIX_FMT_RGB24, width, height,
+                                      AV_PIX_FMT_YUV420P, SWS_BILINEAR, nullptr, nullptr, nullptr));
+  FramePtr frame(av_frame_alloc());
+  PacketPtr packet(av_packet_alloc());
+  if (!to_yuv || !frame || !packet) return absl::ResourceExhaustedError("out of memory");
+  frame->format = AV_PIX_FMT_YUV420P;
+  frame->width = width;
+  frame->height = height;
+  if (auto status = Check(av_frame_get_buffer(frame.get(), 0), "out of memory for a frame");
+      !status.ok()) {
+    return status;
+  }
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (auto status = Check(av_frame_make_writable(frame.get()), "frame not writable");
+        !status.ok()) {
+      return status;
+    }
+    const uint8_t* source[4] = {frames[i].rgb.data(), nullptr, nullptr, nullptr};
+    const int source_stride[4] = {3 * width, 0, 0, 0};
+    sws_scale(to_yuv.get(), source, source_stride, 0, height, frame->data, frame->linesize);
+    frame->pts = static_cast<int64_t>(i);
+    if (auto status = Check(avcodec_send_frame(encoder.get(), frame.get()), "encoding failed");
+        !status.ok()) {
+      return status;
+    }
+    if (auto status = WritePackets(encoder.get(), muxer.get(), stream, packet.get());
+        !status.ok()) {
+      return status;
+    }
+  }
+  if (auto status = Check(avcodec_send_frame(encoder.get(), nullptr), "encoding failed");
+      !status.ok()) {
+    return status;
+  }
+  if (auto status = WritePackets(encoder.get(), muxer.get(), stream, packet.get()); !status.ok()) {
+    return status;
+  }
+  if (auto status = Check(av_write_trailer(muxer.get()), "cannot finish the file"); !status.ok()) {
+    return status;
+  }
+  avio_flush(muxer->pb);
+  return std::move(output.bytes);
+}
+
+}  // namespace vidclf::media

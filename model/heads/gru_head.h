@@ -1,0 +1,47 @@
+// The GRU temporal head of seed 004: a stacked GRU over frame embeddings whose last valid output
+// goes through Linear -> ReLU -> Linear to class logits.
+#ifndef VIDCLF_MODEL_HEADS_GRU_HEAD_H_
+#define VIDCLF_MODEL_HEADS_GRU_HEAD_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace vidclf::model {
+
+struct GruHeadOptions {
+  explicit GruHeadOptions(int64_t num_classes) : num_classes_(num_classes) {}
+
+  /// Number of output classes.
+  TORCH_ARG(int64_t, num_classes);
+  /// Width of each frame embedding. Default: 512 (ResNet18).
+  TORCH_ARG(int64_t, input_size) = 512;
+  /// GRU hidden size. Default: 32 (seed 004).
+  TORCH_ARG(int64_t, hidden_size) = 32;
+  /// Stacked GRU layers. Default: 2 (seed 004).
+  TORCH_ARG(int64_t, num_layers) = 2;
+  /// Width of the classifier's hidden layer. Default: 16 (seed 004).
+  TORCH_ARG(int64_t, mlp_hidden_size) = 16;
+};
+
+class GruHeadImpl : public torch::nn::Module {
+ public:
+  explicit GruHeadImpl(const GruHeadOptions& options);
+
+  // embeddings: [B, T, input_size]; lengths: [B] int64, the number of valid (leading) frames of
+  // each sequence, 1 <= length <= T. Frames past a sequence's length are padding and never change
+  // its output. Returns logits [B, num_classes].
+  torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& lengths);
+
+  GruHeadOptions options;
+  // Embeddings are standardised with these before the GRU; the trainer sets them from its
+  // training set (buffers, so they travel with the weights). Identity by default.
+  torch::Tensor embedding_mean, embedding_std;
+  torch::nn::GRU gru{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(GruHead);
+
+}  // namespace vidclf::model
+
+#endif  // VIDCLF_MODEL_HEADS_GRU_HEAD_H_

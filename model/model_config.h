@@ -1,0 +1,57 @@
+// The description of a model bundle, stored as model.json beside its weights:
+//
+//   REPO/<name>/<version>/model.json     this config
+//   REPO/<name>/<version>/backbone.pt    ResNet18 weights (torchvision names)
+//   REPO/<name>/<version>/head.pt        temporal head weights
+#ifndef VIDCLF_MODEL_MODEL_CONFIG_H_
+#define VIDCLF_MODEL_MODEL_CONFIG_H_
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace vidclf::model {
+
+// How frames are read and prepared before the backbone sees them.
+struct InputConfig {
+  // Frames sampled uniformly over the video.
+  int num_frames = 16;
+  // Shorter side resize, then centre crop to a square of crop_size.
+  int resize_shorter_side = 256;
+  int crop_size = 224;
+  // Per-channel RGB normalisation (ImageNet's by default).
+  std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};
+  std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
+};
+
+struct GruHeadConfig {
+  int64_t hidden_size = 32;
+  int64_t num_layers = 2;
+  int64_t mlp_hidden_size = 16;
+};
+
+struct ModelConfig {
+  std::string name;
+  std::string version;
+  std::vector<std::string> labels;
+  InputConfig input;
+  // Only "resnet18" for now.
+  std::string backbone = "resnet18";
+  // Only "gru" for now.
+  std::string head = "gru";
+  GruHeadConfig gru;
+  // Free-form record of how the weights were made (data set, seed, metrics); shown to users.
+  nlohmann::json provenance = nlohmann::json::object();
+};
+
+// Reads and validates a model.json document. Errors are INVALID_ARGUMENT and name the bad field.
+absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& json);
+nlohmann::json ModelConfigToJson(const ModelConfig& config);
+
+}  // namespace vidclf::model
+
+#endif  // VIDCLF_MODEL_MODEL_CONFIG_H_

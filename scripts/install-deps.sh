@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs every Debian (bookworm) package that vidclf's build, tests and demo need.
+# Idempotent: when all packages are present it installs nothing and does not touch the network.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake pkg-config
+  # RPC and configuration
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  nlohmann-json3-dev
+  # media
+  libavformat-dev libavcodec-dev libavutil-dev libswscale-dev ffmpeg
+  # model; OpenBLAS because LibTorch's matmuls run ~30x slower on the reference BLAS
+  libtorch-dev libopenblas0-pthread
+  # metrics
+  prometheus-cpp-dev prometheus
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev python3-grpcio python3-protobuf
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

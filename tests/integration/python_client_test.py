@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""A second-language client: Python's grpcio against the real vidclf-server on loopback.
+
+Checks Classify, the health service, server reflection and the /metrics page (with promtool).
+Usage: python_client_test.py SERVER_BINARY TRAIN_BINARY PROTO_DIR
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+import urllib.request
+
+import grpc
+
+SERVER, TRAIN, PROTO_DIR = sys.argv[1:4]
+del sys.argv[1:4]
+
+
+def generate_messages(out_dir):
+    subprocess.run(["protoc", f"--proto_path={PROTO_DIR}", f"--python_out={out_dir}",
+                    "vidclf/v1/video_classifier.proto", "grpc/health/v1/health.proto"],
+                   check=True)
+    for package in ("vidclf", "vidclf/v1", "grpc", "grpc/health", "grpc/health/v1"):
+        open(os.path.join(out_dir, package, "__init__.py"), "a").close()
+    # Our generated 'grpc' package would shadow grpcio's: import the modules by path instead.
+    import importlib.util
+
+    def load(name, path):
+        spec = importlib.util.spec_from_file_location(name, os.path.join(out_dir, path))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return (load("video_classifier_pb2", "vidclf/v1/video_classifier_pb2.py"),
+            load("health_pb2", "grpc/health/v1/health_pb2.py"))
+
+
+class PythonClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.pb, cls.health_pb = generate_messages(cls.tmp.name)
+        repo = os.path.join(cls.tmp.name, "repo")
+        samples = os.path.join(cls.tmp.name, "samples")
+        # A tiny, quickly trained bundle; its held-out samples are our test videos.
+        subprocess.run([TRAIN, "--output-repository", repo, "--name", "small", "--samples-dir",
+                        samples, "--videos-per-class", "4", "--epochs", "2", "--num-frames", "4",
+                        "--crop-size", "32", "--resize-shorter-side", "32"],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(samples, "fade_in.mp4"), "rb") as video:
+            cls.video = video.read()
+        cls.server = subprocess.Popen(
+            [SERVER, "--model-repository", repo, "--host", "127.0.0.1", "--grpc-port", "0",
+             "--metrics-port", "0"], stdout=subprocess.PIPE, text=True)
+        output = ""
+        while not ("gRPC listening" in output and "metrics on" in output):
+            # Blocks until the server prints or exits; ctest's timeout bounds a hang.
+            line = cls.server.stdout.readline()
+            if not line:
+                raise RuntimeError(f"server did not start; it printed:\n{output}")
+            output += line
+        cls.grpc_port = int(re.search(r"gRPC listening on [\d.]+:(\d+)", output).group(1))
+        cls.metrics_port = int(re.search(r"metrics on http://[\d.]+:(\d+)/", output).group(1))
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.server.send_signal(signal.SIGTERM)
+        assert cls.server.wait(timeout=30) == 0, "server did not shut down cleanly"
+        cls.tmp.cleanup()
+
+    def classify(self, request):
+        call = self.channel.unary_unary(
+            "/vidclf.v1.VideoClassifier/Classify",
+            request_serializer=self.pb.ClassifyRequest.SerializeToString,
+            response_deserializer=self.pb.ClassifyResponse.FromString)
+        return call(request, timeout=60)
+
+    def test_classify(self):
+        response = self.classify(self.pb.ClassifyRequest(video=self.video, top_k=4))
+        self.assertEqual(response.model, "small")
+        self.assertEqual(sorted(e.label for e in response.top_k),
+                         ["fade_in", "fade_out", "hue_backward", "hue_forward"])
+        self.assertAlmostEqual(sum(e.score for e in response.top_k), 1.0, places=5)
+        self.assertEqual(response.frames_used, 4)
+        self.assertEqual(len(response.frame_timestamps_seconds), 4)
+
+    def test_invalid_argument_then_serving(self):
+        with self.assertRaises(grpc.RpcError) as error:
+            self.classify(self.pb.ClassifyRequest(video=b"\x00" * 1000))
+        self.assertEqual(error.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("not a video container", error.exception.details())
+        self.assertEqual(self.classify(self.pb.ClassifyRequest(video=self.video)).model, "small")
+
+    def test_health(self):
+        check = self.channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=self.health_pb.HealthCheckRequest.SerializeToString,
+            response_deserializer=self.health_pb.HealthCheckResponse.FromString)
+        response = check(self.health_pb.HealthCheckRequest(), timeout=10)
+        self.assertEqual(response.status, self.health_pb.HealthCheckResponse.SERVING)
+
+    def test_reflection_lists_the_service(self):
+        # ServerReflectionRequest{list_services: ""} is field 7, an empty string: bytes 3a 00.
+        info = self.channel.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            request_serializer=lambda raw: raw, response_deserializer=lambda raw: raw)
+        responses = list(info(iter([b"\x3a\x00"]), timeout=10))
+        self.assertEqual(len(responses), 1)
+        self.assertIn(b"vidclf.v1.VideoClassifier", responses[0])
+        self.assertIn(b"grpc.health.v1.Health", responses[0])
+
+    def test_metrics_pass_promtool(self):
+        self.classify(self.pb.ClassifyRequest(video=self.video))
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        page = urllib.request.urlopen(url, timeout=10).read()
+        self.assertIn(b'vidclf_requests_total{code="OK",method="Classify",model="small"}', page)
+        lint = subprocess.run(["promtool", "check", "metrics"], input=page, capture_output=True)
+        self.assertEqual(lint.returncode, 0, lint.stdout + lint.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

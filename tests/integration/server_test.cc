@@ -1,0 +1,179 @@
+// The real vidclf-server on a loopback port, called by the real vidclf client and a gRPC stub.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "model/video_model.h"
+#include "tests/test_util/server_process.h"
+#include "tests/test_util/test_files.h"
+#include "vidclf/v1/video_classifier.grpc.pb.h"
+
+namespace vidclf {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(testing::MakeScratchDir("server"));
+    // A tiny bundle: seeded random weights, small frames, so the suite runs in seconds.
+    model::ModelConfig config;
+    config.name = "tiny";
+    config.version = "1";
+    config.labels = {"alpha", "beta", "gamma"};
+    config.input.num_frames = 4;
+    config.input.resize_shorter_side = 64;
+    config.input.crop_size = 64;
+    torch::manual_seed(1);
+    auto model = model::VideoModel::Create(config);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_TRUE((*model)->Save(*dir_ + "/repo/tiny/1").ok());
+    testing::MakeVideo("-f lavfi -i testsrc2=size=160x120:rate=10 -frames:v 20 -c:v libx264",
+                       *dir_ + "/clip.mp4");
+    auto server = testing::ServerProcess::Start(VIDCLF_SERVER_BINARY,
+                                                {"--model-repository", *dir_ + "/repo"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+
+  void SetUp() override { ASSERT_NE(server_, nullptr) << "the server did not start"; }
+
+  static std::string Client(const std::string& arguments, int* exit_code) {
+    return testing::RunCommand(std::string(VIDCLF_CLIENT_BINARY) + " " + arguments + " --server " +
+                                   server_->grpc_address() + " 2>&1",
+                               exit_code);
+  }
+
+  static grpc::Status Call(const v1::ClassifyRequest& request, v1::ClassifyResponse* response) {
+    auto stub = v1::VideoClassifier::NewStub(
+        grpc::CreateChannel(server_->grpc_address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    return stub->Classify(&context, request, response);
+  }
+
+  static std::string* dir_;
+  static testing::ServerProcess* server_;
+};
+
+std::string* ServerTest::dir_ = nullptr;
+testing::ServerProcess* ServerTest::server_ = nullptr;
+
+TEST_F(ServerTest, ClassifiesAVideoWithTheCommandLineClient) {
+  int exit_code = 0;
+  const std::string output = Client("classify " + *dir_ + "/clip.mp4 --json --top-k 2", &exit_code);
+  ASSERT_EQ(exit_code, 0) << output;
+  const nlohmann::json json = nlohmann::json::parse(output);
+  EXPECT_EQ(json["model"], "tiny");
+  EXPECT_EQ(json["model_version"], "1");
+  ASSERT_EQ(json["top_k"].size(), 2u);
+  EXPECT_GE(json["top_k"][0]["score"].get<double>(), json["top_k"][1]["score"].get<double>());
+  for (const auto& entry : json["top_k"]) {
+    EXPECT_THAT((std::vector<std::string>{"alpha", "beta", "gamma"}),
+                ::testing::Contains(entry["label"].get<std::string>()));
+  }
+  EXPECT_EQ(json["frames_used"], 4);
+  // 20 frames at 10 fps sampled at 4 segment centres: frames 2, 7, 12, 17.
+  const std::vector<double> times = json["frame_timestamps_seconds"];
+  ASSERT_EQ(times.size(), 4u);
+  EXPECT_NEAR(times[0], 0.2, 1e-6);
+  EXPECT_NEAR(times[3], 1.7, 1e-6);
+  EXPECT_GT(json["timings"]["embed_ms"].get<double>(), 0);
+  EXPECT_GE(json["timings"]["total_ms"].get<double>(), json["timings"]["embed_ms"].get<double>());
+}
+
+TEST_F(ServerTest, ScoresOfAllLabelsSumToOne) {
+  v1::ClassifyRequest request;
+  request.set_video(testing::ReadFile(*dir_ + "/clip.mp4"));
+  request.set_top_k(10);
+  request.mutable_sampling()->set_num_frames(6);
+  v1::ClassifyResponse response;
+  ASSERT_TRUE(Call(request, &response).ok());
+  ASSERT_EQ(response.top_k_size(), 3);  // capped at the model's labels
+  double sum = 0;
+  for (const auto& entry : response.top_k()) sum += entry.score();
+  EXPECT_NEAR(sum, 1.0, 1e-5);
+  EXPECT_EQ(response.frames_used(), 6u);
+}
+
+TEST_F(ServerTest, RefusesBadInputAndKeepsServing) {
+  v1::ClassifyResponse response;
+  v1::ClassifyRequest empty;
+  grpc::Status status = Call(empty, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("empty input"));
+
+  v1::ClassifyRequest random;
+  std::mt19937 rng(7);
+  std::string bytes(50000, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng());
+  random.set_video(bytes);
+  status = Call(random, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("not a video container"));
+
+  v1::ClassifyRequest unknown_model;
+  unknown_model.set_video(testing::ReadFile(*dir_ + "/clip.mp4"));
+  unknown_model.set_model("nope");
+  status = Call(unknown_model, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("this server has: tiny"));
+
+  int exit_code = 0;
+  std::string output = Client("classify /dev/null", &exit_code);
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_THAT(output, HasSubstr("INVALID_ARGUMENT: empty input"));
+
+  output = Client("classify " + *dir_ + "/clip.mp4", &exit_code);
+  EXPECT_EQ(exit_code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("model   tiny (version 1)"));
+}
+
+TEST_F(ServerTest, HealthServiceAnswersServing) {
+  int exit_code = 0;
+  const std::string output = Client("health", &exit_code);
+  EXPECT_EQ(exit_code, 0) << output;
+  EXPECT_EQ(output, "SERVING\n");
+
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(server_->grpc_address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service("vidclf.v1.VideoClassifier");
+  grpc::health::v1::HealthCheckResponse response;
+  ASSERT_TRUE(stub->Check(&context, request, &response).ok());
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+TEST_F(ServerTest, MetricsPassPromtoolAndCountRequestsByCode) {
+  v1::ClassifyResponse response;
+  Call(v1::ClassifyRequest(), &response);  // one INVALID_ARGUMENT for certain
+  auto metrics = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_THAT(*metrics, HasSubstr("vidclf_requests_total{"));
+  EXPECT_THAT(*metrics, HasSubstr("code=\"INVALID_ARGUMENT\""));
+  EXPECT_THAT(*metrics, HasSubstr("vidclf_request_duration_seconds_bucket{"));
+  EXPECT_THAT(*metrics, HasSubstr("process_resident_memory_bytes "));
+
+  const std::string path = *dir_ + "/metrics.txt";
+  std::ofstream(path) << *metrics;
+  int exit_code = 0;
+  const std::string lint =
+      testing::RunCommand("promtool check metrics < " + path + " 2>&1", &exit_code);
+  EXPECT_EQ(exit_code, 0) << lint;
+}
+
+}  // namespace
+}  // namespace vidclf

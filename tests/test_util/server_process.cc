@@ -1,0 +1,118 @@
+#include "tests/test_util/server_process.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+
+namespace vidclf::testing {
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
+    const std::string& binary, const std::vector<std::string>& arguments, int startup_seconds) {
+  std::vector<std::string> args = {binary, "--host",         "127.0.0.1", "--grpc-port",
+                                   "0",    "--metrics-port", "0"};
+  args.insert(args.end(), arguments.begin(), arguments.end());
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
+  const pid_t pid = ::fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    ::dup2(pipe_fds[1], STDOUT_FILENO);
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    ::execv(binary.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  std::unique_ptr<ServerProcess> server(new ServerProcess());
+  server->pid_ = pid;
+  server->stdout_fd_ = pipe_fds[0];
+
+  const std::regex grpc_line(R"(gRPC listening on [^:\s]+:(\d+))");
+  const std::regex metrics_line(R"(metrics on http://[^:\s]+:(\d+)/metrics)");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(startup_seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::smatch grpc_match, metrics_match;
+    if (std::regex_search(server->output_, grpc_match, grpc_line) &&
+        std::regex_search(server->output_, metrics_match, metrics_line)) {
+      server->grpc_port_ = std::stoi(grpc_match[1]);
+      server->metrics_port_ = std::stoi(metrics_match[1]);
+      return server;
+    }
+    pollfd poll_fd{server->stdout_fd_, POLLIN, 0};
+    if (::poll(&poll_fd, 1, 200) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = ::read(server->stdout_fd_, buffer, sizeof(buffer));
+    if (n <= 0) {
+      return absl::InternalError(
+          absl::StrCat("server exited during start-up; it printed:\n", server->output_));
+    }
+    server->output_.append(buffer, n);
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("server did not report its ports; it printed:\n", server->output_));
+}
+
+int ServerProcess::Stop() {
+  if (pid_ < 0) return -1;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (::waitpid(pid_, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      break;
+    }
+    ::usleep(20 * 1000);
+  }
+  pid_ = -1;
+  char buffer[4096];
+  ssize_t n = 0;
+  while ((n = ::read(stdout_fd_, buffer, sizeof(buffer))) > 0) output_.append(buffer, n);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+ServerProcess::~ServerProcess() {
+  Stop();
+  if (stdout_fd_ >= 0) ::close(stdout_fd_);
+}
+
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket failed");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot connect to port ", port));
+  }
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  ::send(fd, request.data(), request.size(), 0);
+  std::string response;
+  char buffer[8192];
+  ssize_t n = 0;
+  while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, n);
+  ::close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (response.compare(0, 12, "HTTP/1.1 200") != 0 &&
+      response.compare(0, 12, "HTTP/1.0 200") != 0) {
+    return absl::InternalError(absl::StrCat("GET ", path, " answered: ", response.substr(0, 80)));
+  }
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+}  // namespace vidclf::testing

@@ -1,0 +1,48 @@
+// Runs the real vidclf-server binary as a child process on ephemeral loopback ports.
+#ifndef VIDCLF_TESTS_TEST_UTIL_SERVER_PROCESS_H_
+#define VIDCLF_TESTS_TEST_UTIL_SERVER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace vidclf::testing {
+
+class ServerProcess {
+ public:
+  // Starts `binary` with `arguments` plus --host 127.0.0.1 --grpc-port 0 --metrics-port 0 and
+  // waits (up to `startup_seconds`) until it prints the ports it listens on.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
+      const std::string& binary, const std::vector<std::string>& arguments,
+      int startup_seconds = 120);
+
+  // Sends SIGTERM and waits for the exit; SIGKILL if it takes over 30 s.
+  ~ServerProcess();
+
+  std::string grpc_address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  int metrics_port() const { return metrics_port_; }
+  // Everything the server printed to stdout so far.
+  const std::string& output() const { return output_; }
+  // Sends SIGTERM and returns the exit status (-1 if it did not exit normally).
+  int Stop();
+
+ private:
+  ServerProcess() = default;
+
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  std::string output_;
+};
+
+// A plain HTTP/1.0 GET on 127.0.0.1; returns the body of a 200 response.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+
+}  // namespace vidclf::testing
+
+#endif  // VIDCLF_TESTS_TEST_UTIL_SERVER_PROCESS_H_
