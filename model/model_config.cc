@@ -10,6 +10,42 @@ absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("model.json: ", what));
 }
 
+// Reads the fields `json` has and keeps the defaults of the others.
+attention::AttentionOptions AttentionOptionsFromJson(const nlohmann::json& json) {
+  attention::AttentionOptions options;
+  options.type = json.value("type", options.type);
+  options.scale = json.value("scale", options.scale);
+  options.max_length = json.value("max_length", options.max_length);
+  options.causal = json.value("causal", options.causal);
+  options.epsilon = json.value("epsilon", options.epsilon);
+  options.linformer_k = json.value("linformer_k", options.linformer_k);
+  options.nystrom_landmarks = json.value("nystrom_landmarks", options.nystrom_landmarks);
+  options.nystrom_pinv_iterations =
+      json.value("nystrom_pinv_iterations", options.nystrom_pinv_iterations);
+  options.clusters = json.value("clusters", options.clusters);
+  options.hash_bits = json.value("hash_bits", options.hash_bits);
+  options.lloyd_iterations = json.value("lloyd_iterations", options.lloyd_iterations);
+  options.topk = json.value("topk", options.topk);
+  options.seed = json.value("seed", options.seed);
+  return options;
+}
+
+nlohmann::json AttentionOptionsToJson(const attention::AttentionOptions& options) {
+  return {{"type", options.type},
+          {"scale", options.scale},
+          {"max_length", options.max_length},
+          {"causal", options.causal},
+          {"epsilon", options.epsilon},
+          {"linformer_k", options.linformer_k},
+          {"nystrom_landmarks", options.nystrom_landmarks},
+          {"nystrom_pinv_iterations", options.nystrom_pinv_iterations},
+          {"clusters", options.clusters},
+          {"hash_bits", options.hash_bits},
+          {"lloyd_iterations", options.lloyd_iterations},
+          {"topk", options.topk},
+          {"seed", options.seed}};
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& json) {
@@ -28,9 +64,21 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& json) {
     config.backbone = json.value("backbone", config.backbone);
     const nlohmann::json& head = json.at("head");
     config.head = head.at("type").get<std::string>();
-    config.gru.hidden_size = head.value("hidden_size", config.gru.hidden_size);
-    config.gru.num_layers = head.value("num_layers", config.gru.num_layers);
-    config.gru.mlp_hidden_size = head.value("mlp_hidden_size", config.gru.mlp_hidden_size);
+    if (config.head == "gru") {
+      config.gru.hidden_size = head.value("hidden_size", config.gru.hidden_size);
+      config.gru.num_layers = head.value("num_layers", config.gru.num_layers);
+      config.gru.mlp_hidden_size = head.value("mlp_hidden_size", config.gru.mlp_hidden_size);
+    } else if (config.head == "transformer") {
+      TransformerHeadConfig& t = config.transformer;
+      t.d_model = head.value("d_model", t.d_model);
+      t.num_heads = head.value("num_heads", t.num_heads);
+      t.num_layers = head.value("num_layers", t.num_layers);
+      t.ffn_size = head.value("ffn_size", t.ffn_size);
+      t.pre_norm = head.value("pre_norm", t.pre_norm);
+      t.pooling = head.value("pooling", t.pooling);
+      t.dropout = head.value("dropout", t.dropout);
+      t.attention = AttentionOptionsFromJson(head.value("attention", nlohmann::json::object()));
+    }
     config.provenance = json.value("provenance", nlohmann::json::object());
   } catch (const nlohmann::json::exception& e) {
     return Invalid(e.what());
@@ -44,8 +92,9 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& json) {
   if (config.backbone != "resnet18") {
     return Invalid(absl::StrCat("unknown backbone \"", config.backbone, "\"; known: resnet18"));
   }
-  if (config.head != "gru") {
-    return Invalid(absl::StrCat("unknown head type \"", config.head, "\"; known: gru"));
+  if (config.head != "gru" && config.head != "transformer") {
+    return Invalid(
+        absl::StrCat("unknown head type \"", config.head, "\"; known: gru, transformer"));
   }
   if (config.gru.hidden_size < 1 || config.gru.num_layers < 1 || config.gru.mlp_hidden_size < 1) {
     return Invalid("head sizes must be positive");
@@ -54,6 +103,22 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& json) {
 }
 
 nlohmann::json ModelConfigToJson(const ModelConfig& config) {
+  nlohmann::json head = {{"type", config.head}};
+  if (config.head == "gru") {
+    head["hidden_size"] = config.gru.hidden_size;
+    head["num_layers"] = config.gru.num_layers;
+    head["mlp_hidden_size"] = config.gru.mlp_hidden_size;
+  } else {
+    const TransformerHeadConfig& t = config.transformer;
+    head["d_model"] = t.d_model;
+    head["num_heads"] = t.num_heads;
+    head["num_layers"] = t.num_layers;
+    head["ffn_size"] = t.ffn_size;
+    head["pre_norm"] = t.pre_norm;
+    head["pooling"] = t.pooling;
+    head["dropout"] = t.dropout;
+    head["attention"] = AttentionOptionsToJson(t.attention);
+  }
   return {
       {"name", config.name},
       {"version", config.version},
@@ -65,11 +130,7 @@ nlohmann::json ModelConfigToJson(const ModelConfig& config) {
         {"mean", config.input.mean},
         {"std", config.input.std}}},
       {"backbone", config.backbone},
-      {"head",
-       {{"type", config.head},
-        {"hidden_size", config.gru.hidden_size},
-        {"num_layers", config.gru.num_layers},
-        {"mlp_hidden_size", config.gru.mlp_hidden_size}}},
+      {"head", head},
       {"provenance", config.provenance},
   };
 }

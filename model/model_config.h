@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/attention/attention.h"
 
 namespace vidclf::model {
 
@@ -34,6 +35,18 @@ struct GruHeadConfig {
   int64_t mlp_hidden_size = 16;
 };
 
+struct TransformerHeadConfig {
+  int64_t d_model = 512;
+  int64_t num_heads = 8;
+  int64_t num_layers = 6;
+  int64_t ffn_size = 1024;
+  bool pre_norm = false;
+  std::string pooling = "mean";  // or "cls"
+  double dropout = 0.1;
+  // type and per-mechanism options; head_dim, value_dim and num_heads follow from the above.
+  attention::AttentionOptions attention;
+};
+
 struct ModelConfig {
   std::string name;
   std::string version;
@@ -41,9 +54,10 @@ struct ModelConfig {
   InputConfig input;
   // Only "resnet18" for now.
   std::string backbone = "resnet18";
-  // Only "gru" for now.
+  // "gru" or "transformer"; only the matching block below is used (and written).
   std::string head = "gru";
   GruHeadConfig gru;
+  TransformerHeadConfig transformer;
   // Free-form record of how the weights were made (data set, seed, metrics); shown to users.
   nlohmann::json provenance = nlohmann::json::object();
 };

@@ -8,6 +8,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/heads/gru_head.h"
+#include "model/heads/transformer_head.h"
 
 namespace vidclf::model {
 namespace {
@@ -16,12 +18,29 @@ constexpr char kConfigFile[] = "model.json";
 constexpr char kBackboneFile[] = "backbone.pt";
 constexpr char kHeadFile[] = "head.pt";
 
-GruHead MakeHead(const ModelConfig& config) {
-  return GruHead(GruHeadOptions(static_cast<int64_t>(config.labels.size()))
+// Throws c10::Error when the head's options are inconsistent.
+std::shared_ptr<TemporalHead> MakeHead(const ModelConfig& config) {
+  const auto num_classes = static_cast<int64_t>(config.labels.size());
+  if (config.head == "transformer") {
+    const TransformerHeadConfig& t = config.transformer;
+    return TransformerHead(TransformerHeadOptions(num_classes)
+                               .input_size(kResNet18EmbeddingSize)
+                               .d_model(t.d_model)
+                               .num_heads(t.num_heads)
+                               .num_layers(t.num_layers)
+                               .ffn_size(t.ffn_size)
+                               .pre_norm(t.pre_norm)
+                               .pooling(t.pooling)
+                               .dropout(t.dropout)
+                               .attention(t.attention))
+        .ptr();
+  }
+  return GruHead(GruHeadOptions(num_classes)
                      .input_size(kResNet18EmbeddingSize)
                      .hidden_size(config.gru.hidden_size)
                      .num_layers(config.gru.num_layers)
-                     .mlp_hidden_size(config.gru.mlp_hidden_size));
+                     .mlp_hidden_size(config.gru.mlp_hidden_size))
+      .ptr();
 }
 
 // torch::load replaces each tensor wholesale, shape included, so a file written for another
@@ -52,7 +71,7 @@ absl::Status LoadWeights(Module& module, const std::filesystem::path& path) {
 
 }  // namespace
 
-VideoModel::VideoModel(ModelConfig config, ResNet18 backbone, GruHead head)
+VideoModel::VideoModel(ModelConfig config, ResNet18 backbone, std::shared_ptr<TemporalHead> head)
     : config_(std::move(config)), backbone_(std::move(backbone)), head_(std::move(head)) {
   backbone_->eval();
   head_->eval();
@@ -83,7 +102,7 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& 
     return absl::InvalidArgumentError(absl::StrCat(bundle_dir, ": ", config.status().message()));
   }
   ResNet18 backbone;
-  GruHead head = nullptr;
+  std::shared_ptr<TemporalHead> head;
   try {
     head = MakeHead(*config);
     if (auto status = LoadWeights(backbone, dir / kBackboneFile); !status.ok()) return status;

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "model/heads/gru_head.h"
+#include "model/heads/temporal_head.h"
 #include "model/model_config.h"
 #include "model/resnet18.h"
 
@@ -30,7 +30,8 @@ class VideoModel {
   const ModelConfig& config() const { return config_; }
   ModelConfig& mutable_config() { return config_; }
   ResNet18& backbone() { return backbone_; }
-  GruHead& head() { return head_; }
+  // The temporal head (GRU or transformer, as the config says).
+  TemporalHead& head() { return *head_; }
 
   // frames: [T, 3, crop, crop] float. Returns embeddings [T, 512]. Runs in eval mode without
   // autograd, in chunks of at most `max_batch_frames` frames to bound peak memory.
@@ -42,12 +43,12 @@ class VideoModel {
                                          const torch::Tensor& lengths) const;
 
  private:
-  VideoModel(ModelConfig config, ResNet18 backbone, GruHead head);
+  VideoModel(ModelConfig config, ResNet18 backbone, std::shared_ptr<TemporalHead> head);
 
   ModelConfig config_;
   // LibTorch's forward() is not const, but in eval mode under InferenceMode it only reads.
   mutable ResNet18 backbone_;
-  mutable GruHead head_;
+  std::shared_ptr<TemporalHead> head_;
 };
 
 // Sets `threads` intra-op threads for LibTorch and returns a line naming the BLAS and thread count

@@ -30,7 +30,12 @@ ABSL_FLAG(double, test_fraction, 0.25, "Share of each class held out for the tes
 ABSL_FLAG(int, num_frames, 16, "Frames sampled per video.");
 ABSL_FLAG(int, crop_size, 112, "Side of the square frames the backbone sees.");
 ABSL_FLAG(int, resize_shorter_side, 128, "Shorter side before the centre crop.");
+ABSL_FLAG(std::string, head, "gru", "Temporal head: gru or transformer.");
+ABSL_FLAG(std::string, attention, "softmax", "Transformer attention mechanism (see docs).");
+ABSL_FLAG(int, d_model, 512, "Transformer width.");
+ABSL_FLAG(int, num_layers, 6, "Transformer encoder layers.");
 ABSL_FLAG(int, epochs, 60, "Training epochs of the head.");
+ABSL_FLAG(double, learning_rate, 0, "Adam learning rate (0: 3e-3 for gru, 3e-4 for transformer).");
 ABSL_FLAG(int, seed, 7, "Seeds the videos, the backbone's weights and the training.");
 ABSL_FLAG(std::string, samples_dir, "", "If set, writes one held-out video per class here.");
 
@@ -71,6 +76,13 @@ int Run() {
   config.input.num_frames = absl::GetFlag(FLAGS_num_frames);
   config.input.crop_size = absl::GetFlag(FLAGS_crop_size);
   config.input.resize_shorter_side = absl::GetFlag(FLAGS_resize_shorter_side);
+  config.head = absl::GetFlag(FLAGS_head);
+  config.transformer.d_model = absl::GetFlag(FLAGS_d_model);
+  config.transformer.num_layers = absl::GetFlag(FLAGS_num_layers);
+  config.transformer.attention.type = absl::GetFlag(FLAGS_attention);
+  // Positions the attention must accept: up to the 256 frames a request may ask the server to
+  // sample (its default limit), plus a class token.
+  config.transformer.attention.max_length = std::max(config.input.num_frames, 256) + 1;
   torch::manual_seed(seed);
   auto model = vidclf::model::VideoModel::Create(config);
   if (!model.ok()) {
@@ -116,12 +128,14 @@ int Run() {
   vidclf::model::HeadTrainingOptions training;
   training.epochs = absl::GetFlag(FLAGS_epochs);
   training.seed = seed;
+  training.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  if (training.learning_rate <= 0) training.learning_rate = config.head == "gru" ? 3e-3 : 3e-4;
   training.on_epoch = [&training](int epoch, double loss) {
     if ((epoch + 1) % 10 == 0 || epoch + 1 == training.epochs) {
       std::cout << absl::StrFormat("epoch %3d  training loss %.4f", epoch + 1, loss) << std::endl;
     }
   };
-  auto report = vidclf::model::TrainGruHead((*model)->head(), train.ToSet(), training);
+  auto report = vidclf::model::TrainHead((*model)->head(), train.ToSet(), training);
   if (!report.ok()) {
     std::cerr << "vidclf-train: " << report.status().message() << "\n";
     return 1;
@@ -143,6 +157,7 @@ int Run() {
       {"train_videos", train.labels.size()},
       {"test_videos", test.labels.size()},
       {"epochs", training.epochs},
+      {"learning_rate", training.learning_rate},
       {"train_accuracy", report->train_accuracy},
       {"test_accuracy", test_accuracy},
   };

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "model/heads/temporal_head.h"
+
 namespace vidclf::model {
 
 struct GruHeadOptions {
@@ -24,19 +26,14 @@ struct GruHeadOptions {
   TORCH_ARG(int64_t, mlp_hidden_size) = 16;
 };
 
-class GruHeadImpl : public torch::nn::Module {
+class GruHeadImpl : public TemporalHead {
  public:
   explicit GruHeadImpl(const GruHeadOptions& options);
 
-  // embeddings: [B, T, input_size]; lengths: [B] int64, the number of valid (leading) frames of
-  // each sequence, 1 <= length <= T. Frames past a sequence's length are padding and never change
-  // its output. Returns logits [B, num_classes].
-  torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& lengths);
+  // See TemporalHead::forward.
+  torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& lengths) override;
 
   GruHeadOptions options;
-  // Embeddings are standardised with these before the GRU; the trainer sets them from its
-  // training set (buffers, so they travel with the weights). Identity by default.
-  torch::Tensor embedding_mean, embedding_std;
   torch::nn::GRU gru{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };

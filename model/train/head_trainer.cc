@@ -17,20 +17,20 @@ std::pair<torch::Tensor, torch::Tensor> ValidFrameMoments(const EmbeddingSet& se
 
 }  // namespace
 
-absl::StatusOr<TrainingReport> TrainGruHead(GruHead& head, const EmbeddingSet& train,
-                                            const HeadTrainingOptions& options) {
+absl::StatusOr<TrainingReport> TrainHead(TemporalHead& head, const EmbeddingSet& train,
+                                         const HeadTrainingOptions& options) {
   const int64_t n = train.embeddings.size(0);
   if (n == 0) return absl::InvalidArgumentError("no training videos");
   try {
     {
       torch::NoGradGuard no_grad;
       auto [mean, std] = ValidFrameMoments(train);
-      head->embedding_mean.copy_(mean);
-      head->embedding_std.copy_(std);
+      head.embedding_mean.copy_(mean);
+      head.embedding_std.copy_(std);
     }
     torch::manual_seed(options.seed);
-    head->train();
-    torch::optim::Adam optimizer(head->parameters(),
+    head.train();
+    torch::optim::Adam optimizer(head.parameters(),
                                  torch::optim::AdamOptions(options.learning_rate));
     TrainingReport report;
     for (int epoch = 0; epoch < options.epochs; ++epoch) {
@@ -39,8 +39,8 @@ absl::StatusOr<TrainingReport> TrainGruHead(GruHead& head, const EmbeddingSet& t
       for (int64_t begin = 0; begin < n; begin += options.batch_size) {
         const torch::Tensor batch = order.slice(0, begin, begin + options.batch_size);
         optimizer.zero_grad();
-        const torch::Tensor logits = head->forward(train.embeddings.index_select(0, batch),
-                                                   train.lengths.index_select(0, batch));
+        const torch::Tensor logits = head.forward(train.embeddings.index_select(0, batch),
+                                                  train.lengths.index_select(0, batch));
         const torch::Tensor loss =
             torch::nn::functional::cross_entropy(logits, train.labels.index_select(0, batch));
         loss.backward();
@@ -50,7 +50,7 @@ absl::StatusOr<TrainingReport> TrainGruHead(GruHead& head, const EmbeddingSet& t
       report.final_loss = loss_sum / n;
       if (options.on_epoch) options.on_epoch(epoch, report.final_loss);
     }
-    head->eval();
+    head.eval();
     report.train_accuracy = Accuracy(head, train);
     return report;
   } catch (const c10::Error& e) {
@@ -58,10 +58,11 @@ absl::StatusOr<TrainingReport> TrainGruHead(GruHead& head, const EmbeddingSet& t
   }
 }
 
-double Accuracy(GruHead& head, const EmbeddingSet& set) {
+double Accuracy(TemporalHead& head, const EmbeddingSet& set) {
   if (set.embeddings.size(0) == 0) return 0;
   torch::NoGradGuard no_grad;
-  const torch::Tensor predicted = head->forward(set.embeddings, set.lengths).argmax(1);
+  head.eval();
+  const torch::Tensor predicted = head.forward(set.embeddings, set.lengths).argmax(1);
   return predicted.eq(set.labels).to(torch::kDouble).mean().item<double>();
 }
 

@@ -9,7 +9,7 @@
 #include <functional>
 
 #include "absl/status/statusor.h"
-#include "model/heads/gru_head.h"
+#include "model/heads/temporal_head.h"
 
 namespace vidclf::model {
 
@@ -22,7 +22,7 @@ struct EmbeddingSet {
 
 struct HeadTrainingOptions {
   int epochs = 80;
-  int batch_size = 16;  // seed 004's GRU batch size
+  int batch_size = 16;  // seed 004's GRU batch size (its transformer used 24)
   double learning_rate = 3e-3;
   // Seeds the shuffling and the head's initial weights.
   uint64_t seed = 7;
@@ -37,11 +37,11 @@ struct TrainingReport {
 
 // Fits `head` (Adam, cross-entropy) to `train`, after setting its embedding standardisation from
 // `train`'s valid frames. Leaves the head in eval mode.
-absl::StatusOr<TrainingReport> TrainGruHead(GruHead& head, const EmbeddingSet& train,
-                                            const HeadTrainingOptions& options);
+absl::StatusOr<TrainingReport> TrainHead(TemporalHead& head, const EmbeddingSet& train,
+                                         const HeadTrainingOptions& options);
 
-// Fraction of `set` whose most probable class is its label.
-double Accuracy(GruHead& head, const EmbeddingSet& set);
+// Fraction of `set` whose most probable class is its label. Puts the head in eval mode.
+double Accuracy(TemporalHead& head, const EmbeddingSet& set);
 
 }  // namespace vidclf::model
 

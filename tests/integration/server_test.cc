@@ -35,6 +35,17 @@ class ServerTest : public ::testing::Test {
     auto model = model::VideoModel::Create(config);
     ASSERT_TRUE(model.ok()) << model.status();
     ASSERT_TRUE((*model)->Save(*dir_ + "/repo/tiny/1").ok());
+    // A second model, with a small transformer head, to serve side by side.
+    config.name = "tiny-transformer";
+    config.head = "transformer";
+    config.transformer.d_model = 32;
+    config.transformer.num_heads = 2;
+    config.transformer.num_layers = 1;
+    config.transformer.ffn_size = 64;
+    config.transformer.attention.type = "linear";
+    auto transformer = model::VideoModel::Create(config);
+    ASSERT_TRUE(transformer.ok()) << transformer.status();
+    ASSERT_TRUE((*transformer)->Save(*dir_ + "/repo/tiny-transformer/1").ok());
     testing::MakeVideo("-f lavfi -i testsrc2=size=160x120:rate=10 -frames:v 20 -c:v libx264",
                        *dir_ + "/clip.mp4");
     auto server = testing::ServerProcess::Start(VIDCLF_SERVER_BINARY,
@@ -108,6 +119,18 @@ TEST_F(ServerTest, ScoresOfAllLabelsSumToOne) {
   EXPECT_EQ(response.frames_used(), 6u);
 }
 
+TEST_F(ServerTest, ServesATransformerHeadBesideTheGru) {
+  v1::ClassifyRequest request;
+  request.set_video(testing::ReadFile(*dir_ + "/clip.mp4"));
+  request.set_model("tiny-transformer");
+  v1::ClassifyResponse response;
+  const grpc::Status status = Call(request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.model(), "tiny-transformer");
+  EXPECT_EQ(response.top_k_size(), 3);
+  EXPECT_EQ(response.frames_used(), 4u);
+}
+
 TEST_F(ServerTest, RefusesBadInputAndKeepsServing) {
   v1::ClassifyResponse response;
   v1::ClassifyRequest empty;
@@ -129,7 +152,7 @@ TEST_F(ServerTest, RefusesBadInputAndKeepsServing) {
   unknown_model.set_model("nope");
   status = Call(unknown_model, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_THAT(status.error_message(), HasSubstr("this server has: tiny"));
+  EXPECT_THAT(status.error_message(), HasSubstr("this server has: tiny, tiny-transformer"));
 
   int exit_code = 0;
   std::string output = Client("classify /dev/null", &exit_code);

@@ -1,0 +1,81 @@
+// The attention mechanisms a transformer head can use, behind one signature.
+//
+// A mechanism is the "inner attention" of fast-transformers: it mixes already-projected queries,
+// keys and values. The projections and the head split live in the layer that owns the mechanism,
+// so every mechanism sees the same shapes:
+//
+//   queries  [B, H, L, E]   B batch, H heads, L query positions, E query/key width per head
+//   keys     [B, H, S, E]   S key positions
+//   values   [B, H, S, M]   M value width per head
+//   key_padding_mask  [B, S] bool, true where the key is a real frame, false where it is padding;
+//                     an undefined tensor means every key is real
+//   result   [B, H, L, M]
+//
+// Padded keys never influence any output row. Outputs at padded query positions are defined
+// (finite) but meaningless; callers ignore them.
+#ifndef VIDCLF_MODEL_ATTENTION_ATTENTION_H_
+#define VIDCLF_MODEL_ATTENTION_ATTENTION_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+namespace vidclf::model::attention {
+
+// Options of every mechanism; each reads the fields it needs. Defaults follow the seeds (see
+// docs/attention.md); a model bundle's JSON overrides them per field.
+struct AttentionOptions {
+  // Registry name: softmax, linear, causal-linear, cosformer, linformer, nystrom, clustered,
+  // improved-clustered.
+  std::string type = "softmax";
+  // Width per head of queries and keys (E) and of values (M).
+  int64_t head_dim = 64;
+  int64_t value_dim = 64;
+  int64_t num_heads = 8;
+  // Score scale; 0 means 1/sqrt(head_dim) (PyTorch's per-head convention).
+  double scale = 0;
+  // Longest sequence the mechanism must accept. Linformer's E and F are k x max_length and it
+  // refuses longer inputs; cosFormer uses it as alpha (alpha >= max length keeps weights >= 0).
+  int64_t max_length = 512;
+  // Mechanisms with a causal form (causal-linear always; cosformer when true) let position i see
+  // keys j <= i only.
+  bool causal = false;
+  // Numerical floor added to the denominators of the linear-time mechanisms.
+  double epsilon = 1e-6;
+  // Linformer: projected length k.
+  int64_t linformer_k = 64;
+  // Nystrom: landmarks m (segment means) and iterations of the pseudo-inverse.
+  int64_t nystrom_landmarks = 32;
+  int64_t nystrom_pinv_iterations = 6;
+  // Clustered and improved-clustered: clusters C, hash bits B (<= 63), Lloyd iterations L,
+  // and (improved only) the top-k keys per cluster. Thesis defaults: C = 100, B = 63, L = 10,
+  // k = 32.
+  int64_t clusters = 100;
+  int64_t hash_bits = 63;
+  int64_t lloyd_iterations = 10;
+  int64_t topk = 32;
+  // Seeds the random projections of the clustered mechanisms.
+  uint64_t seed = 0;
+};
+
+// Base of all mechanisms. A torch::nn::Module, so mechanisms with learned weights (Linformer's E
+// and F) register them and travel with the head's weights.
+class AttentionMechanism : public torch::nn::Module {
+ public:
+  // See the file comment for shapes and the mask's meaning.
+  virtual torch::Tensor forward(const torch::Tensor& queries, const torch::Tensor& keys,
+                                const torch::Tensor& values,
+                                const torch::Tensor& key_padding_mask) = 0;
+};
+
+// The score scale `options` asks for: options.scale, or 1/sqrt(head_dim) when it is 0.
+double ScoreScale(const AttentionOptions& options);
+
+// Checks the shapes described above; throws c10::Error with a message naming the bad argument.
+void CheckAttentionInputs(const torch::Tensor& queries, const torch::Tensor& keys,
+                          const torch::Tensor& values, const torch::Tensor& key_padding_mask);
+
+}  // namespace vidclf::model::attention
+
+#endif  // VIDCLF_MODEL_ATTENTION_ATTENTION_H_

@@ -1,0 +1,137 @@
+#include "model/heads/transformer_head.h"
+
+#include <cmath>
+
+#include "model/attention/registry.h"
+
+namespace vidclf::model {
+
+torch::Tensor SinusoidalPositionalEncoding(int64_t length, int64_t d_model) {
+  TORCH_CHECK(d_model % 2 == 0, "sinusoidal positions need an even d_model; got ", d_model);
+  const torch::Tensor position = torch::arange(length, torch::kDouble).unsqueeze(1);
+  // 1 / 10000^(2i/d) for i = 0 .. d/2 - 1, computed in double so golden values hold to 1e-7.
+  const torch::Tensor frequency =
+      torch::exp(torch::arange(0, d_model, 2, torch::kDouble) * (-std::log(10000.0) / d_model));
+  torch::Tensor encoding = torch::empty({length, d_model}, torch::kDouble);
+  encoding.slice(1, 0, d_model, 2) = torch::sin(position * frequency);
+  encoding.slice(1, 1, d_model, 2) = torch::cos(position * frequency);
+  return encoding.to(torch::kFloat);
+}
+
+SelfAttentionImpl::SelfAttentionImpl(int64_t d_model, int64_t num_heads_,
+                                     std::shared_ptr<attention::AttentionMechanism> mechanism_)
+    : num_heads(num_heads_),
+      query(register_module("query", torch::nn::Linear(d_model, d_model))),
+      key(register_module("key", torch::nn::Linear(d_model, d_model))),
+      value(register_module("value", torch::nn::Linear(d_model, d_model))),
+      output(register_module("output", torch::nn::Linear(d_model, d_model))),
+      mechanism(register_module("mechanism", std::move(mechanism_))) {}
+
+torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+  const int64_t batch = x.size(0);
+  const int64_t length = x.size(1);
+  auto split_heads = [&](const torch::Tensor& t) {
+    return t.view({batch, length, num_heads, -1}).transpose(1, 2);  // [B, H, T, d/H]
+  };
+  const torch::Tensor mixed =
+      mechanism->forward(split_heads(query(x)), split_heads(key(x)), split_heads(value(x)), mask);
+  return output(mixed.transpose(1, 2).reshape({batch, length, -1}));
+}
+
+EncoderLayerImpl::EncoderLayerImpl(const TransformerHeadOptions& options,
+                                   std::shared_ptr<attention::AttentionMechanism> mechanism)
+    : pre_norm(options.pre_norm()),
+      self_attention(register_module(
+          "self_attention",
+          SelfAttention(options.d_model(), options.num_heads(), std::move(mechanism)))),
+      linear1(register_module("linear1", torch::nn::Linear(options.d_model(), options.ffn_size()))),
+      linear2(register_module("linear2", torch::nn::Linear(options.ffn_size(), options.d_model()))),
+      norm1(register_module(
+          "norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.d_model()})))),
+      norm2(register_module(
+          "norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.d_model()})))),
+      dropout(register_module("dropout", torch::nn::Dropout(options.dropout()))) {}
+
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+  auto feed_forward = [this](const torch::Tensor& t) {
+    return linear2(dropout(torch::relu(linear1(t))));
+  };
+  if (pre_norm) {
+    const torch::Tensor z = x + dropout(self_attention(norm1(x), mask));
+    return z + dropout(feed_forward(norm2(z)));
+  }
+  const torch::Tensor z = norm1(x + dropout(self_attention(x, mask)));
+  return norm2(z + dropout(feed_forward(z)));
+}
+
+TransformerHeadImpl::TransformerHeadImpl(const TransformerHeadOptions& options_)
+    : TemporalHead(options_.input_size()), options(options_) {
+  TORCH_CHECK(options.num_classes() >= 1, "transformer head needs at least one class");
+  TORCH_CHECK(options.d_model() >= 2 && options.d_model() % 2 == 0,
+              "transformer d_model must be even (sinusoidal positions); got ", options.d_model());
+  TORCH_CHECK(options.num_heads() >= 1 && options.d_model() % options.num_heads() == 0,
+              "transformer num_heads must divide d_model; got ", options.num_heads(), " and ",
+              options.d_model());
+  TORCH_CHECK(options.num_layers() >= 1 && options.ffn_size() >= 1,
+              "transformer num_layers and ffn_size must be positive");
+  TORCH_CHECK(options.pooling() == "mean" || options.pooling() == "cls",
+              "transformer pooling must be \"mean\" or \"cls\"; got \"", options.pooling(), "\"");
+  const bool causal = options.attention().causal || options.attention().type == "causal-linear";
+  TORCH_CHECK(!(causal && options.pooling() == "cls"),
+              "a class token placed first cannot see the frames through causal attention; use "
+              "\"mean\" pooling with ",
+              options.attention().type);
+  if (options.input_size() != options.d_model()) {
+    input_projection = register_module("input_projection",
+                                       torch::nn::Linear(options.input_size(), options.d_model()));
+  }
+  if (options.pooling() == "cls") {
+    class_token = register_parameter("class_token", torch::randn({options.d_model()}) * 0.02);
+  }
+  attention::AttentionOptions attention = options.attention();
+  attention.num_heads = options.num_heads();
+  attention.head_dim = options.d_model() / options.num_heads();
+  attention.value_dim = attention.head_dim;
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options.num_layers(); ++i) {
+    absl::StatusOr<std::shared_ptr<attention::AttentionMechanism>> mechanism =
+        attention::MakeAttention(attention);
+    TORCH_CHECK(mechanism.ok(), std::string(mechanism.status().message()));
+    layers->push_back(EncoderLayer(options, *std::move(mechanism)));
+  }
+  if (options.pre_norm()) {
+    final_norm = register_module(
+        "final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.d_model()})));
+  }
+  classifier =
+      register_module("classifier", torch::nn::Linear(options.d_model(), options.num_classes()));
+}
+
+torch::Tensor TransformerHeadImpl::forward(const torch::Tensor& embeddings,
+                                           const torch::Tensor& lengths) {
+  torch::Tensor x = CheckAndStandardise(embeddings, lengths, "transformer head");
+  if (!input_projection.is_empty()) x = input_projection(x);
+  const int64_t batch = x.size(0);
+  const torch::Tensor valid_lengths = lengths.to(torch::kLong).to(x.device());
+  torch::Tensor mask =
+      torch::arange(x.size(1), valid_lengths.options()).unsqueeze(0) < valid_lengths.unsqueeze(1);
+  if (class_token.defined()) {
+    // First position: valid for any length. (Causal mechanisms are refused with class tokens.)
+    x = torch::cat({class_token.view({1, 1, -1}).expand({batch, 1, -1}), x}, 1);
+    mask = torch::cat({torch::ones({batch, 1}, mask.options()), mask}, 1);
+  }
+  x = x + SinusoidalPositionalEncoding(x.size(1), options.d_model()).to(x.device(), x.dtype());
+  for (const auto& layer : *layers) x = layer->as<EncoderLayer>()->forward(x, mask);
+  if (!final_norm.is_empty()) x = final_norm(x);
+
+  torch::Tensor pooled;
+  if (class_token.defined()) {
+    pooled = x.select(1, 0);
+  } else {
+    const torch::Tensor weights = mask.to(x.dtype()).unsqueeze(2);  // [B, T, 1]
+    pooled = (x * weights).sum(1) / weights.sum(1);
+  }
+  return classifier(pooled);
+}
+
+}  // namespace vidclf::model

@@ -1,0 +1,99 @@
+// The transformer-encoder temporal head of seed 004: frame embeddings (optionally projected to a
+// smaller d_model) plus sinusoidal positions, a stack of encoder layers whose self-attention
+// mechanism is chosen by name (attention/registry.h), pooling, and a linear classifier.
+//
+// Seed 004's defaults: d_model 512, 8 heads, 6 layers, FFN 1024, post-norm
+// (Z = LayerNorm(X + SelfAttn(X)); Y = LayerNorm(Z + FFN(Z))), sinusoidal positions.
+// Pooling (not stated in the seed) is the mean over valid frames, or a learned class token.
+#ifndef VIDCLF_MODEL_HEADS_TRANSFORMER_HEAD_H_
+#define VIDCLF_MODEL_HEADS_TRANSFORMER_HEAD_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/attention/attention.h"
+#include "model/heads/temporal_head.h"
+
+namespace vidclf::model {
+
+// PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)), positions from
+// 0. Returns [length, d_model] float; d_model must be even.
+torch::Tensor SinusoidalPositionalEncoding(int64_t length, int64_t d_model);
+
+struct TransformerHeadOptions {
+  explicit TransformerHeadOptions(int64_t num_classes) : num_classes_(num_classes) {}
+
+  /// Number of output classes.
+  TORCH_ARG(int64_t, num_classes);
+  /// Width of each frame embedding. Default: 512 (ResNet18).
+  TORCH_ARG(int64_t, input_size) = 512;
+  /// Model width; a linear projection maps input_size to it when they differ. Default: 512.
+  TORCH_ARG(int64_t, d_model) = 512;
+  /// Attention heads; must divide d_model. Default: 8.
+  TORCH_ARG(int64_t, num_heads) = 8;
+  /// Encoder layers. Default: 6.
+  TORCH_ARG(int64_t, num_layers) = 6;
+  /// Hidden width of each layer's feed-forward network. Default: 1024.
+  TORCH_ARG(int64_t, ffn_size) = 1024;
+  /// Layer norm before each sub-layer (pre-norm) instead of after the residual (post-norm).
+  TORCH_ARG(bool, pre_norm) = false;
+  /// "mean" (masked mean over valid frames) or "cls" (a learned class token). Default: "mean".
+  TORCH_ARG(std::string, pooling) = "mean";
+  /// Dropout in training, after attention and in the FFN. Default: 0.1 (PyTorch's).
+  TORCH_ARG(double, dropout) = 0.1;
+  /// The attention mechanism and its options; head_dim, value_dim and num_heads are derived from
+  /// d_model and num_heads.
+  TORCH_ARG(attention::AttentionOptions, attention) = {};
+};
+
+// Multi-head self-attention: the Q, K, V and output projections around an inner mechanism.
+class SelfAttentionImpl : public torch::nn::Module {
+ public:
+  SelfAttentionImpl(int64_t d_model, int64_t num_heads,
+                    std::shared_ptr<attention::AttentionMechanism> mechanism);
+  // x: [B, T, d_model]; mask: [B, T] bool, true for valid frames. Returns [B, T, d_model].
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+
+  int64_t num_heads;
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, output{nullptr};
+  std::shared_ptr<attention::AttentionMechanism> mechanism;
+};
+TORCH_MODULE(SelfAttention);
+
+class EncoderLayerImpl : public torch::nn::Module {
+ public:
+  EncoderLayerImpl(const TransformerHeadOptions& options,
+                   std::shared_ptr<attention::AttentionMechanism> mechanism);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+
+  bool pre_norm;
+  SelfAttention self_attention{nullptr};
+  torch::nn::Linear linear1{nullptr}, linear2{nullptr};
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+};
+TORCH_MODULE(EncoderLayer);
+
+class TransformerHeadImpl : public TemporalHead {
+ public:
+  // Throws c10::Error for inconsistent options or an unknown attention type.
+  explicit TransformerHeadImpl(const TransformerHeadOptions& options);
+
+  // See TemporalHead::forward.
+  torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& lengths) override;
+
+  TransformerHeadOptions options;
+  torch::nn::Linear input_projection{nullptr};  // empty when input_size == d_model
+  torch::Tensor class_token;                    // [d_model], undefined unless pooling == "cls"
+  torch::nn::ModuleList layers{nullptr};
+  torch::nn::LayerNorm final_norm{nullptr};  // pre-norm stacks end with one more norm
+  torch::nn::Linear classifier{nullptr};
+};
+TORCH_MODULE(TransformerHead);
+
+}  // namespace vidclf::model
+
+#endif  // VIDCLF_MODEL_HEADS_TRANSFORMER_HEAD_H_

@@ -1,0 +1,107 @@
+#include "model/attention/improved_clustered_attention.h"
+
+#include <gtest/gtest.h>
+
+#include "model/attention/clustered_attention.h"
+#include "tests/unit/attention/reference.h"
+
+namespace vidclf::model::attention {
+namespace {
+
+AttentionOptions Options(int64_t clusters, int64_t topk) {
+  AttentionOptions options;
+  options.type = "improved-clustered";
+  options.head_dim = 4;
+  options.value_dim = 3;
+  options.clusters = clusters;
+  options.topk = topk;
+  options.seed = 11;
+  return options;
+}
+
+double MaxAbs(const torch::Tensor& x) { return x.abs().max().item<double>(); }
+
+// With V = I_S [B, H, S, S] a mechanism's output is its attention matrix.
+torch::Tensor AttentionMatrix(AttentionMechanism& attention, const torch::Tensor& q,
+                              const torch::Tensor& k, const torch::Tensor& mask) {
+  const torch::Tensor identity =
+      torch::eye(k.size(2), k.options()).expand({k.size(0), k.size(1), k.size(2), k.size(2)});
+  return attention.forward(q, k, identity, mask);
+}
+
+struct Inputs {
+  torch::Tensor q, k, v, mask;
+};
+
+Inputs RandomInputs(int64_t seed) {
+  torch::manual_seed(seed);
+  return {torch::randn({2, 2, 24, 4}, torch::kFloat64),
+          torch::randn({2, 2, 24, 4}, torch::kFloat64),
+          torch::randn({2, 2, 24, 3}, torch::kFloat64), testing::LengthMask({24, 15}, 24)};
+}
+
+TEST(ImprovedClusteredAttention, WithEveryKeyInTheTopKEqualsSoftmaxForAnyClustering) {
+  const Inputs in = RandomInputs(1);
+  const torch::Tensor expected = testing::NaiveSoftmaxAttention(in.q, in.k, in.v, in.mask, 0.5);
+  for (const int64_t topk : {24, 100}) {  // the second sequence has only 15 real keys
+    for (const int64_t clusters : {1, 3}) {
+      const torch::Tensor out =
+          ImprovedClusteredAttention(Options(clusters, topk)).forward(in.q, in.k, in.v, in.mask);
+      EXPECT_LT(MaxAbs(out - expected), 1e-12) << clusters << " clusters, k = " << topk;
+    }
+  }
+  // Only the second sequence has all its real keys in a top-15.
+  const torch::Tensor out =
+      ImprovedClusteredAttention(Options(3, 15)).forward(in.q, in.k, in.v, in.mask);
+  EXPECT_LT(MaxAbs(out[1] - expected[1]), 1e-12);
+}
+
+TEST(ImprovedClusteredAttention, IsNeverFartherFromSoftmaxThanClusteredPerQuery) {
+  for (const int64_t seed : {2, 3, 4}) {
+    const Inputs in = RandomInputs(seed);
+    const torch::Tensor exact = AttentionMatrix(
+        *std::make_shared<ImprovedClusteredAttention>(Options(100, 100)), in.q, in.k, in.mask);
+    for (const int64_t topk : {1, 4}) {
+      ClusteredAttention clustered(Options(3, topk));  // the same clustering: same seed
+      ImprovedClusteredAttention improved(Options(3, topk));
+      const torch::Tensor a_c = AttentionMatrix(clustered, in.q, in.k, in.mask);
+      const torch::Tensor a_t = AttentionMatrix(improved, in.q, in.k, in.mask);
+      // Proposition 2, per real query: ||A^t_i - A_i||_1 <= ||A^c_c(i) - A_i||_1.
+      const torch::Tensor gap = (a_t - exact).abs().sum(-1) - (a_c - exact).abs().sum(-1);
+      EXPECT_LE(gap[0].max().item<double>(), 1e-12) << "seed " << seed << ", k = " << topk;
+      EXPECT_LE(gap[1].slice(1, 0, 15).max().item<double>(), 1e-12);
+      // With k = 1, A^t = A^c (the one top key keeps the cluster's mass); with more, better.
+      if (topk > 1) {
+        EXPECT_LT(gap.slice(2, 0, 15).sum().item<double>(), -1e-3);
+      }
+      // Rows sum to one; padded keys get no weight.
+      EXPECT_LT(MaxAbs(a_t.sum(-1) - 1), 1e-12);
+      EXPECT_EQ(MaxAbs(a_t[1].slice(2, 15)), 0);
+      // A^t differs from A^c_c(i) only on the cluster's top-k keys of A^c.
+      const torch::Tensor top = std::get<1>(a_c.topk(topk, -1));
+      EXPECT_LT(MaxAbs((a_t - a_c).scatter(-1, top, 0.0)), 1e-12);
+    }
+  }
+}
+
+TEST(ImprovedClusteredAttention, PaddingIsInvisibleAndBatchEqualsSingle) {
+  torch::manual_seed(5);
+  ImprovedClusteredAttention attention(Options(3, 2));
+  testing::ExpectPaddingInvisibleAndBatchEqualsSingle(attention, /*head_dim=*/4);
+}
+
+TEST(ImprovedClusteredAttention, RunsInFloat32WithGradientsAndRejectsInvalidOptions) {
+  torch::manual_seed(6);
+  const torch::Tensor q = torch::randn({1, 2, 20, 4}, torch::requires_grad());
+  const torch::Tensor v = torch::randn({1, 2, 20, 3}, torch::requires_grad());
+  const torch::Tensor out = ImprovedClusteredAttention(Options(4, 3)).forward(q, q, v, {});
+  EXPECT_EQ(out.scalar_type(), torch::kFloat32);
+  out.pow(2).sum().backward();
+  EXPECT_TRUE(torch::isfinite(q.grad()).all().item<bool>());
+  EXPECT_GT(v.grad().abs().sum().item<double>(), 0);
+  EXPECT_THROW(ImprovedClusteredAttention(Options(4, 0)), c10::Error);
+  EXPECT_THROW(ImprovedClusteredAttention(Options(0, 4)), c10::Error);
+}
+
+}  // namespace
+}  // namespace vidclf::model::attention

@@ -1,0 +1,66 @@
+#include "model/attention/registry.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace vidclf::model::attention {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(AttentionRegistry, EveryRegisteredNameBuilds) {
+  const std::vector<std::string> names = AttentionTypes();
+  EXPECT_EQ(names.size(), 8u);
+  for (const std::string& name : names) {
+    AttentionOptions options;
+    options.type = name;
+    const auto attention = MakeAttention(options);
+    EXPECT_TRUE(attention.ok()) << name << ": " << attention.status();
+  }
+}
+
+TEST(AttentionRegistry, UnknownNameIsInvalidArgumentListingTheKnownNames) {
+  AttentionOptions options;
+  options.type = "performer";
+  const auto attention = MakeAttention(options);
+  ASSERT_FALSE(attention.ok());
+  EXPECT_EQ(attention.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(attention.status().message()), HasSubstr("\"performer\""));
+  for (const std::string& name : AttentionTypes()) {
+    EXPECT_THAT(std::string(attention.status().message()), HasSubstr(name));
+  }
+}
+
+TEST(AttentionRegistry, BadOptionsAreInvalidArgumentNamingTheOption) {
+  AttentionOptions options;
+  options.type = "cosformer";
+  options.max_length = 0;
+  const auto attention = MakeAttention(options);
+  ASSERT_FALSE(attention.ok());
+  EXPECT_EQ(attention.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(attention.status().message()), HasSubstr("max_length"));
+}
+
+TEST(AttentionRegistry, ExactMechanismsReturnTheRightShape) {
+  torch::manual_seed(41);
+  const torch::Tensor q = torch::randn({2, 3, 6, 4}), k = torch::randn({2, 3, 6, 4});
+  const torch::Tensor v = torch::randn({2, 3, 6, 5});
+  const torch::Tensor mask = torch::ones({2, 6}, torch::kBool);
+  for (const std::string name : {"softmax", "linear", "causal-linear", "cosformer"}) {
+    AttentionOptions options;
+    options.type = name;
+    options.head_dim = 4;
+    options.value_dim = 5;
+    options.num_heads = 3;
+    const auto attention = MakeAttention(options);
+    ASSERT_TRUE(attention.ok()) << name << ": " << attention.status();
+    const torch::Tensor out = (*attention)->forward(q, k, v, mask);
+    EXPECT_EQ(out.sizes(), (std::vector<int64_t>{2, 3, 6, 5})) << name;
+    EXPECT_TRUE(torch::isfinite(out).all().item<bool>()) << name;
+  }
+}
+
+}  // namespace
+}  // namespace vidclf::model::attention
