@@ -8,7 +8,7 @@ GRPC_PORT ?= 50051
 METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build model-repository serve test clean
+.PHONY: deps build model-repository serve test bench-attention clean
 
 deps:
 	./scripts/install-deps.sh
@@ -31,6 +31,14 @@ serve: model-repository
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure
+
+# Writes docs/attention-benchmark.md and .png (about 10 minutes on two cores; not part of the tests).
+bench-attention: build
+	$(BUILD_DIR)/bin/vidclf-attention-bench > $(BUILD_DIR)/attention-benchmark.csv \
+	  2> $(BUILD_DIR)/attention-benchmark.log
+	/usr/bin/python3 bench/attention/report.py $(BUILD_DIR)/attention-benchmark.csv \
+	  $(BUILD_DIR)/attention-benchmark.log docs/attention-benchmark.md docs/attention-benchmark.png \
+	  "make bench-attention"
 
 clean:
 	rm -rf $(BUILD_DIR)

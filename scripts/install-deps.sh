@@ -17,6 +17,8 @@ packages=(
   prometheus-cpp-dev prometheus
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev python3-grpcio python3-protobuf
+  # benchmark charts
+  python3-matplotlib
 )
 
 missing=()

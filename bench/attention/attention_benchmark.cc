@@ -1,0 +1,180 @@
+// Forward-pass time and peak memory of every attention mechanism over sequence lengths, and the
+// per-frame cost of the streaming heads against recomputing softmax attention over the history.
+//
+//   vidclf-attention-bench [--lengths 256,...] [--linear_lengths ...] [--repeats 5] > results.csv
+//
+// Peak memory is the process's resident high-water mark (VmHWM) during the forward pass, above
+// the resident size once the inputs exist; the mark is reset before each run through
+// /proc/self/clear_refs. One CSV row per measurement goes to stdout; bench/attention/report.py
+// turns them into docs/attention-benchmark.md and its chart.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
+#include "model/attention/causal_linear_attention.h"
+#include "model/attention/registry.h"
+#include "model/video_model.h"
+
+ABSL_FLAG(std::string, lengths, "256,512,1024,2048,4096,8192,16384", "Lengths for all mechanisms.");
+ABSL_FLAG(std::string, linear_lengths, "32768,65536", "Extra lengths for linear-time mechanisms.");
+ABSL_FLAG(int, repeats, 5, "Timed runs per point (after one warm-up); the median is reported.");
+ABSL_FLAG(std::string, streaming_history, "10,1000,10000", "Frames seen, for the streaming step.");
+
+namespace {
+
+using vidclf::model::attention::AttentionOptions;
+constexpr int64_t kHeads = 8;
+constexpr int64_t kHeadDim = 64;
+
+int64_t StatusKib(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
+  }
+  return -1;
+}
+
+void ResetPeakMemory() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+int64_t AvailableMemoryKib() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t value = 0;
+  std::string unit;
+  while (meminfo >> key >> value >> unit) {
+    if (key == "MemAvailable:") return value;
+  }
+  return 0;
+}
+
+std::vector<int64_t> ParseList(const std::string& text) {
+  std::vector<int64_t> values;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    values.push_back(std::stoll(std::string(part)));
+  }
+  return values;
+}
+
+template <typename Body>
+std::pair<double, double> MedianMillisecondsAndPeakMib(int repeats, Body body) {
+  body();  // warm-up: first-touch allocations, thread pool start
+  std::vector<double> milliseconds;
+  int64_t peak_kib = 0;
+  for (int r = 0; r < repeats; ++r) {
+    ResetPeakMemory();
+    const int64_t before = StatusKib("VmRSS");
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    milliseconds.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+    peak_kib = std::max(peak_kib, StatusKib("VmHWM") - before);
+  }
+  std::sort(milliseconds.begin(), milliseconds.end());
+  return {milliseconds[milliseconds.size() / 2], peak_kib / 1024.0};
+}
+
+bool IsLinearTime(const std::string& type) { return type != "softmax"; }
+
+void SweepMechanisms() {
+  std::vector<int64_t> lengths = ParseList(absl::GetFlag(FLAGS_lengths));
+  const std::vector<int64_t> extra = ParseList(absl::GetFlag(FLAGS_linear_lengths));
+  for (const std::string& type : vidclf::model::attention::AttentionTypes()) {
+    std::vector<int64_t> sweep = lengths;
+    if (IsLinearTime(type)) sweep.insert(sweep.end(), extra.begin(), extra.end());
+    for (int64_t n : sweep) {
+      // Softmax holds two [H, N, N] float matrices (scores, probabilities): skip what cannot fit.
+      const int64_t needed_kib = IsLinearTime(type) ? 0 : 2 * kHeads * n * n * 4 / 1024;
+      if (needed_kib > AvailableMemoryKib() * 9 / 10) {
+        std::cout << "attention," << type << "," << n << ",skipped,needs " << needed_kib / 1048576
+                  << " GiB" << std::endl;
+        continue;
+      }
+      AttentionOptions options;
+      options.type = type;
+      options.head_dim = kHeadDim;
+      options.value_dim = kHeadDim;
+      options.num_heads = kHeads;
+      options.max_length = n;
+      torch::manual_seed(0);
+      auto mechanism = vidclf::model::attention::MakeAttention(options);
+      if (!mechanism.ok()) {
+        std::cerr << mechanism.status() << "\n";
+        continue;
+      }
+      const torch::Tensor q = torch::randn({1, kHeads, n, kHeadDim});
+      const torch::Tensor k = torch::randn({1, kHeads, n, kHeadDim});
+      const torch::Tensor v = torch::randn({1, kHeads, n, kHeadDim});
+      torch::InferenceMode inference;
+      const int repeats =
+          n >= 16384 ? std::min(3, absl::GetFlag(FLAGS_repeats)) : absl::GetFlag(FLAGS_repeats);
+      const auto [ms, mib] = MedianMillisecondsAndPeakMib(
+          repeats, [&] { (*mechanism)->forward(q, k, v, torch::Tensor()); });
+      std::cout << "attention," << type << "," << n << "," << ms << "," << mib << std::endl;
+    }
+  }
+}
+
+// Cost of taking in one more frame after `history` frames, for a live stream.
+void SweepStreamingStep() {
+  const int repeats = std::max(absl::GetFlag(FLAGS_repeats), 20);
+  torch::manual_seed(0);
+  torch::nn::GRU gru(torch::nn::GRUOptions(512, 32).num_layers(2).batch_first(true));
+  AttentionOptions options;
+  options.type = "causal-linear";
+  options.head_dim = kHeadDim;
+  options.value_dim = kHeadDim;
+  vidclf::model::attention::CausalLinearAttention causal(options);
+  options.type = "softmax";
+  options.causal = true;
+  auto softmax = vidclf::model::attention::MakeAttention(options);
+  torch::InferenceMode inference;
+  for (int64_t history : ParseList(absl::GetFlag(FLAGS_streaming_history))) {
+    // GRU: the state is two layers of 32 numbers, whatever the history.
+    const torch::Tensor hidden = torch::randn({2, 1, 32});
+    const torch::Tensor frame = torch::randn({1, 1, 512});
+    auto [gru_ms, gru_mib] =
+        MedianMillisecondsAndPeakMib(repeats, [&] { gru->forward(frame, hidden); });
+    std::cout << "streaming,gru," << history << "," << gru_ms << "," << gru_mib << std::endl;
+
+    // Causal-linear: the state after `history` frames, then one step.
+    const torch::Tensor past = torch::randn({1, kHeads, history, kHeadDim});
+    const auto state = causal.forward_chunk(past, past, past, {}).second;
+    const torch::Tensor one = torch::randn({1, kHeads, 1, kHeadDim});
+    auto [linear_ms, linear_mib] =
+        MedianMillisecondsAndPeakMib(repeats, [&] { causal.forward_chunk(one, one, one, state); });
+    std::cout << "streaming,causal-linear," << history << "," << linear_ms << "," << linear_mib
+              << std::endl;
+
+    // Softmax without a state: recompute causal attention over the whole history plus the frame.
+    const torch::Tensor all = torch::randn({1, kHeads, history + 1, kHeadDim});
+    auto [softmax_ms, softmax_mib] =
+        MedianMillisecondsAndPeakMib(history >= 10000 ? 3 : repeats,
+                                     [&] { (*softmax)->forward(all, all, all, torch::Tensor()); });
+    std::cout << "streaming,softmax-recompute," << history << "," << softmax_ms << ","
+              << softmax_mib << std::endl;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  std::cerr << vidclf::model::ConfigureTorchThreads(
+                   static_cast<int>(std::thread::hardware_concurrency()))
+            << std::endl;
+  std::cout << "kind,mechanism,length,median_ms,peak_mib" << std::endl;
+  SweepMechanisms();
+  SweepStreamingStep();
+  return 0;
+}
