@@ -1,11 +1,15 @@
 #include "model/attention/improved_clustered_attention.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "model/attention/clustering.h"
 
 namespace vidclf::model::attention {
 namespace {
+
+// Queries whose top keys are gathered at once.
+constexpr int64_t kQueryBlock = 1024;
 
 // Rows of per_key [B, H, S, D] picked by index [B, H, L, k]: result [B, H, L, k, D].
 torch::Tensor GatherKeys(const torch::Tensor& per_key, const torch::Tensor& index) {
@@ -53,15 +57,24 @@ torch::Tensor ImprovedClusteredAttention::forward(const torch::Tensor& queries,
   const torch::Tensor background = torch::matmul(weights.scatter(-1, top, 0.0), values);
 
   // V^t: per query, the exact softmax over its cluster's top keys, scaled to the cluster's mass.
+  // Queries go in blocks so that the gathered keys and values take O(block k (E + M)) memory, not
+  // O(L k (E + M)) (4.8 GiB at L = 65536 with 8 heads of 64 before blocking).
   const torch::Tensor query_top = BroadcastToQueries(top, assignment);  // [B, H, L, k]
   const torch::Tensor query_top_real = BroadcastToQueries(top_real, assignment);
-  const torch::Tensor scores =
-      torch::matmul(GatherKeys(keys, query_top), queries.unsqueeze(-1)).squeeze(-1) *
-      ScoreScale(options_);
-  const torch::Tensor top_weights =
-      MaskedSoftmax(scores, query_top_real) * BroadcastToQueries(mass, assignment);
-  const torch::Tensor top_output =
-      torch::matmul(top_weights.unsqueeze(-2), GatherKeys(values, query_top)).squeeze(-2);
+  const torch::Tensor query_mass = BroadcastToQueries(mass, assignment);
+  std::vector<torch::Tensor> blocks;
+  for (int64_t begin = 0; begin < queries.size(2); begin += kQueryBlock) {
+    auto rows = [begin](const torch::Tensor& t) { return t.slice(2, begin, begin + kQueryBlock); };
+    const torch::Tensor block_top = rows(query_top);
+    const torch::Tensor scores =
+        torch::matmul(GatherKeys(keys, block_top), rows(queries).unsqueeze(-1)).squeeze(-1) *
+        ScoreScale(options_);
+    const torch::Tensor top_weights =
+        MaskedSoftmax(scores, rows(query_top_real)) * rows(query_mass);
+    blocks.push_back(
+        torch::matmul(top_weights.unsqueeze(-2), GatherKeys(values, block_top)).squeeze(-2));
+  }
+  const torch::Tensor top_output = torch::cat(blocks, 2);
   return top_output + BroadcastToQueries(background, assignment);
 }
 
