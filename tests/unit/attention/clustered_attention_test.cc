@@ -8,6 +8,8 @@
 namespace vidclf::model::attention {
 namespace {
 
+using testing::MaxAbs;
+
 AttentionOptions Options(int64_t clusters, uint64_t seed = 0) {
   AttentionOptions options;
   options.type = "clustered";
@@ -17,8 +19,6 @@ AttentionOptions Options(int64_t clusters, uint64_t seed = 0) {
   options.seed = seed;
   return options;
 }
-
-double MaxAbs(const torch::Tensor& x) { return x.abs().max().item<double>(); }
 
 TEST(ClusteredAttention, SingletonClustersEqualSoftmax) {
   torch::manual_seed(1);

@@ -10,14 +10,12 @@
 namespace vidclf::model::attention {
 namespace {
 
+using testing::MaxAbsDiff;
+
 using testing::LengthMask;
 using testing::NaiveNormalizedAttention;
 
 constexpr double kPi = 3.14159265358979323846;
-
-double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>();
-}
 
 CosformerAttention Make(int64_t alpha, bool causal = false) {
   AttentionOptions options;

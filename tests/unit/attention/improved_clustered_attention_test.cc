@@ -8,6 +8,8 @@
 namespace vidclf::model::attention {
 namespace {
 
+using testing::MaxAbs;
+
 AttentionOptions Options(int64_t clusters, int64_t topk) {
   AttentionOptions options;
   options.type = "improved-clustered";
@@ -18,8 +20,6 @@ AttentionOptions Options(int64_t clusters, int64_t topk) {
   options.seed = 11;
   return options;
 }
-
-double MaxAbs(const torch::Tensor& x) { return x.abs().max().item<double>(); }
 
 // With V = I_S [B, H, S, S] a mechanism's output is its attention matrix.
 torch::Tensor AttentionMatrix(AttentionMechanism& attention, const torch::Tensor& q,

@@ -10,12 +10,10 @@
 namespace vidclf::model::attention {
 namespace {
 
+using testing::MaxAbsDiff;
+
 using testing::LengthMask;
 using testing::NaiveNormalizedAttention;
-
-double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>();
-}
 
 LinearAttention Make() { return LinearAttention(AttentionOptions{}); }
 

@@ -7,6 +7,8 @@
 namespace vidclf::model::attention {
 namespace {
 
+using testing::MaxAbs;
+
 AttentionOptions Options(int64_t landmarks, int64_t iterations) {
   AttentionOptions options;
   options.type = "nystrom";
@@ -16,8 +18,6 @@ AttentionOptions Options(int64_t landmarks, int64_t iterations) {
   options.nystrom_pinv_iterations = iterations;
   return options;
 }
-
-double MaxAbs(const torch::Tensor& x) { return x.abs().max().item<double>(); }
 
 TEST(NystromLandmarks, AreMeansOfConsecutiveSegmentsOfTheRealRows) {
   const torch::Tensor x = torch::arange(12, torch::kFloat64).view({1, 1, 6, 2});

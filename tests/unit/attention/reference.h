@@ -30,6 +30,10 @@ inline torch::Tensor NaiveSoftmaxAttention(const torch::Tensor& q, const torch::
   return torch::matmul(torch::softmax(scores, -1), v);
 }
 
+// Largest absolute entry of x, and of a - b.
+inline double MaxAbs(const torch::Tensor& x) { return x.abs().max().item<double>(); }
+inline double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) { return MaxAbs(a - b); }
+
 // A bool key-padding mask [B, S] whose row b is true for the first lengths[b] positions.
 inline torch::Tensor LengthMask(const std::vector<int64_t>& lengths, int64_t max_length) {
   torch::Tensor mask =

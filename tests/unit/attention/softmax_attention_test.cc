@@ -10,12 +10,10 @@
 namespace vidclf::model::attention {
 namespace {
 
+using testing::MaxAbsDiff;
+
 using testing::LengthMask;
 using testing::NaiveSoftmaxAttention;
-
-double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>();
-}
 
 SoftmaxAttention Make(int64_t head_dim, bool causal = false, double scale = 0) {
   AttentionOptions options;
