@@ -1,7 +1,11 @@
 #include "model/model_config.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "model/attention/registry.h"
 
 namespace vidclf::model {
 namespace {
@@ -46,6 +50,29 @@ nlohmann::json AttentionOptionsToJson(const attention::AttentionOptions& options
           {"seed", options.seed}};
 }
 
+absl::Status ValidateTransformer(const ModelConfig& config) {
+  const TransformerHeadConfig& t = config.transformer;
+  const std::vector<std::string> known = attention::AttentionTypes();
+  for (const std::string& type : t.attention_substitutions) {
+    if (std::find(known.begin(), known.end(), type) == known.end()) {
+      return Invalid(absl::StrCat("unknown attention substitution \"", type,
+                                  "\"; known: ", absl::StrJoin(known, ", ")));
+    }
+    if (type == "linformer") {
+      return Invalid(
+          "linformer cannot be an attention substitution: its projections E and F are learned "
+          "weights that a model trained with another mechanism does not have");
+    }
+  }
+  // The sliding window (plus a class token) must fit Linformer's fixed projections.
+  const int64_t window_tokens = config.streaming.window_frames + (t.pooling == "cls" ? 1 : 0);
+  if (t.attention.type == "linformer" && window_tokens > t.attention.max_length) {
+    return Invalid(absl::StrCat("streaming.window_frames (", config.streaming.window_frames,
+                                ") does not fit linformer's max_length ", t.attention.max_length));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& json) {
@@ -78,7 +105,13 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& json) {
       t.pooling = head.value("pooling", t.pooling);
       t.dropout = head.value("dropout", t.dropout);
       t.attention = AttentionOptionsFromJson(head.value("attention", nlohmann::json::object()));
+      t.attention_substitutions = head.value("attention_substitutions", t.attention_substitutions);
     }
+    const nlohmann::json streaming = json.value("streaming", nlohmann::json::object());
+    config.streaming.window_frames =
+        streaming.value("window_frames", config.streaming.window_frames);
+    config.streaming.stride_frames =
+        streaming.value("stride_frames", config.streaming.stride_frames);
     config.provenance = json.value("provenance", nlohmann::json::object());
   } catch (const nlohmann::json::exception& e) {
     return Invalid(e.what());
@@ -99,6 +132,13 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& json) {
   if (config.gru.hidden_size < 1 || config.gru.num_layers < 1 || config.gru.mlp_hidden_size < 1) {
     return Invalid("head sizes must be positive");
   }
+  if (config.streaming.window_frames < 1 || config.streaming.stride_frames < 1 ||
+      config.streaming.stride_frames > config.streaming.window_frames) {
+    return Invalid("streaming needs 1 <= stride_frames <= window_frames");
+  }
+  if (config.head == "transformer") {
+    if (auto status = ValidateTransformer(config); !status.ok()) return status;
+  }
   return config;
 }
 
@@ -118,6 +158,7 @@ nlohmann::json ModelConfigToJson(const ModelConfig& config) {
     head["pooling"] = t.pooling;
     head["dropout"] = t.dropout;
     head["attention"] = AttentionOptionsToJson(t.attention);
+    head["attention_substitutions"] = t.attention_substitutions;
   }
   return {
       {"name", config.name},
@@ -131,6 +172,9 @@ nlohmann::json ModelConfigToJson(const ModelConfig& config) {
         {"std", config.input.std}}},
       {"backbone", config.backbone},
       {"head", head},
+      {"streaming",
+       {{"window_frames", config.streaming.window_frames},
+        {"stride_frames", config.streaming.stride_frames}}},
       {"provenance", config.provenance},
   };
 }

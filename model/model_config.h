@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/attention/attention.h"
+#include "model/heads/head_stream.h"
 
 namespace vidclf::model {
 
@@ -45,6 +46,10 @@ struct TransformerHeadConfig {
   double dropout = 0.1;
   // type and per-mechanism options; head_dim, value_dim and num_heads follow from the above.
   attention::AttentionOptions attention;
+  // Mechanisms a caller may ask to run instead of attention.type with the same weights, e.g.
+  // clustered or improved-clustered for a softmax-trained model (the clustered-attention thesis
+  // evaluates exactly this). Only mechanisms without learned weights of their own qualify.
+  std::vector<std::string> attention_substitutions;
 };
 
 struct ModelConfig {
@@ -58,6 +63,8 @@ struct ModelConfig {
   std::string head = "gru";
   GruHeadConfig gru;
   TransformerHeadConfig transformer;
+  // How heads without a recurrent step follow a live stream (heads/head_stream.h).
+  SlidingWindowOptions streaming;
   // Free-form record of how the weights were made (data set, seed, metrics); shown to users.
   nlohmann::json provenance = nlohmann::json::object();
 };

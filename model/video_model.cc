@@ -6,9 +6,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/heads/gru_head.h"
+#include "model/heads/head_stream.h"
 #include "model/heads/transformer_head.h"
 
 namespace vidclf::model {
@@ -69,24 +72,125 @@ absl::Status LoadWeights(Module& module, const std::filesystem::path& path) {
   return check(module->named_buffers());
 }
 
-}  // namespace
-
-VideoModel::VideoModel(ModelConfig config, ResNet18 backbone, std::shared_ptr<TemporalHead> head)
-    : config_(std::move(config)), backbone_(std::move(backbone)), head_(std::move(head)) {
-  backbone_->eval();
-  head_->eval();
+absl::StatusOr<torch::Dtype> ResolvePrecision(const std::string& precision,
+                                              const torch::Device& device) {
+  torch::Dtype dtype;
+  if (precision == "fp32") {
+    return torch::kFloat;
+  } else if (precision == "fp16") {
+    dtype = torch::kHalf;
+  } else if (precision == "bf16") {
+    dtype = torch::kBFloat16;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown precision \"", precision, "\"; use fp32, fp16 or bf16"));
+  }
+  if (!device.is_cuda()) {
+    // CPUs without native half-precision units run these slower than fp32, not faster.
+    return absl::InvalidArgumentError(
+        absl::StrCat("precision ", precision, " needs a CUDA device; the CPU runs fp32"));
+  }
+  return dtype;
 }
 
-absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Create(const ModelConfig& config) {
+// Moves floating-point tensors to `dtype` and every tensor to `device`; 4-d ones (convolution
+// weights) to channels-last when asked. Integer buffers (batch norm's num_batches_tracked) keep
+// their type, which Module::to(dtype) would not.
+void MoveWeights(torch::nn::Module& module, const torch::Device& device, torch::Dtype dtype,
+                 bool channels_last) {
+  torch::NoGradGuard no_grad;
+  auto move = [&](torch::Tensor& tensor) {
+    torch::Tensor moved = tensor.is_floating_point() ? tensor.to(device, dtype) : tensor.to(device);
+    if (channels_last && moved.dim() == 4) {
+      moved = moved.contiguous(torch::MemoryFormat::ChannelsLast);
+    }
+    tensor.set_data(moved);
+  };
+  for (auto& item : module.named_parameters()) move(item.value());
+  for (auto& item : module.named_buffers()) move(item.value());
+}
+
+}  // namespace
+
+absl::StatusOr<torch::Device> ResolveDevice(const std::string& spec) {
+  if (spec == "auto") {
+    return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0)
+                                       : torch::Device(torch::kCPU);
+  }
+  if (spec == "cpu") return torch::Device(torch::kCPU);
+  int index = 0;
+  if (spec != "cuda" &&
+      !(absl::StartsWith(spec, "cuda:") &&
+        absl::SimpleAtoi(absl::string_view(spec).substr(5), &index) && index >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown device \"", spec, "\"; use auto, cpu or cuda:N"));
+  }
+  if (!torch::cuda::is_available()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device ", spec, " was asked for, but this process sees no CUDA GPU (LibTorch ",
+        TORCH_VERSION, ", CUDA GPUs visible: ", torch::cuda::device_count(), ")"));
+  }
+  if (index >= static_cast<int>(torch::cuda::device_count())) {
+    return absl::FailedPreconditionError(absl::StrCat("device ", spec, " does not exist; ",
+                                                      torch::cuda::device_count(),
+                                                      " CUDA GPUs are visible"));
+  }
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+VideoModel::VideoModel(ModelConfig config, ResNet18 backbone, std::shared_ptr<TemporalHead> head,
+                       torch::Device device, torch::Dtype backbone_dtype, bool channels_last)
+    : config_(std::move(config)),
+      device_(device),
+      backbone_dtype_(backbone_dtype),
+      channels_last_(channels_last),
+      backbone_(std::move(backbone)),
+      head_(std::move(head)) {}
+
+void VideoModel::Prepare() {
+  MoveWeights(*backbone_, device_, backbone_dtype_, channels_last_);
+  MoveWeights(*head_, device_, torch::kFloat, /*channels_last=*/false);
+  backbone_->eval();
+  head_->eval();
+  if (config_.head != "transformer") return;
+  for (const std::string& type : config_.transformer.attention_substitutions) {
+    ModelConfig substitute_config = config_;
+    substitute_config.transformer.attention.type = type;
+    std::shared_ptr<TemporalHead> substitute = MakeHead(substitute_config);
+    // Share the trained weights rather than copy them: a substitution costs no memory.
+    torch::NoGradGuard no_grad;
+    const auto parameters = head_->named_parameters();
+    const auto buffers = head_->named_buffers();
+    for (auto& item : substitute->named_parameters()) item.value().set_data(parameters[item.key()]);
+    for (auto& item : substitute->named_buffers()) item.value().set_data(buffers[item.key()]);
+    substitute->eval();
+    substitutes_[type] = std::move(substitute);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Create(const ModelConfig& config,
+                                                               const InferenceOptions& options) {
+  absl::StatusOr<torch::Device> device = ResolveDevice(options.device);
+  if (!device.ok()) return device.status();
+  absl::StatusOr<torch::Dtype> dtype = ResolvePrecision(options.precision, *device);
+  if (!dtype.ok()) return dtype.status();
   try {
-    return std::unique_ptr<VideoModel>(new VideoModel(config, ResNet18(), MakeHead(config)));
+    std::unique_ptr<VideoModel> model(new VideoModel(config, ResNet18(), MakeHead(config), *device,
+                                                     *dtype, options.channels_last));
+    model->Prepare();
+    return model;
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot build model: ", e.what_without_backtrace()));
   }
 }
 
-absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& bundle_dir) {
+absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& bundle_dir,
+                                                             const InferenceOptions& options) {
+  absl::StatusOr<torch::Device> device = ResolveDevice(options.device);
+  if (!device.ok()) return device.status();
+  absl::StatusOr<torch::Dtype> dtype = ResolvePrecision(options.precision, *device);
+  if (!dtype.ok()) return dtype.status();
   const std::filesystem::path dir(bundle_dir);
   std::ifstream config_stream(dir / kConfigFile);
   if (!config_stream) {
@@ -107,15 +211,22 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& 
     head = MakeHead(*config);
     if (auto status = LoadWeights(backbone, dir / kBackboneFile); !status.ok()) return status;
     if (auto status = LoadWeights(head, dir / kHeadFile); !status.ok()) return status;
+    std::unique_ptr<VideoModel> model(new VideoModel(*std::move(config), std::move(backbone),
+                                                     std::move(head), *device, *dtype,
+                                                     options.channels_last));
+    model->Prepare();
+    return model;
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot load the weights in ", bundle_dir, ": ", e.what_without_backtrace()));
   }
-  return std::unique_ptr<VideoModel>(
-      new VideoModel(*std::move(config), std::move(backbone), std::move(head)));
 }
 
 absl::Status VideoModel::Save(const std::string& bundle_dir) const {
+  if (!device_.is_cpu() || backbone_dtype_ != torch::kFloat || channels_last_) {
+    return absl::FailedPreconditionError(
+        "only a model on the CPU in fp32 and NCHW layout can be saved as a bundle");
+  }
   const std::filesystem::path dir(bundle_dir);
   std::error_code error;
   std::filesystem::create_directories(dir, error);
@@ -144,7 +255,9 @@ absl::StatusOr<torch::Tensor> VideoModel::Embed(const torch::Tensor& frames,
     torch::InferenceMode inference;
     std::vector<torch::Tensor> chunks;
     for (const torch::Tensor& chunk : frames.split(max_batch_frames)) {
-      chunks.push_back(backbone_->forward(chunk));
+      torch::Tensor input = chunk.to(device_, backbone_dtype_);
+      if (channels_last_) input = input.contiguous(torch::MemoryFormat::ChannelsLast);
+      chunks.push_back(backbone_->forward(input).to(torch::kCPU, torch::kFloat));
     }
     return torch::cat(chunks);
   } catch (const c10::Error& e) {
@@ -153,14 +266,56 @@ absl::StatusOr<torch::Tensor> VideoModel::Embed(const torch::Tensor& frames,
   }
 }
 
+absl::StatusOr<TemporalHead*> VideoModel::HeadFor(absl::string_view attention) const {
+  if (attention.empty() ||
+      (config_.head == "transformer" && attention == config_.transformer.attention.type)) {
+    return head_.get();
+  }
+  if (const auto substitute = substitutes_.find(attention); substitute != substitutes_.end()) {
+    return substitute->second.get();
+  }
+  if (config_.head != "transformer") {
+    return absl::InvalidArgumentError(absl::StrCat("attention \"", attention,
+                                                   "\" was asked for, but model ", config_.name,
+                                                   " has a GRU head"));
+  }
+  const std::vector<std::string>& allowed = config_.transformer.attention_substitutions;
+  return absl::InvalidArgumentError(
+      absl::StrCat("model ", config_.name, " (", config_.transformer.attention.type,
+                   " attention) cannot run with attention \"", attention, "\"; its bundle allows ",
+                   allowed.empty() ? "no substitution" : absl::StrJoin(allowed, ", ")));
+}
+
+absl::Status VideoModel::CheckAttention(absl::string_view attention) const {
+  return HeadFor(attention).status();
+}
+
 absl::StatusOr<torch::Tensor> VideoModel::Classify(const torch::Tensor& embeddings,
-                                                   const torch::Tensor& lengths) const {
+                                                   const torch::Tensor& lengths,
+                                                   absl::string_view attention) const {
+  absl::StatusOr<TemporalHead*> head = HeadFor(attention);
+  if (!head.ok()) return head.status();
   try {
     torch::InferenceMode inference;
-    return torch::softmax(head_->forward(embeddings, lengths), /*dim=*/-1);
+    const torch::Tensor logits =
+        (*head)->forward(embeddings.to(device_, torch::kFloat), lengths.to(device_));
+    return torch::softmax(logits, /*dim=*/-1).to(torch::kCPU);
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("classification head failed: ", e.what_without_backtrace()));
+  }
+}
+
+absl::StatusOr<std::pair<torch::Tensor, HeadState>> VideoModel::StreamStep(
+    const torch::Tensor& embeddings, const HeadState& state) const {
+  try {
+    torch::InferenceMode inference;
+    auto [logits, next] =
+        StepHead(*head_, config_.streaming, embeddings.to(device_, torch::kFloat), state);
+    return std::make_pair(torch::softmax(logits, /*dim=*/-1).to(torch::kCPU), std::move(next));
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("streaming head step failed: ", e.what_without_backtrace()));
   }
 }
 

@@ -4,51 +4,101 @@
 
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "model/heads/temporal_head.h"
 #include "model/model_config.h"
 #include "model/resnet18.h"
 
 namespace vidclf::model {
 
+// Where and how inference runs. The caller (a server flag, a benchmark) chooses.
+struct InferenceOptions {
+  // "auto" (the first CUDA device when there is one, else the CPU), "cpu" or "cuda:N".
+  std::string device = "cpu";
+  // Backbone arithmetic: "fp32", or on CUDA "fp16" or "bf16". The head always runs in fp32: it is
+  // small, and the normalisers of softmax and linear attention are where low precision hurts.
+  std::string precision = "fp32";
+  // Backbone activations and convolution weights in channels-last (NHWC) layout, which cuDNN's
+  // tensor-core kernels and oneDNN prefer. Outputs are the same up to rounding.
+  bool channels_last = false;
+};
+
+// The device `spec` names ("auto", "cpu", "cuda", "cuda:N"). INVALID_ARGUMENT for a malformed
+// spec; FAILED_PRECONDITION for a CUDA device this process cannot use (no CUDA in this LibTorch,
+// no GPU, or N out of range).
+absl::StatusOr<torch::Device> ResolveDevice(const std::string& spec);
+
 // Thread-safe after construction: inference only reads the weights, so any number of threads may
 // call Embed and Classify at once.
 class VideoModel {
  public:
   // Builds a model with freshly initialised weights (from the global torch RNG) for `config`.
-  static absl::StatusOr<std::unique_ptr<VideoModel>> Create(const ModelConfig& config);
+  static absl::StatusOr<std::unique_ptr<VideoModel>> Create(const ModelConfig& config,
+                                                            const InferenceOptions& options = {});
 
   // Loads REPO/<name>/<version>/ (see model_config.h). Errors name the file and what is wrong.
-  static absl::StatusOr<std::unique_ptr<VideoModel>> Load(const std::string& bundle_dir);
+  static absl::StatusOr<std::unique_ptr<VideoModel>> Load(const std::string& bundle_dir,
+                                                          const InferenceOptions& options = {});
 
   // Writes model.json and the weights into `bundle_dir`, creating it.
   absl::Status Save(const std::string& bundle_dir) const;
 
   const ModelConfig& config() const { return config_; }
+  torch::Device device() const { return device_; }
   ModelConfig& mutable_config() { return config_; }
   ResNet18& backbone() { return backbone_; }
   // The temporal head (GRU or transformer, as the config says).
   TemporalHead& head() { return *head_; }
 
-  // frames: [T, 3, crop, crop] float. Returns embeddings [T, 512]. Runs in eval mode without
-  // autograd, in chunks of at most `max_batch_frames` frames to bound peak memory.
+  // frames: [T, 3, crop, crop] float, on any device. Returns embeddings [T, 512] float on the CPU.
+  // Runs in eval mode without autograd, in chunks of at most `max_batch_frames` frames to bound
+  // peak memory.
   absl::StatusOr<torch::Tensor> Embed(const torch::Tensor& frames,
                                       int64_t max_batch_frames = 32) const;
 
-  // embeddings: [B, T, 512]; lengths: [B]. Returns class probabilities [B, C] (softmax).
+  // embeddings: [B, T, 512]; lengths: [B]. Returns class probabilities [B, C] (softmax) on the
+  // CPU. `attention` names a substitution the bundle allows (ModelConfig's
+  // transformer.attention_substitutions), or is empty for the model's own mechanism; anything else
+  // is INVALID_ARGUMENT.
   absl::StatusOr<torch::Tensor> Classify(const torch::Tensor& embeddings,
-                                         const torch::Tensor& lengths) const;
+                                         const torch::Tensor& lengths,
+                                         absl::string_view attention = "") const;
+
+  // OK when Classify accepts `attention`; otherwise the error Classify would return.
+  absl::Status CheckAttention(absl::string_view attention) const;
+
+  // Streams frames into the head (heads/head_stream.h; the sliding window comes from the
+  // config): embeddings [B, T, 512] are the next frames of B streams whose earlier frames produced
+  // `state`. Returns the current probabilities [B, C] on the CPU and the next state. Each
+  // stream's state belongs to one caller at a time.
+  absl::StatusOr<std::pair<torch::Tensor, HeadState>> StreamStep(const torch::Tensor& embeddings,
+                                                                 const HeadState& state) const;
 
  private:
-  VideoModel(ModelConfig config, ResNet18 backbone, std::shared_ptr<TemporalHead> head);
+  VideoModel(ModelConfig config, ResNet18 backbone, std::shared_ptr<TemporalHead> head,
+             torch::Device device, torch::Dtype backbone_dtype, bool channels_last);
+  // The head that runs `attention` (see Classify).
+  absl::StatusOr<TemporalHead*> HeadFor(absl::string_view attention) const;
+  // Puts the weights on the device in the layout asked for, and builds the substitution heads.
+  // Throws c10::Error.
+  void Prepare();
 
   ModelConfig config_;
+  torch::Device device_;
+  torch::Dtype backbone_dtype_;
+  bool channels_last_;
   // LibTorch's forward() is not const, but in eval mode under InferenceMode it only reads.
   mutable ResNet18 backbone_;
   std::shared_ptr<TemporalHead> head_;
+  // One head per allowed attention substitution, sharing head_'s parameter storage.
+  std::map<std::string, std::shared_ptr<TemporalHead>, std::less<>> substitutes_;
 };
 
 // Sets `threads` intra-op threads for LibTorch and returns a line naming the BLAS and thread count

@@ -20,14 +20,18 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
-#include "model/attention/causal_linear_attention.h"
 #include "model/attention/registry.h"
+#include "model/heads/gru_head.h"
+#include "model/heads/head_stream.h"
+#include "model/heads/transformer_head.h"
+#include "model/resnet18.h"
 #include "model/video_model.h"
 
 ABSL_FLAG(std::string, lengths, "256,512,1024,2048,4096,8192,16384", "Lengths for all mechanisms.");
 ABSL_FLAG(std::string, linear_lengths, "32768,65536", "Extra lengths for linear-time mechanisms.");
 ABSL_FLAG(int, repeats, 5, "Timed runs per point (after one warm-up); the median is reported.");
 ABSL_FLAG(std::string, streaming_history, "10,1000,10000", "Frames seen, for the streaming step.");
+ABSL_FLAG(bool, streaming_only, false, "Measure only the streaming step.");
 
 namespace {
 
@@ -125,44 +129,59 @@ void SweepMechanisms() {
   }
 }
 
-// Cost of taking in one more frame after `history` frames, for a live stream.
+// Cost of taking in one more frame after `history` frames, for a live stream, through whole heads
+// with seed 004's sizes: the recurrent ones (GRU; transformer with causal-linear attention) step
+// their state; a softmax transformer either recomputes the whole history or slides a window.
 void SweepStreamingStep() {
+  using vidclf::model::HeadState;
   const int repeats = std::max(absl::GetFlag(FLAGS_repeats), 20);
+  constexpr int64_t kClasses = 5;
+  auto transformer = [](const std::string& type) {
+    AttentionOptions attention;
+    attention.type = type;
+    torch::manual_seed(0);
+    vidclf::model::TransformerHead head(
+        vidclf::model::TransformerHeadOptions(kClasses).attention(attention));
+    head->eval();
+    return head;
+  };
   torch::manual_seed(0);
-  torch::nn::GRU gru(torch::nn::GRUOptions(512, 32).num_layers(2).batch_first(true));
-  AttentionOptions options;
-  options.type = "causal-linear";
-  options.head_dim = kHeadDim;
-  options.value_dim = kHeadDim;
-  vidclf::model::attention::CausalLinearAttention causal(options);
-  options.type = "softmax";
-  options.causal = true;
-  auto softmax = vidclf::model::attention::MakeAttention(options);
+  vidclf::model::GruHead gru{vidclf::model::GruHeadOptions(kClasses)};
+  gru->eval();
+  vidclf::model::TransformerHead causal_linear = transformer("causal-linear");
+  vidclf::model::TransformerHead softmax = transformer("softmax");
+  const vidclf::model::SlidingWindowOptions window;  // 16 frames, stride 4
   torch::InferenceMode inference;
+  const torch::Tensor frame = torch::randn({1, 1, vidclf::model::kResNet18EmbeddingSize});
   for (int64_t history : ParseList(absl::GetFlag(FLAGS_streaming_history))) {
-    // GRU: the state is two layers of 32 numbers, whatever the history.
-    const torch::Tensor hidden = torch::randn({2, 1, 32});
-    const torch::Tensor frame = torch::randn({1, 1, 512});
-    auto [gru_ms, gru_mib] =
-        MedianMillisecondsAndPeakMib(repeats, [&] { gru->forward(frame, hidden); });
-    std::cout << "streaming,gru," << history << "," << gru_ms << "," << gru_mib << std::endl;
+    const torch::Tensor past = torch::randn({1, history, vidclf::model::kResNet18EmbeddingSize});
+    auto report = [&](const std::string& name, std::pair<double, double> ms_and_mib) {
+      std::cout << "streaming," << name << "," << history << "," << ms_and_mib.first << ","
+                << ms_and_mib.second << std::endl;
+    };
+    const HeadState gru_state = gru->step(past, {}).second;
+    report("gru", MedianMillisecondsAndPeakMib(repeats, [&] { gru->step(frame, gru_state); }));
 
-    // Causal-linear: the state after `history` frames, then one step.
-    const torch::Tensor past = torch::randn({1, kHeads, history, kHeadDim});
-    const auto state = causal.forward_chunk(past, past, past, {}).second;
-    const torch::Tensor one = torch::randn({1, kHeads, 1, kHeadDim});
-    auto [linear_ms, linear_mib] =
-        MedianMillisecondsAndPeakMib(repeats, [&] { causal.forward_chunk(one, one, one, state); });
-    std::cout << "streaming,causal-linear," << history << "," << linear_ms << "," << linear_mib
-              << std::endl;
+    const HeadState linear_state = causal_linear->step(past, {}).second;
+    report("causal-linear", MedianMillisecondsAndPeakMib(
+                                repeats, [&] { causal_linear->step(frame, linear_state); }));
 
-    // Softmax without a state: recompute causal attention over the whole history plus the frame.
-    const torch::Tensor all = torch::randn({1, kHeads, history + 1, kHeadDim});
-    auto [softmax_ms, softmax_mib] =
-        MedianMillisecondsAndPeakMib(history >= 10000 ? 3 : repeats,
-                                     [&] { (*softmax)->forward(all, all, all, torch::Tensor()); });
-    std::cout << "streaming,softmax-recompute," << history << "," << softmax_ms << ","
-              << softmax_mib << std::endl;
+    // A sliding window re-runs the head every `stride` frames: time `stride` steps, per frame.
+    const HeadState window_state = StepHead(*softmax, window, past, {}).second;
+    const auto [window_ms, window_mib] = MedianMillisecondsAndPeakMib(repeats, [&] {
+      HeadState state = window_state;
+      for (int64_t i = 0; i < window.stride_frames; ++i) {
+        state = StepHead(*softmax, window, frame, state).second;
+      }
+    });
+    report("softmax-window-16", {window_ms / window.stride_frames, window_mib});
+
+    // Without a state, softmax must run the head over the whole history plus the new frame.
+    const torch::Tensor all = torch::cat({past, frame}, 1);
+    const torch::Tensor length = torch::full({1}, history + 1, torch::kLong);
+    report("softmax-recompute",
+           MedianMillisecondsAndPeakMib(history >= 10000 ? 1 : (history >= 1000 ? 3 : repeats),
+                                        [&] { softmax->forward(all, length); }));
   }
 }
 
@@ -174,7 +193,7 @@ int main(int argc, char** argv) {
                    static_cast<int>(std::thread::hardware_concurrency()))
             << std::endl;
   std::cout << "kind,mechanism,length,median_ms,peak_mib" << std::endl;
-  SweepMechanisms();
+  if (!absl::GetFlag(FLAGS_streaming_only)) SweepMechanisms();
   SweepStreamingStep();
   return 0;
 }

@@ -79,10 +79,13 @@ if reference_n:
                          f"memory.")
 
 lines += ["", "## Streaming: cost of one more frame after T frames", "",
-          "GRU: one step of seed 004's 2-layer GRU (512 → 32) with its carried hidden state. "
-          "causal-linear: one `forward_chunk` step with the carried (S, Z) state (8 heads, 64 "
-          "wide). softmax-recompute: causal softmax attention over all T+1 frames, what a head "
-          "without state must do for each new frame.", "",
+          "Whole heads with seed 004's sizes, batch 1, one new 512-d frame embedding. "
+          "gru: `GruHead::step` (2 layers, hidden 32) with its carried hidden state. "
+          "causal-linear: `TransformerHead::step` (6 layers, d_model 512, 8 heads, FFN 1024) with "
+          "each layer's carried (S, Z) state. softmax-window-16: `StepHead` over a sliding window "
+          "of 16 frames re-run every 4 frames, per frame. softmax-recompute: the softmax "
+          "transformer's forward over all T+1 frames, what a head without state must do to "
+          "see the whole history.", "",
           "| T | " + " | ".join(streaming) + " |", "|---|" + "---|" * len(streaming)]
 for t in sorted({t for m in streaming.values() for t in m}):
     lines.append(f"| {t} | " + " | ".join(

@@ -25,4 +25,25 @@ torch::Tensor GruHeadImpl::forward(const torch::Tensor& embeddings, const torch:
   return fc2(torch::relu(fc1(final_state)));
 }
 
+std::pair<torch::Tensor, HeadState> GruHeadImpl::step(const torch::Tensor& embeddings,
+                                                      const HeadState& state) {
+  const torch::Tensor x = CheckAndStandardise(embeddings, "GRU head");
+  TORCH_CHECK(x.size(1) >= 1, "GRU head step needs at least one new frame");
+  std::tuple<torch::Tensor, torch::Tensor> result;
+  if (state.tensors.empty()) {
+    result = gru->forward(x);
+  } else {
+    const torch::Tensor& hidden = state.tensors.front();
+    TORCH_CHECK(state.tensors.size() == 1 && hidden.dim() == 3 &&
+                    hidden.size(0) == options.num_layers() && hidden.size(1) == x.size(0) &&
+                    hidden.size(2) == options.hidden_size(),
+                "GRU head state must be one hidden state [", options.num_layers(), ", ", x.size(0),
+                ", ", options.hidden_size(), "] for this batch of ", x.size(0), " sequences");
+    result = gru->forward(x, hidden);
+  }
+  const auto& [outputs, hidden] = result;
+  const torch::Tensor logits = fc2(torch::relu(fc1(outputs.select(1, -1))));
+  return {logits, HeadState{state.frames_seen + x.size(1), {hidden}}};
+}
+
 }  // namespace vidclf::model

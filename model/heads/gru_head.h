@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "model/heads/temporal_head.h"
 
@@ -32,6 +33,11 @@ class GruHeadImpl : public TemporalHead {
 
   // See TemporalHead::forward.
   torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& lengths) override;
+
+  // Recurrent: the state holds the GRU's hidden state [num_layers, B, hidden_size].
+  bool has_recurrent_step() const override { return true; }
+  std::pair<torch::Tensor, HeadState> step(const torch::Tensor& embeddings,
+                                           const HeadState& state) override;
 
   GruHeadOptions options;
   torch::nn::GRU gru{nullptr};

@@ -5,8 +5,19 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace vidclf::model {
+
+// What a head carries from one step of a streamed sequence to the next (see TemporalHead::step
+// and head_stream.h). Each head decides what `tensors` hold; callers only pass the state back.
+// A default-constructed state means that nothing has been seen yet.
+struct HeadState {
+  // Frames consumed so far, per sequence.
+  int64_t frames_seen = 0;
+  std::vector<torch::Tensor> tensors;
+};
 
 class TemporalHead : public torch::nn::Module {
  public:
@@ -14,6 +25,17 @@ class TemporalHead : public torch::nn::Module {
   // each sequence, 1 <= length <= T. Frames past a sequence's length are padding and never change
   // its output. Returns logits [B, num_classes].
   virtual torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& lengths) = 0;
+
+  // True when step() continues a sequence exactly, at a cost per new frame that does not grow with
+  // the frames seen before (the GRU; a transformer with causal-linear attention).
+  virtual bool has_recurrent_step() const { return false; }
+
+  // embeddings: [B, T, input_size], T >= 1 new frames of B sequences whose earlier frames produced
+  // `state`. Returns the logits [B, num_classes] of each sequence extended by these frames, equal
+  // to forward() over everything seen so far, and the state to pass with the next frames.
+  // Throws c10::Error unless has_recurrent_step(), or when the state does not fit the input.
+  virtual std::pair<torch::Tensor, HeadState> step(const torch::Tensor& embeddings,
+                                                   const HeadState& state);
 
   // Embeddings are standardised with these before anything else; the trainer sets them from its
   // training set (buffers, so they travel with the weights). Identity by default.
@@ -23,9 +45,10 @@ class TemporalHead : public torch::nn::Module {
   explicit TemporalHead(int64_t input_size);
 
   // Checks the shapes above (throws c10::Error naming what was expected) and returns the
-  // standardised embeddings.
+  // standardised embeddings. The second form is for step(), which has no lengths.
   torch::Tensor CheckAndStandardise(const torch::Tensor& embeddings, const torch::Tensor& lengths,
                                     const char* head_name) const;
+  torch::Tensor CheckAndStandardise(const torch::Tensor& embeddings, const char* head_name) const;
 
  private:
   int64_t input_size_;

@@ -1,14 +1,17 @@
 #include "model/heads/transformer_head.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "model/attention/registry.h"
 
 namespace vidclf::model {
 
-torch::Tensor SinusoidalPositionalEncoding(int64_t length, int64_t d_model) {
+torch::Tensor SinusoidalPositionalEncoding(int64_t length, int64_t d_model,
+                                           int64_t first_position) {
   TORCH_CHECK(d_model % 2 == 0, "sinusoidal positions need an even d_model; got ", d_model);
-  const torch::Tensor position = torch::arange(length, torch::kDouble).unsqueeze(1);
+  const torch::Tensor position =
+      torch::arange(first_position, first_position + length, torch::kDouble).unsqueeze(1);
   // 1 / 10000^(2i/d) for i = 0 .. d/2 - 1, computed in double so golden values hold to 1e-7.
   const torch::Tensor frequency =
       torch::exp(torch::arange(0, d_model, 2, torch::kDouble) * (-std::log(10000.0) / d_model));
@@ -38,6 +41,20 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   return output(mixed.transpose(1, 2).reshape({batch, length, -1}));
 }
 
+std::pair<torch::Tensor, attention::CausalLinearState> SelfAttentionImpl::step(
+    const torch::Tensor& x, const attention::CausalLinearState& state) {
+  auto* causal_linear = dynamic_cast<attention::CausalLinearAttention*>(mechanism.get());
+  TORCH_CHECK(causal_linear != nullptr, "only causal-linear self-attention has a recurrent step");
+  const int64_t batch = x.size(0);
+  const int64_t length = x.size(1);
+  auto split_heads = [&](const torch::Tensor& t) {
+    return t.view({batch, length, num_heads, -1}).transpose(1, 2);
+  };
+  auto [mixed, next_state] = causal_linear->forward_chunk(
+      split_heads(query(x)), split_heads(key(x)), split_heads(value(x)), state);
+  return {output(mixed.transpose(1, 2).reshape({batch, length, -1})), std::move(next_state)};
+}
+
 EncoderLayerImpl::EncoderLayerImpl(const TransformerHeadOptions& options,
                                    std::shared_ptr<attention::AttentionMechanism> mechanism)
     : pre_norm(options.pre_norm()),
@@ -53,14 +70,30 @@ EncoderLayerImpl::EncoderLayerImpl(const TransformerHeadOptions& options,
       dropout(register_module("dropout", torch::nn::Dropout(options.dropout()))) {}
 
 torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+  return AddSublayers(x, [&](const torch::Tensor& t) { return self_attention(t, mask); });
+}
+
+std::pair<torch::Tensor, attention::CausalLinearState> EncoderLayerImpl::step(
+    const torch::Tensor& x, const attention::CausalLinearState& state) {
+  attention::CausalLinearState next_state;
+  const torch::Tensor y = AddSublayers(x, [&](const torch::Tensor& t) {
+    torch::Tensor attended;
+    std::tie(attended, next_state) = self_attention->step(t, state);
+    return attended;
+  });
+  return {y, std::move(next_state)};
+}
+
+torch::Tensor EncoderLayerImpl::AddSublayers(
+    const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& attend) {
   auto feed_forward = [this](const torch::Tensor& t) {
     return linear2(dropout(torch::relu(linear1(t))));
   };
   if (pre_norm) {
-    const torch::Tensor z = x + dropout(self_attention(norm1(x), mask));
+    const torch::Tensor z = x + dropout(attend(norm1(x)));
     return z + dropout(feed_forward(norm2(z)));
   }
-  const torch::Tensor z = norm1(x + dropout(self_attention(x, mask)));
+  const torch::Tensor z = norm1(x + dropout(attend(x)));
   return norm2(z + dropout(feed_forward(z)));
 }
 
@@ -132,6 +165,46 @@ torch::Tensor TransformerHeadImpl::forward(const torch::Tensor& embeddings,
     pooled = (x * weights).sum(1) / weights.sum(1);
   }
   return classifier(pooled);
+}
+
+bool TransformerHeadImpl::has_recurrent_step() const {
+  return options.attention().type == "causal-linear";
+}
+
+std::pair<torch::Tensor, HeadState> TransformerHeadImpl::step(const torch::Tensor& embeddings,
+                                                              const HeadState& state) {
+  TORCH_CHECK(has_recurrent_step(), "a transformer head with ", options.attention().type,
+              " attention has no recurrent step (only causal-linear has); stream it over a "
+              "sliding window");
+  torch::Tensor x = CheckAndStandardise(embeddings, "transformer head");
+  TORCH_CHECK(x.size(1) >= 1, "transformer head step needs at least one new frame");
+  const auto num_layers = static_cast<size_t>(options.num_layers());
+  // tensors: S and Z of each layer, then the running sum of the last layer's outputs.
+  TORCH_CHECK(state.tensors.empty() || state.tensors.size() == 2 * num_layers + 1,
+              "transformer head state must hold ", 2 * num_layers + 1, " tensors; got ",
+              state.tensors.size());
+  if (!input_projection.is_empty()) x = input_projection(x);
+  x = x + SinusoidalPositionalEncoding(x.size(1), options.d_model(), state.frames_seen)
+              .to(x.device(), x.dtype());
+  HeadState next{state.frames_seen + x.size(1), {}};
+  for (size_t i = 0; i < num_layers; ++i) {
+    attention::CausalLinearState layer_state;
+    if (!state.tensors.empty()) layer_state = {state.tensors[2 * i], state.tensors[2 * i + 1]};
+    auto [y, layer_next] = layers[i]->as<EncoderLayer>()->step(x, layer_state);
+    x = y;
+    next.tensors.push_back(layer_next.s);
+    next.tensors.push_back(layer_next.z);
+  }
+  if (!final_norm.is_empty()) x = final_norm(x);
+  torch::Tensor sum = x.sum(/*dim=*/1);
+  if (!state.tensors.empty()) {
+    TORCH_CHECK(state.tensors.back().sizes() == sum.sizes(),
+                "transformer head state's pooled sum has shape ", state.tensors.back().sizes(),
+                "; this batch needs ", sum.sizes());
+    sum = sum + state.tensors.back();
+  }
+  next.tensors.push_back(sum);
+  return {classifier(sum / static_cast<double>(next.frames_seen)), std::move(next)};
 }
 
 }  // namespace vidclf::model

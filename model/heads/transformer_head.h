@@ -11,17 +11,22 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "model/attention/attention.h"
+#include "model/attention/causal_linear_attention.h"
 #include "model/heads/temporal_head.h"
 
 namespace vidclf::model {
 
-// PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)), positions from
-// 0. Returns [length, d_model] float; d_model must be even.
-torch::Tensor SinusoidalPositionalEncoding(int64_t length, int64_t d_model);
+// PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)) for positions
+// first_position .. first_position + length - 1 (the first frame is position 0). Returns
+// [length, d_model] float; d_model must be even.
+torch::Tensor SinusoidalPositionalEncoding(int64_t length, int64_t d_model,
+                                           int64_t first_position = 0);
 
 struct TransformerHeadOptions {
   explicit TransformerHeadOptions(int64_t num_classes) : num_classes_(num_classes) {}
@@ -56,6 +61,10 @@ class SelfAttentionImpl : public torch::nn::Module {
                     std::shared_ptr<attention::AttentionMechanism> mechanism);
   // x: [B, T, d_model]; mask: [B, T] bool, true for valid frames. Returns [B, T, d_model].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+  // Streaming form for causal-linear mechanisms: x [B, T, d_model] are the next frames after those
+  // that produced `state`. Throws c10::Error for any other mechanism.
+  std::pair<torch::Tensor, attention::CausalLinearState> step(
+      const torch::Tensor& x, const attention::CausalLinearState& state);
 
   int64_t num_heads;
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, output{nullptr};
@@ -68,12 +77,20 @@ class EncoderLayerImpl : public torch::nn::Module {
   EncoderLayerImpl(const TransformerHeadOptions& options,
                    std::shared_ptr<attention::AttentionMechanism> mechanism);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+  // See SelfAttentionImpl::step: everything but attention works frame by frame.
+  std::pair<torch::Tensor, attention::CausalLinearState> step(
+      const torch::Tensor& x, const attention::CausalLinearState& state);
 
   bool pre_norm;
   SelfAttention self_attention{nullptr};
   torch::nn::Linear linear1{nullptr}, linear2{nullptr};
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
   torch::nn::Dropout dropout{nullptr};
+
+ private:
+  // The residual sub-layers around `attend` (self-attention over its normalised or raw input).
+  torch::Tensor AddSublayers(const torch::Tensor& x,
+                             const std::function<torch::Tensor(const torch::Tensor&)>& attend);
 };
 TORCH_MODULE(EncoderLayer);
 
@@ -84,6 +101,13 @@ class TransformerHeadImpl : public TemporalHead {
 
   // See TemporalHead::forward.
   torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& lengths) override;
+
+  // Recurrent with causal-linear attention (which implies mean pooling): the state holds each
+  // layer's (S, Z) and the running sum of the last layer's outputs, whose mean is the pooled
+  // vector. Positions continue from the frames seen.
+  bool has_recurrent_step() const override;
+  std::pair<torch::Tensor, HeadState> step(const torch::Tensor& embeddings,
+                                           const HeadState& state) override;
 
   TransformerHeadOptions options;
   torch::nn::Linear input_projection{nullptr};  // empty when input_size == d_model

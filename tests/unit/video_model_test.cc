@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 namespace vidclf::model {
 namespace {
@@ -94,6 +95,151 @@ TEST_F(VideoModelTest, LoadRefusesWeightsOfAnotherShape) {
   auto loaded = VideoModel::Load(dir_.string());
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(loaded.status().message(), HasSubstr("cannot load the weights"));
+}
+
+// A softmax-trained transformer whose bundle allows the clustered mechanisms in its place.
+ModelConfig TransformerConfig(ModelConfig config) {
+  config.head = "transformer";
+  config.transformer.d_model = 16;
+  config.transformer.num_heads = 2;
+  config.transformer.num_layers = 2;
+  config.transformer.ffn_size = 32;
+  config.transformer.attention.type = "softmax";
+  // Four frames never fill more than four clusters, so clustered attention is exact here, and
+  // top-k = 4 keys keeps improved-clustered exact too.
+  config.transformer.attention.clusters = 8;
+  config.transformer.attention.topk = 4;
+  config.transformer.attention_substitutions = {"clustered", "improved-clustered"};
+  return config;
+}
+
+TEST_F(VideoModelTest, SubstitutedAttentionSharesTheTrainedWeights) {
+  torch::manual_seed(12);
+  ASSERT_TRUE((*VideoModel::Create(TransformerConfig(config_)))->Save(dir_.string()).ok());
+  auto model = VideoModel::Load(dir_.string());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const torch::Tensor embeddings = torch::randn({2, 4, 512});
+  const torch::Tensor lengths = torch::tensor({4, 3}, torch::kLong);
+  auto own = (*model)->Classify(embeddings, lengths);
+  ASSERT_TRUE(own.ok()) << own.status();
+  for (const char* attention : {"softmax", "clustered", "improved-clustered"}) {
+    auto substituted = (*model)->Classify(embeddings, lengths, attention);
+    ASSERT_TRUE(substituted.ok()) << substituted.status();
+    EXPECT_TRUE(torch::allclose(*substituted, *own, 1e-5, 1e-6)) << attention;
+  }
+  // Fewer clusters than frames: an approximation, so the probabilities move, but not far.
+  ModelConfig coarse = TransformerConfig(config_);
+  coarse.transformer.attention.clusters = 2;
+  std::ofstream(dir_ / "model.json") << ModelConfigToJson(coarse).dump();
+  auto approximate = VideoModel::Load(dir_.string());
+  ASSERT_TRUE(approximate.ok()) << approximate.status();
+  auto clustered = (*approximate)->Classify(embeddings, lengths, "clustered");
+  ASSERT_TRUE(clustered.ok()) << clustered.status();
+  EXPECT_FALSE(torch::equal(*clustered, *own));
+  EXPECT_TRUE(torch::allclose(clustered->sum(1), torch::ones({2}), 1e-5, 1e-6));
+}
+
+TEST_F(VideoModelTest, RefusesAttentionTheBundleDoesNotAllow) {
+  auto transformer = VideoModel::Create(TransformerConfig(config_));
+  ASSERT_TRUE(transformer.ok()) << transformer.status();
+  const torch::Tensor embeddings = torch::randn({1, 4, 512});
+  const torch::Tensor lengths = torch::tensor({4}, torch::kLong);
+  auto linear = (*transformer)->Classify(embeddings, lengths, "linear");
+  EXPECT_EQ(linear.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(linear.status().message(),
+              HasSubstr("cannot run with attention \"linear\"; its bundle allows clustered, "
+                        "improved-clustered"));
+
+  auto gru = VideoModel::Create(config_);
+  ASSERT_TRUE(gru.ok());
+  auto on_gru = (*gru)->Classify(embeddings, lengths, "clustered");
+  EXPECT_EQ(on_gru.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(on_gru.status().message(), HasSubstr("GRU head"));
+
+  ModelConfig learned = TransformerConfig(config_);
+  learned.transformer.attention_substitutions = {"linformer"};
+  auto refused = ModelConfigFromJson(ModelConfigToJson(learned));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("learned weights"));
+  learned.transformer.attention_substitutions = {"flash"};
+  EXPECT_THAT(ModelConfigFromJson(ModelConfigToJson(learned)).status().message(),
+              HasSubstr("unknown attention substitution \"flash\""));
+}
+
+TEST_F(VideoModelTest, ConfigKeepsStreamingAndSubstitutions) {
+  ModelConfig config = TransformerConfig(config_);
+  config.streaming = {/*window_frames=*/12, /*stride_frames=*/5};
+  auto read = ModelConfigFromJson(ModelConfigToJson(config));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->streaming.window_frames, 12);
+  EXPECT_EQ(read->streaming.stride_frames, 5);
+  EXPECT_EQ(read->transformer.attention_substitutions, config.transformer.attention_substitutions);
+
+  config.streaming.stride_frames = 13;
+  EXPECT_THAT(ModelConfigFromJson(ModelConfigToJson(config)).status().message(),
+              HasSubstr("stride_frames <= window_frames"));
+  config.streaming = {/*window_frames=*/600, /*stride_frames=*/1};
+  config.transformer.attention.type = "linformer";
+  config.transformer.attention_substitutions.clear();
+  EXPECT_THAT(ModelConfigFromJson(ModelConfigToJson(config)).status().message(),
+              HasSubstr("does not fit linformer's max_length"));
+}
+
+TEST_F(VideoModelTest, StreamStepFollowsTheWholeSequence) {
+  torch::manual_seed(13);
+  auto model = VideoModel::Create(config_);  // GRU: recurrent
+  ASSERT_TRUE(model.ok());
+  const torch::Tensor embeddings = torch::randn({1, 6, 512});
+  HeadState state;
+  torch::Tensor probabilities;
+  for (int64_t start = 0; start < 6; start += 2) {
+    auto step = (*model)->StreamStep(embeddings.slice(1, start, start + 2), state);
+    ASSERT_TRUE(step.ok()) << step.status();
+    std::tie(probabilities, state) = *std::move(step);
+  }
+  auto whole = (*model)->Classify(embeddings, torch::tensor({6}, torch::kLong));
+  ASSERT_TRUE(whole.ok());
+  EXPECT_TRUE(torch::allclose(probabilities, *whole, 1e-5, 1e-6));
+  auto wrong = (*model)->StreamStep(torch::randn({1, 2, 7}), state);
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ResolveDevice, NamesTheDevicesThisProcessCanUse) {
+  EXPECT_EQ(*ResolveDevice("cpu"), torch::Device(torch::kCPU));
+  const torch::Device automatic = *ResolveDevice("auto");
+  EXPECT_EQ(automatic.is_cuda(), torch::cuda::is_available());
+  EXPECT_EQ(ResolveDevice("gpu").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveDevice("cuda:x").status().code(), absl::StatusCode::kInvalidArgument);
+  auto far = ResolveDevice("cuda:99");
+  EXPECT_EQ(far.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(far.status().message(), HasSubstr("cuda:99"));
+}
+
+TEST_F(VideoModelTest, LowPrecisionNeedsCuda) {
+  InferenceOptions options;
+  options.precision = "fp16";
+  auto half_on_cpu = VideoModel::Create(config_, options);
+  EXPECT_EQ(half_on_cpu.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(half_on_cpu.status().message(), HasSubstr("needs a CUDA device"));
+  options.precision = "fp8";
+  EXPECT_THAT(VideoModel::Create(config_, options).status().message(),
+              HasSubstr("unknown precision \"fp8\""));
+}
+
+TEST_F(VideoModelTest, ChannelsLastEmbedsLikeNchw) {
+  torch::manual_seed(14);
+  ASSERT_TRUE((*VideoModel::Create(config_))->Save(dir_.string()).ok());
+  InferenceOptions options;
+  options.channels_last = true;
+  auto nhwc = VideoModel::Load(dir_.string(), options);
+  auto nchw = VideoModel::Load(dir_.string());
+  ASSERT_TRUE(nhwc.ok() && nchw.ok());
+  const torch::Tensor frames = torch::randn({3, 3, 32, 32});
+  auto a = (*nhwc)->Embed(frames);
+  auto b = (*nchw)->Embed(frames);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(torch::allclose(*a, *b, 1e-4, 1e-4)) << (*a - *b).abs().max();
+  EXPECT_EQ((*nhwc)->Save(dir_.string()).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

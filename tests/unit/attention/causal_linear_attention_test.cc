@@ -11,6 +11,7 @@
 namespace vidclf::model::attention {
 namespace {
 
+using testing::MaxAbs;
 using testing::MaxAbsDiff;
 
 using testing::LengthMask;
@@ -88,6 +89,71 @@ TEST(CausalLinearAttention, ChunksWithCarriedStateEqualTheParallelForm) {
     // A zero state behaves like a fresh start.
     const CausalLinearState zero{torch::zeros({2, 2, 4, 3}, dtype), torch::zeros({2, 2, 4}, dtype)};
     EXPECT_TRUE(torch::allclose(attention.forward_chunk(q, k, v, zero).first, parallel));
+  }
+}
+
+// The loss <out, weight>, so every output entry reaches the gradient with its own factor.
+double WeightedLoss(CausalLinearAttention& attention, const std::vector<torch::Tensor>& qkv,
+                    const torch::Tensor& mask, const torch::Tensor& weight) {
+  return (attention.forward(qkv[0], qkv[1], qkv[2], mask) * weight).sum().item<double>();
+}
+
+// LibTorch's gradcheck, which C++ lacks, written out: autograd against central differences.
+TEST(CausalLinearAttention, GradientsEqualCentralFiniteDifferences) {
+  torch::manual_seed(24);
+  constexpr double kStep = 1e-6;
+  const auto f64 = torch::kDouble;
+  CausalLinearAttention attention = Make();
+  const torch::Tensor weight = torch::randn({1, 2, 6, 4}, f64);
+  const std::vector<int64_t> widths = {3, 3, 4};  // E for q and k, M for v
+  for (const torch::Tensor& mask : {torch::Tensor(), LengthMask({4}, 6)}) {
+    std::vector<torch::Tensor> qkv;
+    for (const int64_t width : widths) {
+      qkv.push_back(torch::randn({1, 2, 6, width}, f64).requires_grad_());
+    }
+    (attention.forward(qkv[0], qkv[1], qkv[2], mask) * weight).sum().backward();
+    torch::NoGradGuard no_grad;
+    for (size_t which = 0; which < 3; ++which) {
+      torch::Tensor numeric = torch::zeros_like(qkv[which]);
+      for (int64_t i = 0; i < numeric.numel(); ++i) {
+        const auto moved_loss = [&](double step) {
+          std::vector<torch::Tensor> moved = {qkv[0].detach(), qkv[1].detach(), qkv[2].detach()};
+          moved[which] = moved[which].clone();
+          moved[which].data_ptr<double>()[i] += step;
+          return WeightedLoss(attention, moved, mask, weight);
+        };
+        numeric.data_ptr<double>()[i] = (moved_loss(kStep) - moved_loss(-kStep)) / (2 * kStep);
+      }
+      const torch::Tensor& analytic = qkv[which].grad();
+      EXPECT_TRUE(torch::allclose(analytic, numeric, 1e-6, 1e-6))
+          << "input " << which << (mask.defined() ? " with" : " without") << " mask, max diff "
+          << MaxAbsDiff(analytic, numeric);
+      // Padded keys and values never reach the output, so their gradient is exactly zero.
+      if (mask.defined() && which > 0) {
+        EXPECT_EQ(MaxAbs(analytic.slice(2, 4)), 0) << "input " << which;
+      }
+    }
+  }
+}
+
+TEST(CausalLinearAttention, GradientOfOutputIReachesPositionsUpToIOnly) {
+  torch::manual_seed(25);
+  // A sum rather than a max: the slices past the last position and before the first are empty.
+  const auto abs_sum = [](const torch::Tensor& x) { return x.abs().sum().item<double>(); };
+  for (int64_t i = 0; i < 6; ++i) {
+    const torch::Tensor q = torch::randn({1, 2, 6, 3}, torch::kDouble).requires_grad_();
+    const torch::Tensor k = torch::randn({1, 2, 6, 3}, torch::kDouble).requires_grad_();
+    const torch::Tensor v = torch::randn({1, 2, 6, 4}, torch::kDouble).requires_grad_();
+    Make().forward(q, k, v, torch::Tensor()).select(2, i).sum().backward();
+    for (const torch::Tensor& x : {k, v}) {
+      // Exactly zero, not small: a later key or value must not enter out_i at all.
+      EXPECT_EQ(abs_sum(x.grad().slice(2, i + 1)), 0) << "i " << i;
+      // Every position up to i does reach out_i, so the check above is not vacuous.
+      EXPECT_TRUE((x.grad().slice(2, 0, i + 1).abs().sum({0, 1, 3}) > 0).all().item<bool>())
+          << "i " << i;
+    }
+    EXPECT_EQ(abs_sum(q.grad().slice(2, 0, i)), 0) << "i " << i;
+    EXPECT_EQ(abs_sum(q.grad().slice(2, i + 1)), 0) << "i " << i;
   }
 }
 

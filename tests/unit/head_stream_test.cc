@@ -1,0 +1,185 @@
+#include "model/heads/head_stream.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/heads/gru_head.h"
+#include "model/heads/transformer_head.h"
+
+namespace vidclf::model {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kInputSize = 12;
+constexpr int64_t kFrames = 20;
+
+double MaxAbsDifference(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
+// Heads whose standardisation is not the identity, so that step() must apply it too.
+template <typename Head>
+void SetStandardisation(Head& head) {
+  torch::NoGradGuard no_grad;
+  head->embedding_mean.copy_(torch::randn({kInputSize}) * 0.1);
+  head->embedding_std.copy_(torch::rand({kInputSize}) + 0.5);
+}
+
+std::shared_ptr<TemporalHead> MakeGru() {
+  torch::manual_seed(4);
+  GruHead head(GruHeadOptions(/*num_classes=*/3).input_size(kInputSize).hidden_size(8));
+  SetStandardisation(head);
+  head->eval();
+  return head.ptr();
+}
+
+std::shared_ptr<TemporalHead> MakeTransformer(const std::string& attention_type, bool pre_norm,
+                                              const std::string& pooling = "mean") {
+  torch::manual_seed(5);
+  attention::AttentionOptions attention;
+  attention.type = attention_type;
+  TransformerHead head(TransformerHeadOptions(/*num_classes=*/3)
+                           .input_size(kInputSize)
+                           .d_model(16)
+                           .num_heads(2)
+                           .num_layers(2)
+                           .ffn_size(24)
+                           .pre_norm(pre_norm)
+                           .pooling(pooling)
+                           .dropout(0)
+                           .attention(attention));
+  SetStandardisation(head);
+  head->eval();
+  return head.ptr();
+}
+
+torch::Tensor PrefixLogits(TemporalHead& head, const torch::Tensor& embeddings, int64_t length) {
+  return head.forward(embeddings.slice(1, 0, length),
+                      torch::full({embeddings.size(0)}, length, torch::kLong));
+}
+
+// Feeds `embeddings` [B, T, D] in chunks of `chunk` frames and checks each step's logits against
+// forward() over the prefix seen so far.
+void ExpectStepsEqualPrefixes(TemporalHead& head, const torch::Tensor& embeddings, int64_t chunk) {
+  HeadState state;
+  for (int64_t start = 0; start < embeddings.size(1); start += chunk) {
+    const int64_t end = std::min(start + chunk, embeddings.size(1));
+    auto [logits, next] = head.step(embeddings.slice(1, start, end), state);
+    ASSERT_EQ(next.frames_seen, end);
+    EXPECT_LT(MaxAbsDifference(logits, PrefixLogits(head, embeddings, end)), 1e-5)
+        << "chunk " << chunk << ", after " << end << " frames";
+    state = std::move(next);
+  }
+}
+
+class RecurrentHeads : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::shared_ptr<TemporalHead> Head() const {
+    if (GetParam() == "gru") return MakeGru();
+    return MakeTransformer("causal-linear", /*pre_norm=*/GetParam() == "causal-linear-pre-norm");
+  }
+};
+
+TEST_P(RecurrentHeads, ChunkedStepsEqualTheFullSequenceForAnyChunking) {
+  torch::NoGradGuard no_grad;
+  const std::shared_ptr<TemporalHead> head = Head();
+  ASSERT_TRUE(head->has_recurrent_step());
+  torch::manual_seed(6);
+  const torch::Tensor embeddings = torch::randn({2, kFrames, kInputSize});
+  for (int64_t chunk : {int64_t{1}, int64_t{3}, int64_t{7}, kFrames}) {
+    ExpectStepsEqualPrefixes(*head, embeddings, chunk);
+  }
+}
+
+TEST_P(RecurrentHeads, StateSizeDoesNotGrowWithTheFramesSeen) {
+  torch::NoGradGuard no_grad;
+  const std::shared_ptr<TemporalHead> head = Head();
+  auto numel = [](const HeadState& state) {
+    int64_t total = 0;
+    for (const torch::Tensor& t : state.tensors) total += t.numel();
+    return total;
+  };
+  HeadState state = head->step(torch::randn({1, 1, kInputSize}), {}).second;
+  const int64_t after_one = numel(state);
+  for (int i = 0; i < 500; ++i) state = head->step(torch::randn({1, 1, kInputSize}), state).second;
+  EXPECT_EQ(state.frames_seen, 501);
+  EXPECT_EQ(numel(state), after_one);
+}
+
+TEST_P(RecurrentHeads, RejectsAStateFromAnotherBatchSize) {
+  torch::NoGradGuard no_grad;
+  const std::shared_ptr<TemporalHead> head = Head();
+  const HeadState state = head->step(torch::randn({2, 3, kInputSize}), {}).second;
+  EXPECT_THROW(head->step(torch::randn({1, 3, kInputSize}), state), c10::Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadStream, RecurrentHeads,
+                         ::testing::Values("gru", "causal-linear-post-norm",
+                                           "causal-linear-pre-norm"));
+
+TEST(HeadStream, OnlyGruAndCausalLinearHaveARecurrentStep) {
+  torch::NoGradGuard no_grad;
+  const std::shared_ptr<TemporalHead> softmax = MakeTransformer("softmax", /*pre_norm=*/false);
+  EXPECT_FALSE(softmax->has_recurrent_step());
+  try {
+    softmax->step(torch::randn({1, 2, kInputSize}), {});
+    FAIL() << "softmax transformer stepped";
+  } catch (const c10::Error& e) {
+    EXPECT_THAT(e.what_without_backtrace(), HasSubstr("sliding window"));
+  }
+}
+
+TEST(HeadStream, RecurrentHeadsIgnoreTheWindow) {
+  torch::NoGradGuard no_grad;
+  const std::shared_ptr<TemporalHead> head = MakeGru();
+  torch::manual_seed(8);
+  const torch::Tensor embeddings = torch::randn({1, 9, kInputSize});
+  const SlidingWindowOptions window{/*window_frames=*/2, /*stride_frames=*/2};
+  auto [logits, state] = StepHead(*head, window, embeddings, {});
+  EXPECT_LT(MaxAbsDifference(logits, PrefixLogits(*head, embeddings, 9)), 1e-5);
+}
+
+// Without a recurrent step, the logits come from the last window evaluated: at the first step and
+// whenever the frames seen pass a multiple of the stride.
+TEST(HeadStream, SlidingWindowReevaluatesTheLatestFramesEveryStride) {
+  torch::NoGradGuard no_grad;
+  const std::shared_ptr<TemporalHead> head =
+      MakeTransformer("softmax", /*pre_norm=*/false, /*pooling=*/"cls");
+  const SlidingWindowOptions window{/*window_frames=*/5, /*stride_frames=*/3};
+  torch::manual_seed(7);
+  const torch::Tensor embeddings = torch::randn({2, kFrames, kInputSize});
+  for (int64_t chunk : {1, 2, 4}) {
+    HeadState state;
+    torch::Tensor expected;
+    for (int64_t start = 0; start < kFrames; start += chunk) {
+      const int64_t end = std::min(start + chunk, kFrames);
+      auto [logits, next] = StepHead(*head, window, embeddings.slice(1, start, end), state);
+      if (start == 0 || end / window.stride_frames > start / window.stride_frames) {
+        const int64_t first = std::max<int64_t>(0, end - window.window_frames);
+        expected = head->forward(embeddings.slice(1, first, end),
+                                 torch::full({2}, end - first, torch::kLong));
+      }
+      EXPECT_LT(MaxAbsDifference(logits, expected), 1e-6) << "chunk " << chunk << ", " << end;
+      EXPECT_LE(next.tensors.front().size(1), window.window_frames);
+      state = std::move(next);
+    }
+  }
+}
+
+TEST(HeadStream, SlidingWindowRejectsBadOptionsAndStates) {
+  torch::NoGradGuard no_grad;
+  const std::shared_ptr<TemporalHead> head = MakeTransformer("linear", /*pre_norm=*/false);
+  const torch::Tensor frames = torch::randn({1, 2, kInputSize});
+  EXPECT_THROW(StepHead(*head, {/*window_frames=*/2, /*stride_frames=*/3}, frames, {}), c10::Error);
+  const HeadState state = StepHead(*head, {}, frames, {}).second;
+  EXPECT_THROW(StepHead(*head, {}, torch::randn({3, 2, kInputSize}), state), c10::Error);
+}
+
+}  // namespace
+}  // namespace vidclf::model
