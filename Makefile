@@ -8,7 +8,7 @@ GRPC_PORT ?= 50051
 METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build model-repository serve test bench-attention clean
+.PHONY: deps build model-repository serve test sanitize bench-attention bench-backbone bench-media clean
 
 deps:
 	./scripts/install-deps.sh
@@ -31,6 +31,21 @@ serve: model-repository
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure
+	JOBS=$(JOBS) ./scripts/media-sanitizer-check.sh
+
+# media/ built with clang, ASan and UBSan (no LibTorch, no gRPC) in build-sanitize/: the media
+# tests with leak checks, then libFuzzer on DecodeClip for FUZZ_SECONDS (60). About 3 minutes
+# on two cores.
+sanitize: deps
+	JOBS=$(JOBS) ./scripts/media-sanitizer-check.sh
+
+# Prints the ResNet18 throughput table of docs/backbone-benchmark.md (about a minute on the CPU).
+bench-backbone: build
+	$(BUILD_DIR)/bin/vidclf-backbone-bench --threads 2 --rounds 9
+
+# Prints the table of docs/media-benchmark.md (a few minutes: it encodes four 60-second videos).
+bench-media: build
+	$(BUILD_DIR)/bin/vidclf-media-bench --seconds 60 --rounds 5
 
 # Writes docs/attention-benchmark.md and .png (about 10 minutes on two cores; not part of the tests).
 bench-attention: build

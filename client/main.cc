@@ -1,6 +1,8 @@
 // vidclf: the command-line client of vidclf-server.
 //
-//   vidclf classify FILE [--server ADDR] [--model NAME] [--top-k K] [--num-frames N] [--json]
+//   vidclf classify FILE [--server ADDR] [--model NAME] [--top-k K] [--num-frames N]
+//                        [--sampling uniform|fps|window|all] [--fps R] [--stride-frames S]
+//                        [--start-seconds T] [--attention TYPE] [--json]
 //   vidclf health [--server ADDR]
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
@@ -23,13 +25,21 @@ ABSL_FLAG(std::string, server, "localhost:50051", "Server address, host:port.");
 ABSL_FLAG(std::string, model, "", "Model to use (default: the server's default model).");
 ABSL_FLAG(int, top_k, 5, "Number of ranked labels to show.");
 ABSL_FLAG(int, num_frames, 0, "Frames to sample (default: the model's).");
+ABSL_FLAG(std::string, sampling, "", "uniform (default), fps, window or all.");
+ABSL_FLAG(double, fps, 0, "Frames per second, for --sampling fps.");
+ABSL_FLAG(int, stride_frames, 0, "Distance between frames, for --sampling window.");
+ABSL_FLAG(double, start_seconds, 0, "Start of the window, for --sampling window.");
+ABSL_FLAG(std::string, attention, "",
+          "Attention to run a transformer model with instead of its own, if its bundle allows.");
 ABSL_FLAG(bool, json, false, "Print one JSON object instead of a table.");
 ABSL_FLAG(double, timeout_seconds, 60, "Deadline of the call.");
 
 namespace {
 
 constexpr char kUsage[] =
-    "vidclf classify FILE [--server ADDR] [--model NAME] [--top-k K] [--num-frames N] [--json]\n"
+    "vidclf classify FILE [--server ADDR] [--model NAME] [--top-k K] [--num-frames N]\n"
+    "                     [--sampling uniform|fps|window|all] [--fps R] [--stride-frames S]\n"
+    "                     [--start-seconds T] [--attention TYPE] [--json]\n"
     "vidclf health [--server ADDR]";
 
 // Upload limit of the client's channel; the server enforces its own.
@@ -90,8 +100,14 @@ int Classify(const std::string& path) {
   request.set_video(bytes.str());
   request.set_model(absl::GetFlag(FLAGS_model));
   request.set_top_k(static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_top_k))));
-  request.mutable_sampling()->set_num_frames(
-      static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_num_frames))));
+  vidclf::v1::SamplingOptions* sampling = request.mutable_sampling();
+  sampling->set_strategy(absl::GetFlag(FLAGS_sampling));
+  sampling->set_num_frames(static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_num_frames))));
+  sampling->set_frames_per_second(absl::GetFlag(FLAGS_fps));
+  sampling->set_stride_frames(
+      static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_stride_frames))));
+  sampling->set_start_seconds(absl::GetFlag(FLAGS_start_seconds));
+  request.set_attention(absl::GetFlag(FLAGS_attention));
 
   auto stub = vidclf::v1::VideoClassifier::NewStub(Connect());
   grpc::ClientContext context;

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <iterator>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -11,8 +14,11 @@
 #include "media/memory_demuxer.h"
 
 extern "C" {
+#include <libavcodec/avcodec.h>
 #include <libavutil/avutil.h>
 #include <libavutil/dict.h>
+#include <libavutil/display.h>
+#include <libavutil/mem.h>
 }
 
 namespace vidclf::media {
@@ -92,17 +98,98 @@ absl::StatusOr<VideoStream> FindVideoStream(AVFormatContext* format, const ClipO
   return stream;
 }
 
-// Counts the video stream's packets: one per frame for every codec we decode, and cheap, since it
-// only demuxes.
-absl::StatusOr<int64_t> CountFrames(AVFormatContext* format, int stream_index) {
+// How far to turn the picture clockwise to show it upright, from the container's display matrix
+// (a phone held sideways writes one); 0 when there is none.
+double ClockwiseRotation(const AVStream& stream) {
+#if LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(60, 29, 100)  // FFmpeg 6.1 moved it to codecpar
+  const AVPacketSideData* side =
+      av_packet_side_data_get(stream.codecpar->coded_side_data, stream.codecpar->nb_coded_side_data,
+                              AV_PKT_DATA_DISPLAYMATRIX);
+  const uint8_t* matrix = side != nullptr && side->size >= 36 ? side->data : nullptr;
+#else
+  size_t size = 0;
+  const uint8_t* matrix = av_stream_get_side_data(&stream, AV_PKT_DATA_DISPLAYMATRIX, &size);
+  if (size < 36) matrix = nullptr;
+#endif
+  if (matrix == nullptr) return 0;
+  // av_display_rotation_get gives the counter-clockwise angle the matrix applies.
+  const double counter_clockwise =
+      av_display_rotation_get(reinterpret_cast<const int32_t*>(matrix));
+  return std::isnan(counter_clockwise) ? 0 : -counter_clockwise;
+}
+
+// Every frame of the video stream, from a demux-only pass (cheap: nothing is decoded).
+struct FrameTable {
+  int64_t count = 0;
+  // Presentation timestamps in presentation order, in the stream's time base. Empty unless every
+  // packet has a distinct one; then frames are identified by timestamp, which is what lets the
+  // decoder seek and skip.
+  std::vector<int64_t> pts;
+  // Presentation indices of the keyframes (only with `pts`).
+  std::vector<int64_t> keyframes;
+};
+
+absl::Status CheckBudget(Clock::time_point deadline, const char* stage, int64_t frame,
+                         int64_t total, const ClipOptions& options) {
+  if (options.decode_timeout_ms <= 0 || Clock::now() < deadline) return absl::OkStatus();
+  return absl::DeadlineExceededError(absl::StrCat("decoding ran past its budget of ",
+                                                  options.decode_timeout_ms, " ms while ", stage,
+                                                  " (at frame ", frame, " of ", total, ")"));
+}
+
+absl::StatusOr<FrameTable> ReadFrameTable(AVFormatContext* format, int stream_index,
+                                          Clock::time_point deadline, const ClipOptions& options) {
   PacketPtr packet(av_packet_alloc());
   if (!packet) return absl::ResourceExhaustedError("out of memory");
-  int64_t count = 0;
+  FrameTable table;
+  std::vector<int64_t> key_pts;
+  bool all_pts = true;
   while (av_read_frame(format, packet.get()) >= 0) {
-    if (packet->stream_index == stream_index) ++count;
+    if (packet->stream_index == stream_index) {
+      ++table.count;
+      if (packet->pts == AV_NOPTS_VALUE) all_pts = false;
+      if (all_pts) {
+        table.pts.push_back(packet->pts);
+        if (packet->flags & AV_PKT_FLAG_KEY) key_pts.push_back(packet->pts);
+      }
+    }
     av_packet_unref(packet.get());
+    if (table.count % 64 == 0) {
+      if (auto status = CheckBudget(deadline, "counting frames", table.count, table.count, options);
+          !status.ok()) {
+        return status;
+      }
+    }
   }
-  return count;
+  std::sort(table.pts.begin(), table.pts.end());
+  if (!all_pts || std::adjacent_find(table.pts.begin(), table.pts.end()) != table.pts.end()) {
+    table.pts.clear();
+    return table;
+  }
+  for (int64_t key : key_pts) {
+    table.keyframes.push_back(std::lower_bound(table.pts.begin(), table.pts.end(), key) -
+                              table.pts.begin());
+  }
+  std::sort(table.keyframes.begin(), table.keyframes.end());
+  return table;
+}
+
+// Presentation time in seconds of every frame, from the start of the stream.
+std::vector<double> FrameTimes(const FrameTable& table, const AVStream& stream) {
+  std::vector<double> seconds(table.count);
+  if (!table.pts.empty()) {
+    const int64_t origin = stream.start_time != AV_NOPTS_VALUE ? stream.start_time : 0;
+    for (int64_t i = 0; i < table.count; ++i) {
+      seconds[i] = static_cast<double>(table.pts[i] - origin) * av_q2d(stream.time_base);
+    }
+    return seconds;
+  }
+  // No timestamps: place frames by index at the nominal frame rate.
+  const AVRational rate = stream.avg_frame_rate.num > 0 ? stream.avg_frame_rate : AVRational{25, 1};
+  for (int64_t i = 0; i < table.count; ++i) {
+    seconds[i] = static_cast<double>(i) * rate.den / rate.num;
+  }
+  return seconds;
 }
 
 absl::StatusOr<CodecContextPtr> OpenDecoder(const AVStream& stream, const AVCodec* codec,
@@ -125,14 +212,118 @@ absl::StatusOr<CodecContextPtr> OpenDecoder(const AVStream& stream, const AVCode
   return decoder;
 }
 
-// Decodes frames in presentation order, converting the wanted ones into the clip.
+// Decodes the wanted frames and converts them into the clip. Frames are identified by their
+// presentation timestamp when the table has them (so packets may be skipped), else by counting
+// the decoder's output, which comes in presentation order.
 class SampledDecode {
  public:
-  SampledDecode(const AVStream& stream, std::vector<int64_t> wanted, FrameConverter& converter,
+  SampledDecode(AVFormatContext* format, const AVStream& stream, const FrameTable& table,
+                std::vector<int64_t> wanted, std::vector<double> times, FrameConverter& converter,
                 DecodedClip& clip)
-      : stream_(stream), wanted_(std::move(wanted)), converter_(converter), clip_(clip) {}
+      : format_(format),
+        stream_(stream),
+        table_(table),
+        wanted_(std::move(wanted)),
+        times_(std::move(times)),
+        converter_(converter),
+        clip_(clip) {}
+
+  // Runs the decode loop. `by_timestamp` enables seeking and skipping (options permitting).
+  absl::Status Run(AVCodecContext* decoder, bool by_timestamp, Clock::time_point deadline,
+                   const ClipOptions& options) {
+    by_timestamp_ = by_timestamp;
+    can_seek_ = by_timestamp && options.seek_to_keyframes;
+    PacketPtr packet(av_packet_alloc());
+    FramePtr frame(av_frame_alloc());
+    if (!packet || !frame) return absl::ResourceExhaustedError("out of memory");
+    int64_t highest_sent = -1;  // presentation index of the latest packet sent
+    while (!done()) {
+      if (can_seek_) SeekIfAhead(decoder, highest_sent);
+      const int read = av_read_frame(format_, packet.get());
+      if (read < 0) break;  // The end, or a truncated or damaged tail: keep what decoded.
+      if (packet->stream_index != stream_.index) {
+        av_packet_unref(packet.get());
+        continue;
+      }
+      if (seek_target_ >= 0 && !LandedOnKeyframe(packet->pts, decoder)) {
+        av_packet_unref(packet.get());
+        highest_sent = -1;
+        continue;
+      }
+      if (by_timestamp_) {
+        const int64_t index = IndexOf(packet->pts);
+        highest_sent = std::max(highest_sent, index);
+        if (options.skip_unwanted_non_reference_frames) {
+          // Read by the decoder for this packet (frame threads copy it at submission).
+          decoder->skip_frame = IsWanted(index) ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
+        }
+      }
+      const int sent = avcodec_send_packet(decoder, packet.get());
+      av_packet_unref(packet.get());
+      // A damaged packet is skipped, as players do; the frames around it still count.
+      if (sent < 0 && sent != AVERROR(EAGAIN) && sent != AVERROR_INVALIDDATA) {
+        return AvError(absl::StatusCode::kInvalidArgument, "video decoding failed", sent);
+      }
+      if (auto status = Drain(decoder, frame.get()); !status.ok()) return status;
+      if (auto status = CheckBudget(deadline, "decoding", highest_sent + 1, table_.count, options);
+          !status.ok()) {
+        return status;
+      }
+    }
+    if (!done()) {
+      avcodec_send_packet(decoder, nullptr);  // flush the frames still held back
+      if (auto status = Drain(decoder, frame.get()); !status.ok()) return status;
+    }
+    return absl::OkStatus();
+  }
 
   bool done() const { return next_wanted_ >= wanted_.size(); }
+
+ private:
+  // Jumps to the keyframe before the next wanted frame when that keyframe lies past everything
+  // sent so far: the frames in between would be decoded only to be thrown away. Every earlier
+  // wanted frame is already in the clip, so the decoder's held-back frames can be dropped.
+  void SeekIfAhead(AVCodecContext* decoder, int64_t& highest_sent) {
+    const int64_t target = wanted_[next_wanted_];
+    const auto after = std::upper_bound(table_.keyframes.begin(), table_.keyframes.end(), target);
+    if (after == table_.keyframes.begin()) return;
+    const int64_t keyframe = *std::prev(after);
+    if (keyframe <= highest_sent + 1) return;
+    if (av_seek_frame(format_, stream_.index, table_.pts[keyframe], AVSEEK_FLAG_BACKWARD) < 0) {
+      return;  // keep decoding through
+    }
+    avcodec_flush_buffers(decoder);
+    highest_sent = keyframe - 1;
+    seek_target_ = keyframe;
+    ++clip_.seeks;
+  }
+
+  // Checks the first packet after a seek. Demuxers without an index (MPEG-TS, and Matroska
+  // before its cues are read) search by timestamp and may land past the keyframe; decoding from
+  // there would produce damaged frames. Then go back to the start and decode through instead.
+  bool LandedOnKeyframe(int64_t pts, AVCodecContext* decoder) {
+    const int64_t target = seek_target_;
+    seek_target_ = -1;
+    const int64_t index = IndexOf(pts);
+    if (index >= 0 && index <= target &&
+        std::binary_search(table_.keyframes.begin(), table_.keyframes.end(), index)) {
+      return true;
+    }
+    can_seek_ = false;
+    av_seek_frame(format_, stream_.index, table_.pts.front(), AVSEEK_FLAG_BACKWARD);
+    avcodec_flush_buffers(decoder);
+    return false;
+  }
+
+  int64_t IndexOf(int64_t pts) const {
+    const auto found = std::lower_bound(table_.pts.begin(), table_.pts.end(), pts);
+    if (found == table_.pts.end() || *found != pts) return -1;
+    return found - table_.pts.begin();
+  }
+
+  bool IsWanted(int64_t index) const {
+    return index >= 0 && std::binary_search(wanted_.begin() + next_wanted_, wanted_.end(), index);
+  }
 
   // Takes every frame the decoder has ready.
   absl::Status Drain(AVCodecContext* decoder, AVFrame* frame) {
@@ -142,15 +333,16 @@ class SampledDecode {
       if (result < 0) {
         return AvError(absl::StatusCode::kInvalidArgument, "video decoding failed", result);
       }
-      absl::Status status = Keep(*frame);
+      ++clip_.frames_decoded;
+      const int64_t index = by_timestamp_ ? IndexOf(frame->best_effort_timestamp) : decoded_++;
+      absl::Status status = Keep(*frame, index);
       av_frame_unref(frame);
       if (!status.ok()) return status;
     }
   }
 
- private:
-  absl::Status Keep(const AVFrame& frame) {
-    const int64_t index = decoded_++;
+  absl::Status Keep(const AVFrame& frame, int64_t index) {
+    // Frames before the next wanted one (or unknown to the table) are not needed.
     if (done() || index != wanted_[next_wanted_]) return absl::OkStatus();
     ++next_wanted_;
     const auto start = Clock::now();
@@ -160,29 +352,29 @@ class SampledDecode {
     clip_.preprocess_seconds += SecondsSince(start);
     if (!status.ok()) return status;
     clip_.frame_indices.push_back(index);
-    clip_.timestamps_seconds.push_back(TimestampSeconds(frame, index));
+    clip_.timestamps_seconds.push_back(times_[index]);
     return absl::OkStatus();
   }
 
-  double TimestampSeconds(const AVFrame& frame, int64_t index) const {
-    int64_t pts = frame.best_effort_timestamp;
-    if (pts == AV_NOPTS_VALUE) {
-      // No timestamp in the stream: place the frame by its index at the nominal frame rate.
-      const AVRational rate =
-          stream_.avg_frame_rate.num > 0 ? stream_.avg_frame_rate : AVRational{25, 1};
-      return static_cast<double>(index) * rate.den / rate.num;
-    }
-    if (stream_.start_time != AV_NOPTS_VALUE) pts -= stream_.start_time;
-    return static_cast<double>(pts) * av_q2d(stream_.time_base);
-  }
-
+  AVFormatContext* format_;
   const AVStream& stream_;
+  const FrameTable& table_;
   const std::vector<int64_t> wanted_;
+  const std::vector<double> times_;
   FrameConverter& converter_;
   DecodedClip& clip_;
+  bool by_timestamp_ = false;
+  bool can_seek_ = false;
+  int64_t seek_target_ = -1;  // keyframe sought, until the first packet after the seek
   size_t next_wanted_ = 0;
   int64_t decoded_ = 0;
 };
+
+// libav's allocations are refused above this size, process-wide. A few bytes of a crafted
+// container can declare millions of samples (an MP4 trun box), for which the demuxer would
+// allocate gigabytes of index; the largest legitimate buffer, one plane of an 8192x8192 16-bit
+// frame, is 128 MiB.
+constexpr size_t kMaxLibavAllocationBytes = size_t{256} << 20;
 
 }  // namespace
 
@@ -193,74 +385,67 @@ absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOption
         absl::StrCat("input is ", bytes.size(), " bytes; the limit is ", options.max_input_bytes));
   }
   if (auto status = ValidatePreprocessOptions(options.preprocess); !status.ok()) return status;
+  if (auto status = ValidateSamplingOptions(options.sampling); !status.ok()) return status;
+  static std::once_flag limit_allocations;
+  std::call_once(limit_allocations, [] { av_max_alloc(kMaxLibavAllocationBytes); });
   const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(options.decode_timeout_ms);
 
-  // First pass: find the video stream and count its frames, so that sampling knows the length.
+  // First pass: find the video stream and list its frames, so that sampling knows the length.
   auto probe = MemoryDemuxer::Open(bytes);
   if (!probe.ok()) return probe.status();
   auto stream = FindVideoStream((*probe)->format(), options);
   if (!stream.ok()) return stream.status();
-  auto total_frames = CountFrames((*probe)->format(), stream->index);
-  if (!total_frames.ok()) return total_frames.status();
-  if (*total_frames == 0) return absl::InvalidArgumentError("the video stream has no frames");
-  if (*total_frames > options.max_total_frames) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "video has ", *total_frames, " frames; the limit is ", options.max_total_frames));
-  }
-
-  // Second pass, over a fresh demuxer: decode from the start and keep the sampled frames.
-  auto demuxer = MemoryDemuxer::Open(bytes);
-  if (!demuxer.ok()) return demuxer.status();
-  AVFormatContext* format = (*demuxer)->format();
-  if (stream->index >= static_cast<int>(format->nb_streams)) {
-    return absl::InvalidArgumentError("the video stream vanished when the input was reopened");
-  }
   const AVStream& video = *(*probe)->format()->streams[stream->index];
-  auto decoder = OpenDecoder(video, stream->codec, options);
-  if (!decoder.ok()) return decoder.status();
-
-  std::vector<int64_t> wanted = UniformSampleIndices(*total_frames, options.num_frames);
-  FrameConverter converter(options.preprocess);
-  DecodedClip clip;
-  clip.crop_size = options.preprocess.crop_size;
-  clip.total_frames = *total_frames;
-  clip.source_width = video.codecpar->width;
-  clip.source_height = video.codecpar->height;
-  clip.pixels.resize(wanted.size() * converter.output_floats());
-  SampledDecode decode(video, std::move(wanted), converter, clip);
-
-  PacketPtr packet(av_packet_alloc());
-  FramePtr frame(av_frame_alloc());
-  if (!packet || !frame) return absl::ResourceExhaustedError("out of memory");
-  while (!decode.done()) {
-    const int read = av_read_frame(format, packet.get());
-    if (read == AVERROR_EOF) break;
-    if (read < 0) break;  // A truncated or damaged tail ends the video; keep what decoded.
-    if (packet->stream_index == stream->index) {
-      const int sent = avcodec_send_packet(decoder->get(), packet.get());
-      // A damaged packet is skipped, as players do; the frames around it still count.
-      if (sent < 0 && sent != AVERROR(EAGAIN) && sent != AVERROR_INVALIDDATA) {
-        av_packet_unref(packet.get());
-        return AvError(absl::StatusCode::kInvalidArgument, "video decoding failed", sent);
-      }
-      if (auto status = decode.Drain(decoder->get(), frame.get()); !status.ok()) {
-        av_packet_unref(packet.get());
-        return status;
-      }
-    }
-    av_packet_unref(packet.get());
+  auto table = ReadFrameTable((*probe)->format(), stream->index, deadline, options);
+  if (!table.ok()) return table.status();
+  if (table->count == 0) return absl::InvalidArgumentError("the video stream has no frames");
+  if (table->count > options.max_total_frames) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "video has ", table->count, " frames; the limit is ", options.max_total_frames));
   }
-  if (!decode.done()) {
-    avcodec_send_packet(decoder->get(), nullptr);  // flush the frames still held back
-    if (auto status = decode.Drain(decoder->get(), frame.get()); !status.ok()) return status;
-  }
-  if (clip.num_frames == 0) {
+  std::vector<double> times = FrameTimes(*table, video);
+  const std::vector<int64_t> wanted = SampleFrameIndices(times, options.sampling);
+  if (wanted.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("no frame of the video could be decoded (", DescribeInput(*format), ")"));
+        absl::StrCat("no frame matches the sampling: the video ends at ", times.back(), " s"));
   }
-  clip.pixels.resize(clip.num_frames * converter.output_floats());
-  clip.decode_seconds = SecondsSince(start) - clip.preprocess_seconds;
-  return clip;
+
+  // Second pass, over a fresh demuxer: decode and keep the sampled frames. If identifying frames
+  // by timestamp missed any (a decoder that rewrites timestamps), decode again by counting.
+  for (const bool by_timestamp : {!table->pts.empty(), false}) {
+    auto demuxer = MemoryDemuxer::Open(bytes);
+    if (!demuxer.ok()) return demuxer.status();
+    AVFormatContext* format = (*demuxer)->format();
+    if (stream->index >= static_cast<int>(format->nb_streams)) {
+      return absl::InvalidArgumentError("the video stream vanished when the input was reopened");
+    }
+    auto decoder = OpenDecoder(video, stream->codec, options);
+    if (!decoder.ok()) return decoder.status();
+
+    FrameConverter converter(options.preprocess);
+    converter.set_rotation(ClockwiseRotation(video));
+    DecodedClip clip;
+    clip.crop_size = options.preprocess.crop_size;
+    clip.total_frames = table->count;
+    clip.source_width = video.codecpar->width;
+    clip.source_height = video.codecpar->height;
+    clip.pixels.resize(wanted.size() * converter.output_floats());
+    SampledDecode decode(format, *format->streams[stream->index], *table, wanted, times, converter,
+                         clip);
+    if (auto status = decode.Run(decoder->get(), by_timestamp, deadline, options); !status.ok()) {
+      return status;
+    }
+    if (!decode.done() && by_timestamp) continue;
+    if (clip.num_frames == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("no frame of the video could be decoded (", DescribeInput(*format), ")"));
+    }
+    clip.pixels.resize(clip.num_frames * converter.output_floats());
+    clip.decode_seconds = SecondsSince(start) - clip.preprocess_seconds;
+    return clip;
+  }
+  return absl::InternalError("unreachable");
 }
 
 }  // namespace vidclf::media

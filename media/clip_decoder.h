@@ -8,12 +8,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "media/frame_converter.h"
+#include "media/frame_sampler.h"
 
 namespace vidclf::media {
 
 struct ClipOptions {
-  // Frames spread uniformly over the video (see UniformSampleIndices); 0 keeps every frame.
-  int num_frames = 16;
+  // Which frames to keep (frame_sampler.h); uniform 16 by default.
+  SamplingOptions sampling;
   // Resize, crop and normalisation of each kept frame.
   PreprocessOptions preprocess;
   // Inputs larger than this are refused (RESOURCE_EXHAUSTED).
@@ -24,6 +25,14 @@ struct ClipOptions {
   int64_t max_total_frames = 200000;
   // Decoder threads; 0 lets libavcodec choose from the number of cores.
   int decoder_threads = 0;
+  // Wall-clock budget for reading and decoding; past it, DEADLINE_EXCEEDED. 0: no budget.
+  int64_t decode_timeout_ms = 0;
+  // Sparse sampling decodes less: seek to the keyframe before a wanted frame when one lies ahead
+  // (containers with a seek index), and let the decoder drop non-reference frames that are not
+  // wanted. Both need presentation timestamps on every packet; the output is the same either
+  // way, so these exist to measure the saving and to test that sameness.
+  bool seek_to_keyframes = true;
+  bool skip_unwanted_non_reference_frames = true;
 };
 
 // A sampled clip: T preprocessed frames, laid out [T, 3, crop, crop] in `pixels`.
@@ -42,12 +51,18 @@ struct DecodedClip {
   // Wall-clock split of the work: demuxing and decoding, and the conversion of kept frames.
   double decode_seconds = 0;
   double preprocess_seconds = 0;
+  // Frames the decoder produced (fewer than total_frames when seeking and skipping paid off),
+  // and seeks to keyframes.
+  int64_t frames_decoded = 0;
+  int64_t seeks = 0;
 };
 
 // Decodes `bytes` (any container and video codec the linked FFmpeg reads) and returns the frames
 // that `options` asks for. Errors:
-//   INVALID_ARGUMENT    empty or undecodable input, no video stream, unsupported codec
+//   INVALID_ARGUMENT    empty or undecodable input, no video stream, unsupported codec, bad
+//                       sampling options
 //   RESOURCE_EXHAUSTED  input, frame size or frame count over the limits in `options`
+//   DEADLINE_EXCEEDED   decoding ran past options.decode_timeout_ms
 // Thread-safe: every call uses its own libav state.
 absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOptions& options);
 

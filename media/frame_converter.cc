@@ -31,6 +31,34 @@ FrameConverter::FrameConverter(const PreprocessOptions& options) : options_(opti
 
 FrameConverter::~FrameConverter() { sws_freeContext(scaler_); }
 
+void FrameConverter::set_rotation(double clockwise_degrees) {
+  const long quarter_turns = std::lround(clockwise_degrees / 90.0);
+  quarter_turns_ = static_cast<int>(((quarter_turns % 4) + 4) % 4);
+}
+
+void FrameConverter::SetColourspace(const AVFrame& frame) {
+  // swscale assumes BT.601 limited range unless told; BT.709 (most HD video) and full-range
+  // streams would come out with shifted colours. Untagged frames keep swscale's BT.601 default,
+  // as the ffmpeg CLI does. RGB and grey sources have no YUV matrix and keep swscale's handling.
+  const auto format = static_cast<AVPixelFormat>(frame.format);
+  const AVPixFmtDescriptor* descriptor = av_pix_fmt_desc_get(format);
+  if (descriptor == nullptr || descriptor->nb_components < 3 ||
+      (descriptor->flags & AV_PIX_FMT_FLAG_RGB) != 0) {
+    return;
+  }
+  const bool jpeg_format = format == AV_PIX_FMT_YUVJ420P || format == AV_PIX_FMT_YUVJ422P ||
+                           format == AV_PIX_FMT_YUVJ444P || format == AV_PIX_FMT_YUVJ440P ||
+                           format == AV_PIX_FMT_YUVJ411P;
+  const int full_range = frame.color_range == AVCOL_RANGE_JPEG || jpeg_format ? 1 : 0;
+  const int colourspace = frame.colorspace == AVCOL_SPC_UNSPECIFIED
+                              ? SWS_CS_DEFAULT
+                              : static_cast<int>(frame.colorspace);
+  const int* coefficients = sws_getCoefficients(colourspace);
+  // Set on every frame: sws_getCachedContext may have replaced the context, losing the details.
+  sws_setColorspaceDetails(scaler_, coefficients, full_range, coefficients, /*dstRange=*/1,
+                           /*brightness=*/0, /*contrast=*/1 << 16, /*saturation=*/1 << 16);
+}
+
 int64_t FrameConverter::output_floats() const {
   return 3LL * options_.crop_size * options_.crop_size;
 }
@@ -39,16 +67,24 @@ absl::Status FrameConverter::Convert(const AVFrame& frame, float* chw) {
   if (frame.width <= 0 || frame.height <= 0) {
     return absl::InvalidArgumentError("decoded frame has no pixels");
   }
+  // The picture as displayed: stretched by the sample aspect ratio, then rotated.
+  double display_width = frame.width;
+  const AVRational sar = frame.sample_aspect_ratio;
+  if (sar.num > 0 && sar.den > 0) display_width *= av_q2d(sar);
+  const bool sideways = quarter_turns_ % 2 == 1;
+  const double shown_width = sideways ? frame.height : display_width;
+  const double shown_height = sideways ? display_width : frame.height;
   const int shorter = options_.resize_shorter_side;
-  int scaled_width = shorter;
-  int scaled_height = shorter;
-  if (frame.width < frame.height) {
-    scaled_height =
-        static_cast<int>(std::lround(static_cast<double>(frame.height) * shorter / frame.width));
+  int shown_scaled_width = shorter;
+  int shown_scaled_height = shorter;
+  if (shown_width < shown_height) {
+    shown_scaled_height = static_cast<int>(std::lround(shown_height * shorter / shown_width));
   } else {
-    scaled_width =
-        static_cast<int>(std::lround(static_cast<double>(frame.width) * shorter / frame.height));
+    shown_scaled_width = static_cast<int>(std::lround(shown_width * shorter / shown_height));
   }
+  // swscale resizes the unrotated picture; the crop below reads it through the rotation.
+  const int scaled_width = sideways ? shown_scaled_height : shown_scaled_width;
+  const int scaled_height = sideways ? shown_scaled_width : shown_scaled_height;
   scaler_ = sws_getCachedContext(
       scaler_, frame.width, frame.height, static_cast<AVPixelFormat>(frame.format), scaled_width,
       scaled_height, AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr);
@@ -57,6 +93,7 @@ absl::Status FrameConverter::Convert(const AVFrame& frame, float* chw) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot convert pixel format ", name ? name : "unknown", " to RGB"));
   }
+  SetColourspace(frame);
   const int rgb_stride = 3 * scaled_width;
   rgb_.resize(static_cast<size_t>(rgb_stride) * scaled_height);
   uint8_t* destination[4] = {rgb_.data(), nullptr, nullptr, nullptr};
@@ -64,14 +101,38 @@ absl::Status FrameConverter::Convert(const AVFrame& frame, float* chw) {
   sws_scale(scaler_, frame.data, frame.linesize, 0, frame.height, destination, destination_stride);
 
   const int crop = options_.crop_size;
-  const int left = (scaled_width - crop) / 2;
-  const int top = (scaled_height - crop) / 2;
+  const int left = (shown_scaled_width - crop) / 2;
+  const int top = (shown_scaled_height - crop) / 2;
   const int64_t plane = static_cast<int64_t>(crop) * crop;
+  if (quarter_turns_ == 0) {
+    for (int y = 0; y < crop; ++y) {
+      const uint8_t* row = rgb_.data() + static_cast<size_t>(top + y) * rgb_stride + 3 * left;
+      for (int c = 0; c < 3; ++c) {
+        float* out = chw + c * plane + static_cast<int64_t>(y) * crop;
+        for (int x = 0; x < crop; ++x) out[x] = row[3 * x + c] * scale_[c] + offset_[c];
+      }
+    }
+    return absl::OkStatus();
+  }
+  // Shown pixel (x, y) comes from pixel (u, v) of the unrotated picture.
   for (int y = 0; y < crop; ++y) {
-    const uint8_t* row = rgb_.data() + static_cast<size_t>(top + y) * rgb_stride + 3 * left;
-    for (int c = 0; c < 3; ++c) {
-      float* out = chw + c * plane + static_cast<int64_t>(y) * crop;
-      for (int x = 0; x < crop; ++x) out[x] = row[3 * x + c] * scale_[c] + offset_[c];
+    for (int x = 0; x < crop; ++x) {
+      const int sx = left + x, sy = top + y;
+      int u = sx, v = sy;
+      if (quarter_turns_ == 1) {
+        u = sy;
+        v = scaled_height - 1 - sx;
+      } else if (quarter_turns_ == 2) {
+        u = scaled_width - 1 - sx;
+        v = scaled_height - 1 - sy;
+      } else {
+        u = scaled_width - 1 - sy;
+        v = sx;
+      }
+      const uint8_t* pixel = rgb_.data() + static_cast<size_t>(v) * rgb_stride + 3 * u;
+      for (int c = 0; c < 3; ++c) {
+        chw[c * plane + static_cast<int64_t>(y) * crop + x] = pixel[c] * scale_[c] + offset_[c];
+      }
     }
   }
   return absl::OkStatus();

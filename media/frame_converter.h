@@ -25,7 +25,9 @@ struct PreprocessOptions {
 absl::Status ValidatePreprocessOptions(const PreprocessOptions& options);
 
 // Converts frames of any pixel format and size with libswscale: shorter-side resize (bilinear),
-// centre crop, RGB, normalisation, written planar (C, H, W) into caller-owned memory.
+// centre crop, RGB, normalisation, written planar (C, H, W) into caller-owned memory. Frames are
+// shown as a player would: non-square pixels are stretched to the display aspect ratio (the
+// frame's sample_aspect_ratio) and the display rotation set with set_rotation is applied.
 //
 // Keeps a scaling context and an RGB buffer between calls, reused while the frame size and format
 // stay the same. Not thread-safe: use one converter per thread.
@@ -40,6 +42,10 @@ class FrameConverter {
   // Number of floats Convert writes: 3 * crop_size * crop_size.
   int64_t output_floats() const;
 
+  // Rotation to apply, clockwise, as a container's display matrix asks; rounded to a multiple of
+  // 90 degrees. 0 by default.
+  void set_rotation(double clockwise_degrees);
+
   // Writes output_floats() floats to `chw`.
   absl::Status Convert(const AVFrame& frame, float* chw);
 
@@ -49,6 +55,9 @@ class FrameConverter {
   std::vector<uint8_t> rgb_;
   std::array<float, 3> scale_;   // 1 / (255 * std)
   std::array<float, 3> offset_;  // -mean / std
+  int quarter_turns_ = 0;        // clockwise, 0..3
+  // Tells scaler_ the frame's YUV matrix and range.
+  void SetColourspace(const AVFrame& frame);
 };
 
 }  // namespace vidclf::media

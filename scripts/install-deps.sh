@@ -17,8 +17,15 @@ packages=(
   prometheus-cpp-dev prometheus
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev python3-grpcio python3-protobuf
+  # real-world sample videos and images for tests/unit/decode_matrix_test.cc
+  python3-imageio
+  # torchvision interop test (model/scripts/export_resnet18.py)
+  python3-torchvision
   # benchmark charts
   python3-matplotlib
+  # media sanitizer and fuzzing build (scripts/media-sanitizer-check.sh): clang, its ASan, UBSan
+  # and libFuzzer runtimes, llvm-symbolizer for readable reports
+  clang-14 libclang-rt-14-dev llvm-14
 )
 
 missing=()

@@ -33,10 +33,17 @@ ABSL_FLAG(std::string, default_model, "", "Model for requests that name none (de
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on.");
 ABSL_FLAG(int, grpc_port, 50051, "gRPC port; 0 picks a free one (printed at start).");
 ABSL_FLAG(int, metrics_port, 9464, "Prometheus /metrics port; 0 picks a free one.");
+ABSL_FLAG(std::string, device, "auto", "auto (first CUDA GPU if any, else CPU), cpu or cuda:N.");
+ABSL_FLAG(std::string, precision, "fp32", "Backbone precision: fp32, or on CUDA fp16 or bf16.");
+ABSL_FLAG(
+    std::string, memory_format, "channels-last",
+    "Backbone layout: channels-last (faster on CPU too; docs/backbone-benchmark.md) or nchw.");
 ABSL_FLAG(int, workers, 2, "Requests processed at once.");
 ABSL_FLAG(int, torch_threads, 0, "LibTorch intra-op threads (0: cores / workers, at least 1).");
 ABSL_FLAG(int, max_queued_requests, 64, "Requests waiting beyond this get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, max_upload_mib, 64, "Largest accepted video upload, in MiB.");
+ABSL_FLAG(int, decode_timeout_ms, 30000,
+          "Wall-clock budget for decoding one video (DEADLINE_EXCEEDED past it); 0: none.");
 ABSL_FLAG(int, shutdown_grace_seconds, 10, "Time given to RPCs in flight at shutdown.");
 
 namespace {
@@ -46,6 +53,22 @@ absl::Notification shutdown_requested;
 void OnSignal(int) {
   // Only async-signal-safe work here: the main thread waits on the notification.
   if (!shutdown_requested.HasBeenNotified()) shutdown_requested.Notify();
+}
+
+// Resolves --device (so that the log names the device actually used) and --memory-format.
+absl::StatusOr<vidclf::model::InferenceOptions> InferenceOptionsFromFlags() {
+  absl::StatusOr<torch::Device> device = vidclf::model::ResolveDevice(absl::GetFlag(FLAGS_device));
+  if (!device.ok()) return device.status();
+  vidclf::model::InferenceOptions options;
+  options.device = device->str();
+  options.precision = absl::GetFlag(FLAGS_precision);
+  const std::string memory_format = absl::GetFlag(FLAGS_memory_format);
+  if (memory_format != "channels-last" && memory_format != "nchw") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown --memory-format \"", memory_format, "\"; use channels-last or nchw"));
+  }
+  options.channels_last = memory_format == "channels-last";
+  return options;
 }
 
 int Run() {
@@ -63,8 +86,15 @@ int Run() {
   }
   std::cout << vidclf::model::ConfigureTorchThreads(torch_threads) << std::endl;
 
+  absl::StatusOr<vidclf::model::InferenceOptions> inference = InferenceOptionsFromFlags();
+  if (!inference.ok()) {
+    std::cerr << "vidclf-server: " << inference.status().message() << "\n";
+    return 2;
+  }
+  std::cout << "models run on " << inference->device << " in " << inference->precision << ", "
+            << (inference->channels_last ? "channels-last" : "NCHW") << std::endl;
   absl::StatusOr<std::unique_ptr<ModelRepository>> repository =
-      ModelRepository::Load(repository_dir, absl::GetFlag(FLAGS_default_model));
+      ModelRepository::Load(repository_dir, absl::GetFlag(FLAGS_default_model), *inference);
   if (!repository.ok()) {
     std::cerr << "vidclf-server: " << repository.status().message() << "\n";
     return 1;
@@ -79,6 +109,7 @@ int Run() {
   engine_options.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
   engine_options.decode.max_input_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_max_upload_mib))
                                           << 20;
+  engine_options.decode.decode_timeout_ms = absl::GetFlag(FLAGS_decode_timeout_ms);
   absl::StatusOr<std::unique_ptr<ClassifyEngine>> engine =
       ClassifyEngine::Create(engine_options, repository->get());
   if (!engine.ok()) {
@@ -142,6 +173,6 @@ int Run() {
 int main(int argc, char** argv) {
   vidclf::ParseCommandLine(argc, argv,
                            "vidclf-server --model-repository DIR [--grpc-port 50051] "
-                           "[--metrics-port 9464]");
+                           "[--metrics-port 9464] [--device auto|cpu|cuda:N]");
   return Run();
 }

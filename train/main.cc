@@ -4,6 +4,7 @@
 // reproducibly: encode a deterministic synthetic video set (real MPEG-4 files), decode and embed
 // it through the serving pipeline with a seeded, randomly initialised ResNet18, train the GRU head
 // on the cached embeddings, report held-out accuracy, and write REPO/<name>/<version>/.
+// --backbone-archive embeds with torchvision weights instead (model/scripts/export_resnet18.py).
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "common/command_line.h"
 #include "media/video_encoder.h"
+#include "model/resnet18_archive.h"
 #include "model/train/head_trainer.h"
 #include "model/video_model.h"
 #include "server/engine/video_pipeline.h"
@@ -38,6 +40,9 @@ ABSL_FLAG(int, epochs, 60, "Training epochs of the head.");
 ABSL_FLAG(double, learning_rate, 0, "Adam learning rate (0: 3e-3 for gru, 3e-4 for transformer).");
 ABSL_FLAG(int, seed, 7, "Seeds the videos, the backbone's weights and the training.");
 ABSL_FLAG(std::string, samples_dir, "", "If set, writes one held-out video per class here.");
+ABSL_FLAG(std::string, backbone_archive, "",
+          "ResNet18 weights from model/scripts/export_resnet18.py to embed with (and ship in "
+          "backbone.pt) instead of seeded random ones.");
 
 namespace {
 
@@ -89,6 +94,17 @@ int Run() {
     std::cerr << "vidclf-train: " << model.status().message() << "\n";
     return 1;
   }
+  // Loaded before embedding: the head is trained on these weights' embeddings, and Save writes
+  // them into the bundle's backbone.pt.
+  const std::string backbone_archive = absl::GetFlag(FLAGS_backbone_archive);
+  if (!backbone_archive.empty()) {
+    if (auto status = vidclf::model::LoadResNet18Archive(backbone_archive, (*model)->backbone());
+        !status.ok()) {
+      std::cerr << "vidclf-train: " << status.message() << "\n";
+      return 1;
+    }
+    std::cout << "backbone weights from " << backbone_archive << std::endl;
+  }
 
   const int per_class = absl::GetFlag(FLAGS_videos_per_class);
   const int test_per_class =
@@ -96,7 +112,7 @@ int Run() {
   const std::string samples_dir = absl::GetFlag(FLAGS_samples_dir);
   if (!samples_dir.empty()) std::filesystem::create_directories(samples_dir);
   vidclf::media::ClipOptions clip;
-  clip.num_frames = config.input.num_frames;
+  clip.sampling.num_frames = config.input.num_frames;
   Split train;
   Split test;
   std::cout << "embedding " << per_class * config.labels.size() << " synthetic videos" << std::endl;
@@ -151,7 +167,8 @@ int Run() {
   (*model)->mutable_config().provenance = {
       {"made_by", "vidclf-train"},
       {"dataset", "synthetic: fades and hue rotations, MPEG-4 in MP4"},
-      {"backbone_weights", "random (seeded), not pretrained"},
+      {"backbone_weights", backbone_archive.empty() ? std::string("random (seeded), not pretrained")
+                                                    : "tensor archive " + backbone_archive},
       {"seed", seed},
       {"videos_per_class", per_class},
       {"train_videos", train.labels.size()},

@@ -82,18 +82,32 @@ absl::StatusOr<ClassifyResult> ClassifyEngine::Classify(const ClassifyInput& inp
   if (!found.ok()) return found.status();
   const model::VideoModel& model = **found;
   const model::ModelConfig& config = model.config();
-  if (input.top_k < 0 || input.num_frames < 0) {
-    return absl::InvalidArgumentError("top_k and sampling.num_frames cannot be negative");
+  if (input.top_k < 0) return absl::InvalidArgumentError("top_k cannot be negative");
+  if (input.sampling.num_frames > options_.max_sampled_frames) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.num_frames is ", input.sampling.num_frames,
+                     "; this server samples at most ", options_.max_sampled_frames));
   }
-  if (input.num_frames > options_.max_sampled_frames) {
-    return absl::InvalidArgumentError(absl::StrCat("sampling.num_frames is ", input.num_frames,
-                                                   "; this server samples at most ",
-                                                   options_.max_sampled_frames));
+  if (!input.attention.empty()) {
+    // Refuse an attention the bundle does not allow before paying for decoding.
+    if (auto status = model.CheckAttention(input.attention); !status.ok()) return status;
   }
   if (auto status = CheckDeadline(input.deadline, "decoding"); !status.ok()) return status;
 
   media::ClipOptions clip = options_.decode;
-  clip.num_frames = input.num_frames > 0 ? input.num_frames : config.input.num_frames;
+  clip.sampling = input.sampling;
+  if (clip.sampling.num_frames <= 0) {
+    // "fps" and "all" are capped by what one request may hold, the others take the model's count.
+    const bool capped = clip.sampling.strategy == media::SamplingStrategy::kFps ||
+                        clip.sampling.strategy == media::SamplingStrategy::kAll;
+    clip.sampling.num_frames = capped ? options_.max_sampled_frames : config.input.num_frames;
+  }
+  if (input.deadline != absl::InfiniteFuture()) {
+    const int64_t remaining_ms = absl::ToInt64Milliseconds(input.deadline - absl::Now());
+    if (clip.decode_timeout_ms <= 0 || remaining_ms < clip.decode_timeout_ms) {
+      clip.decode_timeout_ms = std::max<int64_t>(1, remaining_ms);
+    }
+  }
   absl::StatusOr<EmbeddedVideo> embedded = DecodeAndEmbed(model, input.video, clip, input.deadline);
   if (!embedded.ok()) return embedded.status();
   if (auto status = CheckDeadline(input.deadline, "the head"); !status.ok()) return status;
@@ -109,7 +123,8 @@ absl::StatusOr<ClassifyResult> ClassifyEngine::Classify(const ClassifyInput& inp
 
   const auto head_start = Clock::now();
   absl::StatusOr<torch::Tensor> probabilities =
-      model.Classify(embedded->embeddings.unsqueeze(0), torch::full({1}, num_frames, torch::kLong));
+      model.Classify(embedded->embeddings.unsqueeze(0), torch::full({1}, num_frames, torch::kLong),
+                     input.attention);
   if (!probabilities.ok()) return probabilities.status();
   result.head_seconds = SecondsSince(head_start);
 

@@ -28,12 +28,14 @@ struct EngineOptions {
   int max_queued_requests = 64;
   // Most frames one request may ask to be sampled.
   int max_sampled_frames = 256;
-  // Decoding limits and decoder threads; the model of each request sets the sampling and
+  // Decoding limits, budget and decoder threads; each request and its model set the sampling and
   // preprocessing. One decoder thread per request: the workers already run requests side by side.
+  // The decode budget shrinks to the request's deadline when that comes sooner.
   media::ClipOptions decode = [] {
     media::ClipOptions clip;
     clip.max_input_bytes = 64LL << 20;
     clip.decoder_threads = 1;
+    clip.decode_timeout_ms = 30000;
     return clip;
   }();
 };
@@ -45,8 +47,14 @@ struct ClassifyInput {
   std::string model;
   // Ranked labels to return; 0 means 5. Capped at the model's number of labels.
   int top_k = 0;
-  // Frames to sample; 0 takes the model's default.
-  int num_frames = 0;
+  // Frames to sample and how; num_frames 0 takes the model's default.
+  media::SamplingOptions sampling = [] {
+    media::SamplingOptions sampling;
+    sampling.num_frames = 0;
+    return sampling;
+  }();
+  // Attention substitution the model's bundle allows; empty runs the model's own.
+  std::string attention;
   // The work is abandoned with DEADLINE_EXCEEDED once this passes.
   absl::Time deadline = absl::InfiniteFuture();
 };

@@ -37,7 +37,8 @@ fs::path LatestVersion(const fs::path& model_dir) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
-    const std::string& root, const std::string& default_model) {
+    const std::string& root, const std::string& default_model,
+    const model::InferenceOptions& inference) {
   std::error_code error;
   if (!fs::is_directory(root, error)) {
     return absl::NotFoundError(absl::StrCat("model repository ", root, " is not a directory"));
@@ -47,7 +48,8 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
     if (!entry.is_directory()) continue;
     const fs::path bundle = LatestVersion(entry.path());
     if (bundle.empty()) continue;
-    absl::StatusOr<std::unique_ptr<model::VideoModel>> model = model::VideoModel::Load(bundle);
+    absl::StatusOr<std::unique_ptr<model::VideoModel>> model =
+        model::VideoModel::Load(bundle, inference);
     if (!model.ok()) return model.status();
     const std::string name = (*model)->config().name;
     if (name != entry.path().filename().string()) {

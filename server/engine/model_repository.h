@@ -19,9 +19,11 @@ class ModelRepository {
   // Loads REPO/<name>/<version>/ for every model name, taking the highest version of each
   // (versions compare as integers when both are numeric, else as text). `default_model` names
   // the model used when a request names none; empty picks the first name in alphabetical order.
-  // Fails when the directory holds no bundle, or any bundle does not load.
-  static absl::StatusOr<std::unique_ptr<ModelRepository>> Load(const std::string& root,
-                                                               const std::string& default_model);
+  // Fails when the directory holds no bundle, or any bundle does not load. Every model runs as
+  // `inference` says (device, precision, layout).
+  static absl::StatusOr<std::unique_ptr<ModelRepository>> Load(
+      const std::string& root, const std::string& default_model,
+      const model::InferenceOptions& inference = {});
 
   // The model called `name`, or the default model when `name` is empty. NOT_FOUND lists the
   // models there are.

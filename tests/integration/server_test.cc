@@ -17,6 +17,8 @@
 namespace vidclf {
 namespace {
 
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 class ServerTest : public ::testing::Test {
@@ -35,14 +37,16 @@ class ServerTest : public ::testing::Test {
     auto model = model::VideoModel::Create(config);
     ASSERT_TRUE(model.ok()) << model.status();
     ASSERT_TRUE((*model)->Save(*dir_ + "/repo/tiny/1").ok());
-    // A second model, with a small transformer head, to serve side by side.
+    // A second model, with a small softmax transformer head, to serve side by side; its bundle
+    // lets callers run it with clustered attention instead.
     config.name = "tiny-transformer";
     config.head = "transformer";
     config.transformer.d_model = 32;
     config.transformer.num_heads = 2;
     config.transformer.num_layers = 1;
     config.transformer.ffn_size = 64;
-    config.transformer.attention.type = "linear";
+    config.transformer.attention.type = "softmax";
+    config.transformer.attention_substitutions = {"clustered", "improved-clustered"};
     auto transformer = model::VideoModel::Create(config);
     ASSERT_TRUE(transformer.ok()) << transformer.status();
     ASSERT_TRUE((*transformer)->Save(*dir_ + "/repo/tiny-transformer/1").ok());
@@ -129,6 +133,60 @@ TEST_F(ServerTest, ServesATransformerHeadBesideTheGru) {
   EXPECT_EQ(response.model(), "tiny-transformer");
   EXPECT_EQ(response.top_k_size(), 3);
   EXPECT_EQ(response.frames_used(), 4u);
+}
+
+TEST_F(ServerTest, RunsTheAttentionSubstitutionsTheBundleAllows) {
+  v1::ClassifyRequest request;
+  request.set_video(testing::ReadFile(*dir_ + "/clip.mp4"));
+  request.set_model("tiny-transformer");
+  for (const char* attention : {"clustered", "improved-clustered"}) {
+    request.set_attention(attention);
+    v1::ClassifyResponse response;
+    const grpc::Status status = Call(request, &response);
+    ASSERT_TRUE(status.ok()) << attention << ": " << status.error_message();
+    float total = 0;
+    for (const v1::LabelScore& score : response.top_k()) total += score.score();
+    EXPECT_NEAR(total, 1.0f, 1e-5) << attention;
+  }
+
+  request.set_attention("linear");
+  v1::ClassifyResponse response;
+  grpc::Status status = Call(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("cannot run with attention \"linear\"; its bundle allows clustered, "
+                        "improved-clustered"));
+  request.set_model("tiny");
+  request.set_attention("clustered");
+  status = Call(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("GRU head"));
+}
+
+TEST_F(ServerTest, SamplesAsTheRequestAsks) {
+  v1::ClassifyRequest request;
+  request.set_video(testing::ReadFile(*dir_ + "/clip.mp4"));  // 20 frames at 10 fps
+  request.mutable_sampling()->set_strategy("fps");
+  request.mutable_sampling()->set_frames_per_second(5);
+  v1::ClassifyResponse response;
+  grpc::Status status = Call(request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.frames_used(), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_NEAR(response.frame_timestamps_seconds(i), 0.2 * i, 1e-6);
+
+  request.mutable_sampling()->set_strategy("window");
+  request.mutable_sampling()->set_num_frames(3);
+  request.mutable_sampling()->set_stride_frames(2);
+  request.mutable_sampling()->set_start_seconds(1.0);
+  status = Call(request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(response.frame_timestamps_seconds(),
+              ElementsAre(DoubleNear(1.0, 1e-6), DoubleNear(1.2, 1e-6), DoubleNear(1.4, 1e-6)));
+
+  request.mutable_sampling()->set_strategy("random");
+  status = Call(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("unknown sampling strategy \"random\""));
 }
 
 TEST_F(ServerTest, RefusesBadInputAndKeepsServing) {

@@ -4,8 +4,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "media/frame_sampler.h"
 #include "media/video_encoder.h"
@@ -30,7 +33,7 @@ class ClipDecoderTest : public ::testing::Test {
 
   ClipOptions SmallFrames(int num_frames) {
     ClipOptions options;
-    options.num_frames = num_frames;
+    options.sampling.num_frames = num_frames;
     options.preprocess.resize_shorter_side = 40;
     options.preprocess.crop_size = 32;
     return options;
@@ -145,6 +148,140 @@ TEST_F(ClipDecoderTest, DecodesAValidPrefixOfATruncatedFile) {
   ASSERT_TRUE(clip.ok()) << clip.status();
   EXPECT_GT(clip->num_frames, 0);
   EXPECT_LT(clip->num_frames, 40);
+}
+
+// Sparse sampling of a long video with short GOPs: seeking to keyframes and skipping unwanted
+// non-reference frames must give exactly the frames a decode of everything gives, and for
+// containers that index their keyframes, for much less decoding.
+struct SparseCase {
+  std::string file;
+  std::string codec;
+  bool saves;  // false: no usable timestamps (AVI) or index (MPEG-TS), so it decodes through
+};
+
+class SparseDecodeTest : public ClipDecoderTest,
+                         public ::testing::WithParamInterface<SparseCase> {};
+
+TEST_P(SparseDecodeTest, SeekingAndSkippingKeepTheSameFrames) {
+  const SparseCase& param = GetParam();
+  const std::string bytes =
+      Video(param.file,
+            "-f lavfi -i testsrc2=size=96x64:rate=30 -frames:v 300 " + param.codec + " -g 30");
+  ClipOptions sparse = SmallFrames(/*num_frames=*/6);
+  ClipOptions dense = sparse;
+  dense.seek_to_keyframes = false;
+  dense.skip_unwanted_non_reference_frames = false;
+  absl::StatusOr<DecodedClip> fast = DecodeClip(bytes, sparse);
+  absl::StatusOr<DecodedClip> slow = DecodeClip(bytes, dense);
+  ASSERT_TRUE(fast.ok() && slow.ok()) << fast.status() << slow.status();
+  EXPECT_THAT(fast->frame_indices, ElementsAreArray(UniformSampleIndices(300, 6)));
+  EXPECT_EQ(fast->frame_indices, slow->frame_indices);
+  EXPECT_EQ(fast->timestamps_seconds, slow->timestamps_seconds);
+  EXPECT_EQ(fast->pixels, slow->pixels);
+  if (param.saves) {
+    EXPECT_GT(fast->seeks, 0);
+    EXPECT_LT(fast->frames_decoded, slow->frames_decoded / 2);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ClipDecoder, SparseDecodeTest,
+    ::testing::Values(SparseCase{"h264.mp4", "-c:v libx264 -bf 3", true},
+                      SparseCase{"h264.mkv", "-c:v libx264 -bf 3", true},
+                      SparseCase{"vp9.webm", "-c:v libvpx-vp9 -deadline realtime -cpu-used 8",
+                                 true},
+                      SparseCase{"mpeg4.avi", "-c:v mpeg4 -bf 2", false},
+                      SparseCase{"h264.ts", "-c:v libx264 -bf 3", false}),
+    [](const auto& info) {
+      std::string name = info.param.file;
+      std::replace(name.begin(), name.end(), '.', '_');
+      return name;
+    });
+
+TEST_F(ClipDecoderTest, SamplesFramesPerSecondOfPresentationTime) {
+  const std::string bytes =
+      Video("fps.mp4", "-f lavfi -i testsrc2=size=64x48:rate=10 -frames:v 30 -c:v libx264");
+  ClipOptions options = SmallFrames(/*num_frames=*/0);
+  options.sampling.strategy = SamplingStrategy::kFps;
+  options.sampling.frames_per_second = 2;
+  absl::StatusOr<DecodedClip> clip = DecodeClip(bytes, options);
+  ASSERT_TRUE(clip.ok()) << clip.status();
+  EXPECT_THAT(clip->frame_indices, ElementsAreArray({0, 5, 10, 15, 20, 25}));
+  EXPECT_THAT(clip->timestamps_seconds, ElementsAreArray({0.0, 0.5, 1.0, 1.5, 2.0, 2.5}));
+}
+
+TEST_F(ClipDecoderTest, SamplesAWindowFromAStartTime) {
+  const std::string bytes =
+      Video("window.mkv", "-f lavfi -i testsrc2=size=64x48:rate=10 -frames:v 40 -c:v libx264");
+  ClipOptions options = SmallFrames(/*num_frames=*/4);
+  options.sampling.strategy = SamplingStrategy::kWindow;
+  options.sampling.start_seconds = 1.0;
+  options.sampling.stride_frames = 3;
+  absl::StatusOr<DecodedClip> clip = DecodeClip(bytes, options);
+  ASSERT_TRUE(clip.ok()) << clip.status();
+  EXPECT_THAT(clip->frame_indices, ElementsAreArray({10, 13, 16, 19}));
+
+  options.sampling.start_seconds = 60;
+  clip = DecodeClip(bytes, options);
+  EXPECT_EQ(clip.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(clip.status().message(), HasSubstr("no frame matches the sampling"));
+}
+
+TEST_F(ClipDecoderTest, AllFramesStopAtTheCap) {
+  const std::string bytes =
+      Video("cap.mp4", "-f lavfi -i testsrc2=size=64x48:rate=10 -frames:v 20 -c:v mpeg4");
+  ClipOptions options = SmallFrames(/*num_frames=*/7);
+  options.sampling.strategy = SamplingStrategy::kAll;
+  absl::StatusOr<DecodedClip> clip = DecodeClip(bytes, options);
+  ASSERT_TRUE(clip.ok()) << clip.status();
+  EXPECT_THAT(clip->frame_indices, ElementsAreArray({0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(clip->total_frames, 20);
+}
+
+TEST_F(ClipDecoderTest, RefusesBadSamplingOptions) {
+  const std::string bytes =
+      Video("opts.mp4", "-f lavfi -i testsrc2=size=64x48:rate=10 -frames:v 5 -c:v mpeg4");
+  ClipOptions options = SmallFrames(/*num_frames=*/4);
+  options.sampling.strategy = SamplingStrategy::kFps;
+  options.sampling.frames_per_second = 0;
+  absl::StatusOr<DecodedClip> clip = DecodeClip(bytes, options);
+  EXPECT_EQ(clip.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(clip.status().message(), HasSubstr("frames_per_second > 0"));
+}
+
+TEST_F(ClipDecoderTest, StopsAtTheDecodeBudget) {
+  const std::string bytes =
+      Video("slow.mp4", "-f lavfi -i testsrc2=size=320x240:rate=30 -frames:v 300 -c:v libx264");
+  ClipOptions options = SmallFrames(/*num_frames=*/0);
+  options.decode_timeout_ms = 1;
+  absl::StatusOr<DecodedClip> clip = DecodeClip(bytes, options);
+  EXPECT_EQ(clip.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(clip.status().message(), HasSubstr("budget of 1 ms"));
+}
+
+TEST_F(ClipDecoderTest, ShowsFramesUprightAsTheContainerSays) {
+  // Red left half, blue right half, stored 64x32 with a display matrix of a quarter turn
+  // counter-clockwise (what `rotate=90` writes; the ffmpeg CLI shows it 32x64, blue on top).
+  Video("flat.mp4",
+        "-f lavfi -i color=c=red:s=64x32:r=5 -frames:v 3 "
+        "-vf drawbox=x=32:y=0:w=32:h=32:color=blue:t=fill -c:v libx264 -pix_fmt yuv444p");
+  const std::string bytes =
+      Video("turned.mp4", "-i " + dir_ + "/flat.mp4 -c copy -metadata:s:v:0 rotate=90");
+  ClipOptions options = SmallFrames(/*num_frames=*/1);
+  options.preprocess.resize_shorter_side = 32;
+  options.preprocess.crop_size = 16;
+  options.preprocess.mean = {0, 0, 0};
+  options.preprocess.std = {1, 1, 1};
+  absl::StatusOr<DecodedClip> clip = DecodeClip(bytes, options);
+  ASSERT_TRUE(clip.ok()) << clip.status();
+  const int plane = 16 * 16;
+  auto red_and_blue = [&](int x, int y) {
+    return std::make_pair(clip->pixels[y * 16 + x], clip->pixels[2 * plane + y * 16 + x]);
+  };
+  EXPECT_LT(red_and_blue(8, 2).first, 0.1f);  // top: blue
+  EXPECT_GT(red_and_blue(8, 2).second, 0.9f);
+  EXPECT_GT(red_and_blue(8, 13).first, 0.9f);  // bottom: red
+  EXPECT_LT(red_and_blue(8, 13).second, 0.1f);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
 #include <vector>
 
 namespace vidclf::media {
@@ -77,6 +79,60 @@ TEST(FrameConverter, RejectsACropLargerThanTheResize) {
   const absl::Status status = ValidatePreprocessOptions(options);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("crop_size"), std::string::npos);
+}
+
+using Rgb = std::array<int, 3>;
+constexpr Rgb kRed = {255, 0, 0};
+constexpr Rgb kBlue = {0, 0, 255};
+
+// Reads crop pixel (x, y) of a mean-0, std-1 conversion back as 0..255 RGB.
+Rgb PixelAt(const std::vector<float>& chw, int crop, int x, int y) {
+  Rgb rgb;
+  for (int c = 0; c < 3; ++c)
+    rgb[c] = static_cast<int>(std::lround(255 * chw[(c * crop + y) * crop + x]));
+  return rgb;
+}
+
+PreprocessOptions PlainRgb(int shorter, int crop) {
+  PreprocessOptions options;
+  options.resize_shorter_side = shorter;
+  options.crop_size = crop;
+  options.mean = {0, 0, 0};
+  options.std = {1, 1, 1};
+  return options;
+}
+
+TEST(FrameConverter, RotatesAsTheDisplayMatrixAsks) {
+  // 64x32, red left half, blue right half. Shown upright after a quarter turn it is 32x64;
+  // resized to 32 wide and cropped to the centre 16x16 (rows 24..39), its top half and bottom
+  // half differ.
+  FramePtr frame = MakeRgbFrame(64, 32, [](int x, int) { return x < 32 ? kRed : kBlue; });
+  std::vector<float> out(3 * 16 * 16);
+  struct Case {
+    double clockwise;
+    Rgb top_left, bottom_right;
+  };
+  for (const Case& turn : {Case{90, kRed, kBlue}, Case{-90, kBlue, kRed}, Case{270, kBlue, kRed},
+                           Case{180, kBlue, kRed}, Case{0, kRed, kBlue}}) {
+    FrameConverter converter(PlainRgb(32, 16));
+    converter.set_rotation(turn.clockwise);
+    ASSERT_TRUE(converter.Convert(*frame, out.data()).ok());
+    EXPECT_EQ(PixelAt(out, 16, 2, 2), turn.top_left) << turn.clockwise;
+    EXPECT_EQ(PixelAt(out, 16, 13, 13), turn.bottom_right) << turn.clockwise;
+  }
+}
+
+TEST(FrameConverter, StretchesNonSquarePixelsToTheDisplayAspect) {
+  // 32x32 stored with pixels twice as wide as tall: shown 64x32. The red band at stored columns
+  // 12..19 is shown at 24..39, exactly the centre 16 columns the crop keeps.
+  FramePtr frame =
+      MakeRgbFrame(32, 32, [](int x, int) { return x >= 12 && x < 20 ? kRed : kBlue; });
+  frame->sample_aspect_ratio = AVRational{2, 1};
+  FrameConverter converter(PlainRgb(32, 16));
+  std::vector<float> out(converter.output_floats());
+  ASSERT_TRUE(converter.Convert(*frame, out.data()).ok());
+  EXPECT_EQ(PixelAt(out, 16, 1, 8), kRed);
+  EXPECT_EQ(PixelAt(out, 16, 14, 8), kRed);
 }
 
 }  // namespace

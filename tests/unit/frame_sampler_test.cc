@@ -30,10 +30,61 @@ TEST(UniformSampleIndices, IsStrictlyIncreasingAndInRange) {
       for (size_t i = 0; i < indices.size(); ++i) {
         EXPECT_GE(indices[i], 0);
         EXPECT_LT(indices[i], total);
-        if (i > 0) EXPECT_GT(indices[i], indices[i - 1]);
+        if (i > 0) {
+          EXPECT_GT(indices[i], indices[i - 1]);
+        }
       }
     }
   }
+}
+
+std::vector<double> Times(std::initializer_list<double> seconds) { return seconds; }
+
+TEST(SampleFrameIndices, FpsKeepsTheFirstFrameOfEachInterval) {
+  SamplingOptions options;
+  options.strategy = SamplingStrategy::kFps;
+  options.frames_per_second = 2;
+  options.num_frames = 0;
+  // Variable frame rate, starting late: intervals count from the first frame.
+  const std::vector<double> times = Times({3.0, 3.1, 3.45, 3.5, 3.55, 4.2, 4.9, 5.0, 5.01});
+  EXPECT_EQ(SampleFrameIndices(times, options), (std::vector<int64_t>{0, 3, 5, 6, 7}));
+  options.num_frames = 2;
+  EXPECT_EQ(SampleFrameIndices(times, options), (std::vector<int64_t>{0, 3}));
+}
+
+TEST(SampleFrameIndices, WindowStartsAtTheFirstFrameAtOrAfterItsTime) {
+  SamplingOptions options;
+  options.strategy = SamplingStrategy::kWindow;
+  options.num_frames = 3;
+  options.stride_frames = 2;
+  options.start_seconds = 0.25;
+  const std::vector<double> times = Times({0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7});
+  EXPECT_EQ(SampleFrameIndices(times, options), (std::vector<int64_t>{3, 5, 7}));
+  options.num_frames = 10;  // runs out of video
+  EXPECT_EQ(SampleFrameIndices(times, options), (std::vector<int64_t>{3, 5, 7}));
+}
+
+TEST(SampleFrameIndices, AllKeepsTheFirstFramesUpToTheCap) {
+  SamplingOptions options;
+  options.strategy = SamplingStrategy::kAll;
+  options.num_frames = 2;
+  EXPECT_EQ(SampleFrameIndices(Times({0, 1, 2}), options), (std::vector<int64_t>{0, 1}));
+  options.num_frames = 0;
+  EXPECT_EQ(SampleFrameIndices(Times({0, 1, 2}), options), (std::vector<int64_t>{0, 1, 2}));
+}
+
+TEST(SamplingOptions, ParsesNamesAndRefusesNonsense) {
+  EXPECT_EQ(*ParseSamplingStrategy("fps"), SamplingStrategy::kFps);
+  EXPECT_EQ(ParseSamplingStrategy("random").status().code(), absl::StatusCode::kInvalidArgument);
+  SamplingOptions options;
+  options.strategy = SamplingStrategy::kWindow;
+  options.stride_frames = 0;
+  EXPECT_EQ(ValidateSamplingOptions(options).code(), absl::StatusCode::kInvalidArgument);
+  options.stride_frames = 1;
+  options.start_seconds = -1;
+  EXPECT_EQ(ValidateSamplingOptions(options).code(), absl::StatusCode::kInvalidArgument);
+  options.start_seconds = 0;
+  EXPECT_TRUE(ValidateSamplingOptions(options).ok());
 }
 
 }  // namespace

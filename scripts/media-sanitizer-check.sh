@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# media/ under AddressSanitizer (with LeakSanitizer) and UndefinedBehaviorSanitizer: builds a
+# media-only tree with clang (no LibTorch, no gRPC), runs media_unit_tests with leak checks and a
+# cap on single allocations, then fuzzes DecodeClip with libFuzzer for a bounded time from a seed
+# corpus made here with the ffmpeg CLI. Any test failure, sanitizer report, leak, crash or fuzzer
+# timeout fails the script. `make sanitize` runs it; so does `make test`, after the other tests.
+#
+# Environment: SANITIZE_BUILD_DIR (build-sanitize), FUZZ_SECONDS (60), FUZZ_SEED (1), JOBS (nproc),
+# DETECT_LEAKS=0 to run where LeakSanitizer cannot (it needs ptrace), saying so loudly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_dir=${SANITIZE_BUILD_DIR:-build-sanitize}
+fuzz_seconds=${FUZZ_SECONDS:-60}
+jobs=${JOBS:-$(nproc)}
+# Debian bookworm's clang; its sanitizer and libFuzzer runtimes are in libclang-rt-14-dev.
+cc=clang-14
+cxx=clang++-14
+llvm_bin=/usr/lib/llvm-14/bin
+
+step() { echo "== media-sanitizer-check: $*"; }
+total_start=$SECONDS
+timings=()
+timed() {  # timed NAME COMMAND...: runs COMMAND, keeps its time and exit status
+  local name=$1 start=$SECONDS status=0
+  shift
+  "$@" || status=$?
+  timings+=("$name: $((SECONDS - start)) s")
+  return "$status"
+}
+
+# Reports name source lines only when the symbolizer is found.
+if [ -x "$llvm_bin/llvm-symbolizer" ]; then export ASAN_SYMBOLIZER_PATH=$llvm_bin/llvm-symbolizer; fi
+
+# LeakSanitizer stops the process's threads with ptrace; some containers forbid that, and then every
+# leak check errors out. Find out first, with a program that leaks on purpose.
+detect_leaks=${DETECT_LEAKS:-1}
+if [ "$detect_leaks" = 1 ]; then
+  probe=$(mktemp -d)
+  printf '#include <stdlib.h>\nvoid *p;\nint main(void) { p = malloc(16); p = 0; return 0; }\n' \
+    > "$probe/leak.c"
+  "$cc" -fsanitize=address -g "$probe/leak.c" -o "$probe/leak"
+  if ASAN_OPTIONS=detect_leaks=1 "$probe/leak" > "$probe/out" 2>&1 ||
+    ! grep -q 'detected memory leaks' "$probe/out"; then
+    cat "$probe/out" >&2
+    echo "media-sanitizer-check: LeakSanitizer cannot run here (it needs ptrace; in Docker:" \
+      "--cap-add SYS_PTRACE). Rerun with DETECT_LEAKS=0 to check all but leaks." >&2
+    rm -rf "$probe"
+    exit 1
+  fi
+  rm -rf "$probe"
+else
+  echo "media-sanitizer-check: WARNING: DETECT_LEAKS=0, leaks are NOT checked" >&2
+fi
+
+# Leaks fail; undefined behaviour halts (also -fno-sanitize-recover).
+asan_options="detect_leaks=$detect_leaks:detect_stack_use_after_return=1:check_initialization_order=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+
+build_tree() {
+  cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
+    -DVIDCLF_MEDIA_ONLY=ON -DVIDCLF_SANITIZE=address,undefined
+  cmake --build "$build_dir" -j "$jobs"
+}
+step "configure and build $build_dir (clang, address+undefined, media only)"
+ASAN_OPTIONS=$asan_options timed build build_tree
+
+# No single allocation may exceed 64 MiB (the test inputs are small), so that a header declaring
+# huge frames cannot get memory for them even once, wherever the allocation comes from.
+step "media_unit_tests under ASan/UBSan"
+test_asan_options="$asan_options:max_allocation_size_mb=64:allocator_may_return_null=0"
+# The fuzzer runs even when a test fails: both results are worth having.
+tests_status=0
+ASAN_OPTIONS=$test_asan_options timed tests \
+  ctest --test-dir "$build_dir" --timeout 300 -j "$jobs" || tests_status=$?
+if [ "$tests_status" -ne 0 ]; then
+  # Allocation stacks (leaks, oversized allocations) stop at the first FFmpeg frame with the fast
+  # unwinder, as Debian builds FFmpeg without frame pointers; the slow one costs twice the time.
+  step "rerunning the failed tests with full allocation stacks"
+  ASAN_OPTIONS="$test_asan_options:fast_unwind_on_malloc=0" \
+    ctest --test-dir "$build_dir" --timeout 300 --rerun-failed --output-on-failure || true
+fi
+
+step "seed corpus"
+seeds=$build_dir/fuzz-seeds
+corpus=$build_dir/fuzz-corpus
+artifacts=$build_dir/fuzz-artifacts
+rm -rf "$seeds" "$corpus" "$artifacts"
+mkdir -p "$seeds" "$corpus" "$artifacts"
+seed() {  # seed NAME SIZE FRAMES FFMPEG_OUTPUT_ARGUMENTS...
+  local name=$1 size=$2 frames=$3
+  shift 3
+  ffmpeg -nostdin -y -loglevel error -f lavfi -i "testsrc2=size=$size:rate=10" -frames:v "$frames" \
+    "$@" "$seeds/$name"
+}
+make_seeds() {
+  # Small files: libFuzzer mutates whole inputs, and short ones run fast.
+  seed mpeg4.mp4 64x48 8 -c:v mpeg4 -g 3
+  seed h264_moov_at_end.mp4 64x48 8 -c:v libx264 -bf 2 -g 4
+  seed h264_faststart.mov 64x48 6 -c:v libx264 -g 3 -movflags +faststart
+  seed h264_fragmented.mp4 64x48 8 -c:v libx264 -g 3 -movflags frag_keyframe+empty_moov
+  seed h264.h264 64x48 6 -c:v libx264 -g 3 -f h264
+  seed hevc.mkv 64x64 4 -c:v libx265 -x265-params log-level=error -g 2
+  seed vp8.webm 64x48 6 -c:v libvpx -deadline realtime -cpu-used 8 -g 3
+  seed vp9.mkv 64x48 6 -c:v libvpx-vp9 -deadline realtime -cpu-used 8 -g 3
+  seed av1.mkv 64x64 3 -c:v libaom-av1 -cpu-used 8 -g 2
+  seed mpeg2.ts 64x48 8 -c:v mpeg2video -g 3
+  seed mpeg1.mpg 64x48 8 -c:v mpeg1video -r 25 -g 3 -f mpeg
+  seed mjpeg.avi 32x24 4 -c:v mjpeg
+  seed flv1.flv 64x48 6 -c:v flv1 -g 3
+  seed theora.ogv 64x48 6 -c:v libtheora -g 3
+  seed ffv1.nut 32x24 3 -c:v ffv1
+  seed raw.y4m 16x16 2 -pix_fmt yuv420p
+  seed anim.gif 32x24 3
+  seed frame.png 32x24 1 -f image2pipe -c:v png
+}
+timed seeds make_seeds
+echo "   $(ls "$seeds" | wc -l) seeds, $(du -sk "$seeds" | cut -f1) KiB"
+
+step "fuzz DecodeClip for $fuzz_seconds s"
+fuzz_log=$build_dir/fuzz.log
+fuzz_status=0
+# Every run starts from the seeds with a fixed random seed: the same mutations on every machine (a
+# slower one stops earlier). Allocations are capped by -rss_limit_mb (-malloc_limit_mb defaults
+# to it).
+ASAN_OPTIONS=$asan_options timed fuzz "$build_dir/bin/decode_clip_fuzzer" -seed="${FUZZ_SEED:-1}" \
+  -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+  -artifact_prefix="$artifacts/" "$corpus" "$seeds" > "$fuzz_log" 2>&1 || fuzz_status=$?
+grep -E '^#[0-9]+ +DONE|^stat::' "$fuzz_log" || true
+if [ "$fuzz_status" -ne 0 ]; then
+  tail -n 60 "$fuzz_log" >&2
+  for input in "$artifacts"/*; do
+    [ -f "$input" ] || continue
+    step "rerunning $input with full allocation stacks"
+    ASAN_OPTIONS="$asan_options:fast_unwind_on_malloc=0" "$build_dir/bin/decode_clip_fuzzer" \
+      -rss_limit_mb=2048 -timeout=10 "$input" 2>&1 | tail -n 60 >&2 || true
+  done
+  echo "media-sanitizer-check: the fuzzer failed (exit $fuzz_status); inputs in $artifacts," \
+    "reproduce with $build_dir/bin/decode_clip_fuzzer FILE; full log $fuzz_log" >&2
+fi
+if [ "$tests_status" -ne 0 ]; then
+  echo "media-sanitizer-check: media_unit_tests failed under ASan/UBSan (see above)" >&2
+fi
+
+result=passed
+if [ "$tests_status" -ne 0 ] || [ "$fuzz_status" -ne 0 ]; then result=FAILED; fi
+step "$result in $((SECONDS - total_start)) s (${timings[*]})"
+[ "$result" = passed ]
