@@ -405,6 +405,10 @@ absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOption
         "video has ", table->count, " frames; the limit is ", options.max_total_frames));
   }
   std::vector<double> times = FrameTimes(*table, video);
+  if (options.max_duration_seconds > 0 && times.back() > options.max_duration_seconds) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "video lasts ", times.back(), " s; the limit is ", options.max_duration_seconds, " s"));
+  }
   const std::vector<int64_t> wanted = SampleFrameIndices(times, options.sampling);
   if (wanted.empty()) {
     return absl::InvalidArgumentError(

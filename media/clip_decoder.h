@@ -23,6 +23,9 @@ struct ClipOptions {
   int max_frame_side = 8192;
   // Videos with more frames than this are refused (RESOURCE_EXHAUSTED).
   int64_t max_total_frames = 200000;
+  // Videos lasting longer than this (last frame's presentation time) are refused
+  // (RESOURCE_EXHAUSTED). 0: no limit.
+  double max_duration_seconds = 4 * 3600;
   // Decoder threads; 0 lets libavcodec choose from the number of cores.
   int decoder_threads = 0;
   // Wall-clock budget for reading and decoding; past it, DEADLINE_EXCEEDED. 0: no budget.

@@ -141,6 +141,16 @@ TEST_F(ClipDecoderTest, RefusesFramesOverTheSizeLimit) {
   EXPECT_THAT(clip.status().message(), HasSubstr("640x64"));
 }
 
+TEST_F(ClipDecoderTest, RefusesVideosOverTheDurationLimit) {
+  const std::string bytes =
+      Video("long.mp4", "-f lavfi -i testsrc2=size=64x48:rate=10 -frames:v 30 -c:v mpeg4");
+  ClipOptions options = SmallFrames(8);
+  options.max_duration_seconds = 2.5;  // the last frame shows at 2.9 s
+  absl::StatusOr<DecodedClip> clip = DecodeClip(bytes, options);
+  EXPECT_EQ(clip.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(clip.status().message(), HasSubstr("video lasts 2.9 s; the limit is 2.5 s"));
+}
+
 TEST_F(ClipDecoderTest, DecodesAValidPrefixOfATruncatedFile) {
   const std::string bytes =
       Video("cut.ts", "-f lavfi -i testsrc2=size=128x96:rate=10 -frames:v 40 -c:v mpeg2video");
