@@ -129,12 +129,14 @@ struct FrameTable {
   std::vector<int64_t> keyframes;
 };
 
-absl::Status CheckBudget(Clock::time_point deadline, const char* stage, int64_t frame,
-                         int64_t total, const ClipOptions& options) {
-  if (options.decode_timeout_ms <= 0 || Clock::now() < deadline) return absl::OkStatus();
-  return absl::DeadlineExceededError(absl::StrCat("decoding ran past its budget of ",
-                                                  options.decode_timeout_ms, " ms while ", stage,
-                                                  " (at frame ", frame, " of ", total, ")"));
+bool PastBudget(Clock::time_point deadline, const ClipOptions& options) {
+  return options.decode_timeout_ms > 0 && Clock::now() >= deadline;
+}
+
+// The DEADLINE_EXCEEDED error; `progress` says how far decoding got.
+absl::Status BudgetExceeded(const ClipOptions& options, absl::string_view progress) {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "decoding ran past its budget of ", options.decode_timeout_ms, " ms (", progress, ")"));
 }
 
 absl::StatusOr<FrameTable> ReadFrameTable(AVFormatContext* format, int stream_index,
@@ -155,9 +157,8 @@ absl::StatusOr<FrameTable> ReadFrameTable(AVFormatContext* format, int stream_in
     }
     av_packet_unref(packet.get());
     if (table.count % 64 == 0) {
-      if (auto status = CheckBudget(deadline, "counting frames", table.count, table.count, options);
-          !status.ok()) {
-        return status;
+      if (PastBudget(deadline, options)) {
+        return BudgetExceeded(options, absl::StrCat("listing frames: ", table.count, " so far"));
       }
     }
   }
@@ -265,9 +266,9 @@ class SampledDecode {
         return AvError(absl::StatusCode::kInvalidArgument, "video decoding failed", sent);
       }
       if (auto status = Drain(decoder, frame.get()); !status.ok()) return status;
-      if (auto status = CheckBudget(deadline, "decoding", highest_sent + 1, table_.count, options);
-          !status.ok()) {
-        return status;
+      if (PastBudget(deadline, options)) {
+        return BudgetExceeded(
+            options, absl::StrCat(clip_.frames_decoded, " of ", table_.count, " frames decoded"));
       }
     }
     if (!done()) {
