@@ -38,7 +38,8 @@ struct ClipOptions {
   bool skip_unwanted_non_reference_frames = true;
 };
 
-// A sampled clip: T preprocessed frames, laid out [T, 3, crop, crop] in `pixels`.
+// A sampled clip: T preprocessed frames, laid out [T, 3, crop, crop] in `pixels`, or
+// [T, crop, crop, 3] when options.preprocess.channels_last.
 struct DecodedClip {
   std::vector<float> pixels;
   int64_t num_frames = 0;

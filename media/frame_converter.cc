@@ -63,7 +63,7 @@ int64_t FrameConverter::output_floats() const {
   return 3LL * options_.crop_size * options_.crop_size;
 }
 
-absl::Status FrameConverter::Convert(const AVFrame& frame, float* chw) {
+absl::Status FrameConverter::Convert(const AVFrame& frame, float* out) {
   if (frame.width <= 0 || frame.height <= 0) {
     return absl::InvalidArgumentError("decoded frame has no pixels");
   }
@@ -103,20 +103,13 @@ absl::Status FrameConverter::Convert(const AVFrame& frame, float* chw) {
   const int crop = options_.crop_size;
   const int left = (shown_scaled_width - crop) / 2;
   const int top = (shown_scaled_height - crop) / 2;
+  // Where channel c of crop pixel (x, y) goes.
   const int64_t plane = static_cast<int64_t>(crop) * crop;
-  if (quarter_turns_ == 0) {
-    for (int y = 0; y < crop; ++y) {
-      const uint8_t* row = rgb_.data() + static_cast<size_t>(top + y) * rgb_stride + 3 * left;
-      for (int c = 0; c < 3; ++c) {
-        float* out = chw + c * plane + static_cast<int64_t>(y) * crop;
-        for (int x = 0; x < crop; ++x) out[x] = row[3 * x + c] * scale_[c] + offset_[c];
-      }
-    }
-    return absl::OkStatus();
-  }
-  // Shown pixel (x, y) comes from pixel (u, v) of the unrotated picture.
+  const int64_t channel_step = options_.channels_last ? 1 : plane;
+  const int64_t pixel_step = options_.channels_last ? 3 : 1;
   for (int y = 0; y < crop; ++y) {
     for (int x = 0; x < crop; ++x) {
+      // Shown pixel (sx, sy) comes from pixel (u, v) of the unrotated, resized picture.
       const int sx = left + x, sy = top + y;
       int u = sx, v = sy;
       if (quarter_turns_ == 1) {
@@ -125,13 +118,14 @@ absl::Status FrameConverter::Convert(const AVFrame& frame, float* chw) {
       } else if (quarter_turns_ == 2) {
         u = scaled_width - 1 - sx;
         v = scaled_height - 1 - sy;
-      } else {
+      } else if (quarter_turns_ == 3) {
         u = scaled_width - 1 - sy;
         v = sx;
       }
       const uint8_t* pixel = rgb_.data() + static_cast<size_t>(v) * rgb_stride + 3 * u;
+      float* destination = out + (static_cast<int64_t>(y) * crop + x) * pixel_step;
       for (int c = 0; c < 3; ++c) {
-        chw[c * plane + static_cast<int64_t>(y) * crop + x] = pixel[c] * scale_[c] + offset_[c];
+        destination[c * channel_step] = pixel[c] * scale_[c] + offset_[c];
       }
     }
   }

@@ -19,13 +19,17 @@ struct PreprocessOptions {
   // Per-channel (R, G, B) normalisation: (value / 255 - mean) / std. ImageNet's by default.
   std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};
   std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
+  // Layout of each converted frame: planar (C, H, W), or interleaved (H, W, C), which is the
+  // memory of a channels-last tensor, so a channels-last model reads the frames without a copy.
+  bool channels_last = false;
 };
 
 // Checks that the options describe a possible conversion.
 absl::Status ValidatePreprocessOptions(const PreprocessOptions& options);
 
 // Converts frames of any pixel format and size with libswscale: shorter-side resize (bilinear),
-// centre crop, RGB, normalisation, written planar (C, H, W) into caller-owned memory. Frames are
+// centre crop, RGB, normalisation, written planar (C, H, W) or interleaved (H, W, C) into
+// caller-owned memory. Frames are
 // shown as a player would: non-square pixels are stretched to the display aspect ratio (the
 // frame's sample_aspect_ratio) and the display rotation set with set_rotation is applied.
 //
@@ -46,8 +50,8 @@ class FrameConverter {
   // 90 degrees. 0 by default.
   void set_rotation(double clockwise_degrees);
 
-  // Writes output_floats() floats to `chw`.
-  absl::Status Convert(const AVFrame& frame, float* chw);
+  // Writes output_floats() floats to `out`, in the layout the options ask for.
+  absl::Status Convert(const AVFrame& frame, float* out);
 
  private:
   PreprocessOptions options_;

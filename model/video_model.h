@@ -52,6 +52,8 @@ class VideoModel {
 
   const ModelConfig& config() const { return config_; }
   torch::Device device() const { return device_; }
+  // Whether the backbone runs channels-last: frames prepared in that layout are used as they are.
+  bool channels_last() const { return channels_last_; }
   ModelConfig& mutable_config() { return config_; }
   ResNet18& backbone() { return backbone_; }
   // The temporal head (GRU or transformer, as the config says).

@@ -15,6 +15,7 @@ absl::StatusOr<EmbeddedVideo> DecodeAndEmbed(const model::VideoModel& model,
   clip.preprocess.crop_size = input.crop_size;
   clip.preprocess.mean = input.mean;
   clip.preprocess.std = input.std;
+  clip.preprocess.channels_last = model.channels_last();
   absl::StatusOr<media::DecodedClip> decoded = media::DecodeClip(video, clip);
   if (!decoded.ok()) return decoded.status();
   if (absl::Now() >= deadline) {
@@ -26,9 +27,14 @@ absl::StatusOr<EmbeddedVideo> DecodeAndEmbed(const model::VideoModel& model,
   result.preprocess_seconds = decoded->preprocess_seconds;
   result.timestamps_seconds = std::move(decoded->timestamps_seconds);
   const auto start = std::chrono::steady_clock::now();
-  // from_blob borrows the decoded pixels, which outlive the call.
-  const torch::Tensor frames = torch::from_blob(
-      decoded->pixels.data(), {decoded->num_frames, 3, decoded->crop_size, decoded->crop_size});
+  // from_blob borrows the decoded pixels, which outlive the call. Interleaved pixels are already
+  // a channels-last [T, 3, crop, crop] tensor once the dimensions are permuted: no copy.
+  const int64_t side = decoded->crop_size;
+  const torch::Tensor frames =
+      clip.preprocess.channels_last
+          ? torch::from_blob(decoded->pixels.data(), {decoded->num_frames, side, side, 3})
+                .permute({0, 3, 1, 2})
+          : torch::from_blob(decoded->pixels.data(), {decoded->num_frames, 3, side, side});
   absl::StatusOr<torch::Tensor> embeddings = model.Embed(frames);
   if (!embeddings.ok()) return embeddings.status();
   result.embeddings = *std::move(embeddings);

@@ -135,5 +135,30 @@ TEST(FrameConverter, StretchesNonSquarePixelsToTheDisplayAspect) {
   EXPECT_EQ(PixelAt(out, 16, 14, 8), kRed);
 }
 
+TEST(FrameConverter, InterleavedOutputIsThePlanarOneTransposed) {
+  auto colour = [](int x, int y) { return Rgb{(7 * x) % 256, (5 * y) % 256, (x * y) % 256}; };
+  FramePtr frame = MakeRgbFrame(50, 36, colour);
+  frame->sample_aspect_ratio = AVRational{4, 3};
+  for (double rotation : {0.0, 90.0}) {
+    PreprocessOptions options = PlainRgb(24, 20);
+    FrameConverter planar(options);
+    options.channels_last = true;
+    FrameConverter interleaved(options);
+    planar.set_rotation(rotation);
+    interleaved.set_rotation(rotation);
+    std::vector<float> chw(planar.output_floats()), hwc(interleaved.output_floats());
+    ASSERT_TRUE(planar.Convert(*frame, chw.data()).ok());
+    ASSERT_TRUE(interleaved.Convert(*frame, hwc.data()).ok());
+    for (int y = 0; y < 20; ++y) {
+      for (int x = 0; x < 20; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          ASSERT_EQ(hwc[(y * 20 + x) * 3 + c], chw[(c * 20 + y) * 20 + x])
+              << "rotation " << rotation << ", pixel " << x << "," << y << ", channel " << c;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace vidclf::media
