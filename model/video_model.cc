@@ -138,6 +138,23 @@ absl::StatusOr<torch::Device> ResolveDevice(const std::string& spec) {
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
+namespace {
+
+struct ResolvedInference {
+  torch::Device device;
+  torch::Dtype dtype;  // of the backbone
+};
+
+absl::StatusOr<ResolvedInference> ResolveInference(const InferenceOptions& options) {
+  absl::StatusOr<torch::Device> device = ResolveDevice(options.device);
+  if (!device.ok()) return device.status();
+  absl::StatusOr<torch::Dtype> dtype = ResolvePrecision(options.precision, *device);
+  if (!dtype.ok()) return dtype.status();
+  return ResolvedInference{*device, *dtype};
+}
+
+}  // namespace
+
 VideoModel::VideoModel(ModelConfig config, ResNet18 backbone, std::shared_ptr<TemporalHead> head,
                        torch::Device device, torch::Dtype backbone_dtype, bool channels_last)
     : config_(std::move(config)),
@@ -170,13 +187,12 @@ void VideoModel::Prepare() {
 
 absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Create(const ModelConfig& config,
                                                                const InferenceOptions& options) {
-  absl::StatusOr<torch::Device> device = ResolveDevice(options.device);
-  if (!device.ok()) return device.status();
-  absl::StatusOr<torch::Dtype> dtype = ResolvePrecision(options.precision, *device);
-  if (!dtype.ok()) return dtype.status();
+  absl::StatusOr<ResolvedInference> inference = ResolveInference(options);
+  if (!inference.ok()) return inference.status();
   try {
-    std::unique_ptr<VideoModel> model(new VideoModel(config, ResNet18(), MakeHead(config), *device,
-                                                     *dtype, options.channels_last));
+    std::unique_ptr<VideoModel> model(new VideoModel(config, ResNet18(), MakeHead(config),
+                                                     inference->device, inference->dtype,
+                                                     options.channels_last));
     model->Prepare();
     return model;
   } catch (const c10::Error& e) {
@@ -187,10 +203,8 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Create(const ModelConfig
 
 absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& bundle_dir,
                                                              const InferenceOptions& options) {
-  absl::StatusOr<torch::Device> device = ResolveDevice(options.device);
-  if (!device.ok()) return device.status();
-  absl::StatusOr<torch::Dtype> dtype = ResolvePrecision(options.precision, *device);
-  if (!dtype.ok()) return dtype.status();
+  absl::StatusOr<ResolvedInference> inference = ResolveInference(options);
+  if (!inference.ok()) return inference.status();
   const std::filesystem::path dir(bundle_dir);
   std::ifstream config_stream(dir / kConfigFile);
   if (!config_stream) {
@@ -212,8 +226,8 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& 
     if (auto status = LoadWeights(backbone, dir / kBackboneFile); !status.ok()) return status;
     if (auto status = LoadWeights(head, dir / kHeadFile); !status.ok()) return status;
     std::unique_ptr<VideoModel> model(new VideoModel(*std::move(config), std::move(backbone),
-                                                     std::move(head), *device, *dtype,
-                                                     options.channels_last));
+                                                     std::move(head), inference->device,
+                                                     inference->dtype, options.channels_last));
     model->Prepare();
     return model;
   } catch (const c10::Error& e) {

@@ -30,29 +30,26 @@ SelfAttentionImpl::SelfAttentionImpl(int64_t d_model, int64_t num_heads_,
       output(register_module("output", torch::nn::Linear(d_model, d_model))),
       mechanism(register_module("mechanism", std::move(mechanism_))) {}
 
+torch::Tensor SelfAttentionImpl::SplitHeads(const torch::Tensor& t) const {
+  return t.view({t.size(0), t.size(1), num_heads, -1}).transpose(1, 2);  // [B, H, T, d/H]
+}
+
+torch::Tensor SelfAttentionImpl::MergeHeads(const torch::Tensor& mixed) {
+  return output(mixed.transpose(1, 2).reshape({mixed.size(0), mixed.size(2), -1}));
+}
+
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
-  const int64_t batch = x.size(0);
-  const int64_t length = x.size(1);
-  auto split_heads = [&](const torch::Tensor& t) {
-    return t.view({batch, length, num_heads, -1}).transpose(1, 2);  // [B, H, T, d/H]
-  };
-  const torch::Tensor mixed =
-      mechanism->forward(split_heads(query(x)), split_heads(key(x)), split_heads(value(x)), mask);
-  return output(mixed.transpose(1, 2).reshape({batch, length, -1}));
+  return MergeHeads(
+      mechanism->forward(SplitHeads(query(x)), SplitHeads(key(x)), SplitHeads(value(x)), mask));
 }
 
 std::pair<torch::Tensor, attention::CausalLinearState> SelfAttentionImpl::step(
     const torch::Tensor& x, const attention::CausalLinearState& state) {
   auto* causal_linear = dynamic_cast<attention::CausalLinearAttention*>(mechanism.get());
   TORCH_CHECK(causal_linear != nullptr, "only causal-linear self-attention has a recurrent step");
-  const int64_t batch = x.size(0);
-  const int64_t length = x.size(1);
-  auto split_heads = [&](const torch::Tensor& t) {
-    return t.view({batch, length, num_heads, -1}).transpose(1, 2);
-  };
-  auto [mixed, next_state] = causal_linear->forward_chunk(
-      split_heads(query(x)), split_heads(key(x)), split_heads(value(x)), state);
-  return {output(mixed.transpose(1, 2).reshape({batch, length, -1})), std::move(next_state)};
+  auto [mixed, next_state] = causal_linear->forward_chunk(SplitHeads(query(x)), SplitHeads(key(x)),
+                                                          SplitHeads(value(x)), state);
+  return {MergeHeads(mixed), std::move(next_state)};
 }
 
 EncoderLayerImpl::EncoderLayerImpl(const TransformerHeadOptions& options,

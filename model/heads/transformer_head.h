@@ -69,6 +69,11 @@ class SelfAttentionImpl : public torch::nn::Module {
   int64_t num_heads;
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, output{nullptr};
   std::shared_ptr<attention::AttentionMechanism> mechanism;
+
+ private:
+  // [B, T, d_model] -> [B, H, T, d_model / H], and the mechanism's output back through `output`.
+  torch::Tensor SplitHeads(const torch::Tensor& t) const;
+  torch::Tensor MergeHeads(const torch::Tensor& mixed);
 };
 TORCH_MODULE(SelfAttention);
 
