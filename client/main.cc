@@ -1,9 +1,11 @@
 // vidclf: the command-line client of vidclf-server.
 //
-//   vidclf classify FILE [--server ADDR] [--model NAME] [--top-k K] [--num-frames N]
+//   vidclf classify FILE|URI [--server ADDR] [--model NAME] [--top-k K] [--num-frames N]
 //                        [--sampling uniform|fps|window|all] [--fps R] [--stride-frames S]
 //                        [--start-seconds T] [--attention TYPE] [--json]
 //   vidclf health [--server ADDR]
+//
+// A URI (anything with "://") is sent for the server to pull, within the server's --allow-uri.
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
@@ -16,6 +18,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "common/command_line.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -37,7 +40,7 @@ ABSL_FLAG(double, timeout_seconds, 60, "Deadline of the call.");
 namespace {
 
 constexpr char kUsage[] =
-    "vidclf classify FILE [--server ADDR] [--model NAME] [--top-k K] [--num-frames N]\n"
+    "vidclf classify FILE|URI [--server ADDR] [--model NAME] [--top-k K] [--num-frames N]\n"
     "                     [--sampling uniform|fps|window|all] [--fps R] [--stride-frames S]\n"
     "                     [--start-seconds T] [--attention TYPE] [--json]\n"
     "vidclf health [--server ADDR]";
@@ -88,16 +91,19 @@ void PrintTable(const vidclf::v1::ClassifyResponse& response) {
 }
 
 int Classify(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    std::cerr << "vidclf: cannot read " << path << "\n";
-    return 1;
-  }
-  std::ostringstream bytes;
-  bytes << file.rdbuf();
-
   vidclf::v1::ClassifyRequest request;
-  request.set_video(bytes.str());
+  if (absl::StrContains(path, "://")) {
+    request.set_uri(path);
+  } else {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      std::cerr << "vidclf: cannot read " << path << "\n";
+      return 1;
+    }
+    std::ostringstream bytes;
+    bytes << file.rdbuf();
+    request.set_video(bytes.str());
+  }
   request.set_model(absl::GetFlag(FLAGS_model));
   request.set_top_k(static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_top_k))));
   vidclf::v1::SamplingOptions* sampling = request.mutable_sampling();

@@ -1,17 +1,20 @@
 #include "media/clip_decoder.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "media/demuxer.h"
 #include "media/frame_sampler.h"
-#include "media/memory_demuxer.h"
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -127,6 +130,9 @@ struct FrameTable {
   std::vector<int64_t> pts;
   // Presentation indices of the keyframes (only with `pts`).
   std::vector<int64_t> keyframes;
+  // What ended the listing: AVERROR_EOF at the end of input, another libav error for a damaged
+  // or broken-off input, 0 when the sampling was settled first.
+  int read_error = 0;
 };
 
 bool PastBudget(Clock::time_point deadline, const ClipOptions& options) {
@@ -137,42 +143,6 @@ bool PastBudget(Clock::time_point deadline, const ClipOptions& options) {
 absl::Status BudgetExceeded(const ClipOptions& options, absl::string_view progress) {
   return absl::DeadlineExceededError(absl::StrCat(
       "decoding ran past its budget of ", options.decode_timeout_ms, " ms (", progress, ")"));
-}
-
-absl::StatusOr<FrameTable> ReadFrameTable(AVFormatContext* format, int stream_index,
-                                          Clock::time_point deadline, const ClipOptions& options) {
-  PacketPtr packet(av_packet_alloc());
-  if (!packet) return absl::ResourceExhaustedError("out of memory");
-  FrameTable table;
-  std::vector<int64_t> key_pts;
-  bool all_pts = true;
-  while (av_read_frame(format, packet.get()) >= 0) {
-    if (packet->stream_index == stream_index) {
-      ++table.count;
-      if (packet->pts == AV_NOPTS_VALUE) all_pts = false;
-      if (all_pts) {
-        table.pts.push_back(packet->pts);
-        if (packet->flags & AV_PKT_FLAG_KEY) key_pts.push_back(packet->pts);
-      }
-    }
-    av_packet_unref(packet.get());
-    if (table.count % 64 == 0) {
-      if (PastBudget(deadline, options)) {
-        return BudgetExceeded(options, absl::StrCat("listing frames: ", table.count, " so far"));
-      }
-    }
-  }
-  std::sort(table.pts.begin(), table.pts.end());
-  if (!all_pts || std::adjacent_find(table.pts.begin(), table.pts.end()) != table.pts.end()) {
-    table.pts.clear();
-    return table;
-  }
-  for (int64_t key : key_pts) {
-    table.keyframes.push_back(std::lower_bound(table.pts.begin(), table.pts.end(), key) -
-                              table.pts.begin());
-  }
-  std::sort(table.keyframes.begin(), table.keyframes.end());
-  return table;
 }
 
 // Presentation time in seconds of every frame, from the start of the stream.
@@ -191,6 +161,89 @@ std::vector<double> FrameTimes(const FrameTable& table, const AVStream& stream) 
     seconds[i] = static_cast<double>(i) * rate.den / rate.num;
   }
   return seconds;
+}
+
+// The video stream's packets, kept by a single-pass source (a stream, a URI) that cannot be read
+// twice.
+using PacketList = std::vector<PacketPtr>;
+
+// Whether the frames read so far settle the sampling: a strategy with a frame count that the
+// frames up to `pts` (sorted) already fill. Uniform sampling needs the whole video.
+bool SamplingSettled(std::vector<int64_t> pts, const AVStream& stream,
+                     const SamplingOptions& sampling) {
+  if (sampling.strategy == SamplingStrategy::kUniform || sampling.num_frames <= 0) return false;
+  std::sort(pts.begin(), pts.end());
+  FrameTable prefix;
+  prefix.count = static_cast<int64_t>(pts.size());
+  prefix.pts = std::move(pts);
+  return static_cast<int64_t>(SampleFrameIndices(FrameTimes(prefix, stream), sampling).size()) >=
+         sampling.num_frames;
+}
+
+// Lists the video stream's frames (moving its packets into `keep` when not null). Stops early,
+// at the end of input or on a read error (a truncated or damaged tail: what came before stands),
+// or once the sampling is settled: a live source has no end.
+absl::StatusOr<FrameTable> ReadFrameTable(AVFormatContext* format, int stream_index,
+                                          Clock::time_point deadline, const ClipOptions& options,
+                                          PacketList* keep) {
+  // Packets arrive in decode order; reading this many past the settling one lets frames that
+  // present earlier (B-frames) arrive too.
+  constexpr int64_t kReorderMargin = 16;
+  const AVStream& stream = *format->streams[stream_index];
+  FrameTable table;
+  std::vector<int64_t> key_pts;
+  bool all_pts = true;
+  int64_t next_settle_check = std::max(options.sampling.num_frames, 1);
+  int64_t stop_at = std::numeric_limits<int64_t>::max();
+  int64_t kept_bytes = 0;
+  while (table.count < stop_at) {
+    PacketPtr packet(av_packet_alloc());
+    if (!packet) return absl::ResourceExhaustedError("out of memory");
+    table.read_error = av_read_frame(format, packet.get());
+    if (table.read_error < 0) break;
+    if (packet->stream_index == stream_index) {
+      ++table.count;
+      if (packet->pts == AV_NOPTS_VALUE) all_pts = false;
+      if (all_pts) {
+        table.pts.push_back(packet->pts);
+        if (packet->flags & AV_PKT_FLAG_KEY) key_pts.push_back(packet->pts);
+      }
+      if (keep != nullptr) {
+        kept_bytes += packet->size;
+        if (kept_bytes > options.max_input_bytes) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "the video data are over ", options.max_input_bytes, " bytes, the input limit"));
+        }
+        keep->push_back(std::move(packet));
+      }
+      if (all_pts && table.count >= next_settle_check &&
+          stop_at == std::numeric_limits<int64_t>::max()) {
+        // Checked at geometrically spaced counts, so that the checks cost O(n log n) in all.
+        next_settle_check = table.count + std::max<int64_t>(32, table.count / 4);
+        if (SamplingSettled(table.pts, stream, options.sampling)) {
+          stop_at = table.count + kReorderMargin;
+        }
+      }
+      if (table.count > options.max_total_frames) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("video has more than ", options.max_total_frames, " frames, the limit"));
+      }
+    }
+    if (table.count % 64 == 0 && PastBudget(deadline, options)) {
+      return BudgetExceeded(options, absl::StrCat("listing frames: ", table.count, " so far"));
+    }
+  }
+  std::sort(table.pts.begin(), table.pts.end());
+  if (!all_pts || std::adjacent_find(table.pts.begin(), table.pts.end()) != table.pts.end()) {
+    table.pts.clear();
+    return table;
+  }
+  for (int64_t key : key_pts) {
+    table.keyframes.push_back(std::lower_bound(table.pts.begin(), table.pts.end(), key) -
+                              table.pts.begin());
+  }
+  std::sort(table.keyframes.begin(), table.keyframes.end());
+  return table;
 }
 
 absl::StatusOr<CodecContextPtr> OpenDecoder(const AVStream& stream, const AVCodec* codec,
@@ -213,16 +266,72 @@ absl::StatusOr<CodecContextPtr> OpenDecoder(const AVStream& stream, const AVCode
   return decoder;
 }
 
+// Where the decode loop takes the video stream's packets from.
+class PacketReader {
+ public:
+  virtual ~PacketReader() = default;
+  // The next packet of the video stream; false at the end, or where the input is damaged.
+  virtual bool Next(AVPacket* packet) = 0;
+  // Moves to the keyframe presented at `pts`, or near it; false when the reader cannot.
+  virtual bool SeekToKeyframe(int64_t pts) = 0;
+};
+
+// Reads a demuxer that can seek (memory input).
+class DemuxerPacketReader : public PacketReader {
+ public:
+  DemuxerPacketReader(std::unique_ptr<Demuxer> demuxer, int stream_index)
+      : demuxer_(std::move(demuxer)), format_(demuxer_->format()), stream_index_(stream_index) {}
+
+  bool Next(AVPacket* packet) override {
+    while (av_read_frame(format_, packet) >= 0) {
+      if (packet->stream_index == stream_index_) return true;
+      av_packet_unref(packet);
+    }
+    return false;
+  }
+
+  bool SeekToKeyframe(int64_t pts) override {
+    return av_seek_frame(format_, stream_index_, pts, AVSEEK_FLAG_BACKWARD) >= 0;
+  }
+
+ private:
+  std::unique_ptr<Demuxer> demuxer_;
+  AVFormatContext* format_;
+  int stream_index_;
+};
+
+// Reads the packets that a single-pass source's listing kept; seeking is exact.
+class ListPacketReader : public PacketReader {
+ public:
+  explicit ListPacketReader(const PacketList& packets) : packets_(packets) {}
+
+  bool Next(AVPacket* packet) override {
+    return next_ < packets_.size() && av_packet_ref(packet, packets_[next_++].get()) >= 0;
+  }
+
+  bool SeekToKeyframe(int64_t pts) override {
+    for (size_t i = 0; i < packets_.size(); ++i) {
+      if (packets_[i]->pts == pts) {
+        next_ = i;
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  const PacketList& packets_;
+  size_t next_ = 0;
+};
+
 // Decodes the wanted frames and converts them into the clip. Frames are identified by their
 // presentation timestamp when the table has them (so packets may be skipped), else by counting
 // the decoder's output, which comes in presentation order.
 class SampledDecode {
  public:
-  SampledDecode(AVFormatContext* format, const AVStream& stream, const FrameTable& table,
-                std::vector<int64_t> wanted, std::vector<double> times, FrameConverter& converter,
-                DecodedClip& clip)
-      : format_(format),
-        stream_(stream),
+  SampledDecode(PacketReader& reader, const FrameTable& table, std::vector<int64_t> wanted,
+                std::vector<double> times, FrameConverter& converter, DecodedClip& clip)
+      : reader_(reader),
         table_(table),
         wanted_(std::move(wanted)),
         times_(std::move(times)),
@@ -240,12 +349,7 @@ class SampledDecode {
     int64_t highest_sent = -1;  // presentation index of the latest packet sent
     while (!done()) {
       if (can_seek_) SeekIfAhead(decoder, highest_sent);
-      const int read = av_read_frame(format_, packet.get());
-      if (read < 0) break;  // The end, or a truncated or damaged tail: keep what decoded.
-      if (packet->stream_index != stream_.index) {
-        av_packet_unref(packet.get());
-        continue;
-      }
+      if (!reader_.Next(packet.get())) break;  // The end, or a damaged tail: keep what decoded.
       if (seek_target_ >= 0 && !LandedOnKeyframe(packet->pts, decoder)) {
         av_packet_unref(packet.get());
         highest_sent = -1;
@@ -290,9 +394,7 @@ class SampledDecode {
     if (after == table_.keyframes.begin()) return;
     const int64_t keyframe = *std::prev(after);
     if (keyframe <= highest_sent + 1) return;
-    if (av_seek_frame(format_, stream_.index, table_.pts[keyframe], AVSEEK_FLAG_BACKWARD) < 0) {
-      return;  // keep decoding through
-    }
+    if (!reader_.SeekToKeyframe(table_.pts[keyframe])) return;  // keep decoding through
     avcodec_flush_buffers(decoder);
     highest_sent = keyframe - 1;
     seek_target_ = keyframe;
@@ -311,7 +413,7 @@ class SampledDecode {
       return true;
     }
     can_seek_ = false;
-    av_seek_frame(format_, stream_.index, table_.pts.front(), AVSEEK_FLAG_BACKWARD);
+    reader_.SeekToKeyframe(table_.pts.front());
     avcodec_flush_buffers(decoder);
     return false;
   }
@@ -357,8 +459,7 @@ class SampledDecode {
     return absl::OkStatus();
   }
 
-  AVFormatContext* format_;
-  const AVStream& stream_;
+  PacketReader& reader_;
   const FrameTable& table_;
   const std::vector<int64_t> wanted_;
   const std::vector<double> times_;
@@ -377,6 +478,122 @@ class SampledDecode {
 // frame, is 128 MiB.
 constexpr size_t kMaxLibavAllocationBytes = size_t{256} << 20;
 
+// What the listing pass learnt, and the frames the sampling wants.
+struct ListedVideo {
+  VideoStream stream;
+  FrameTable table;
+  std::vector<double> times;
+  std::vector<int64_t> wanted;
+};
+
+absl::StatusOr<ListedVideo> ListVideo(AVFormatContext* format, Clock::time_point deadline,
+                                      const ClipOptions& options, PacketList* keep) {
+  ListedVideo listed;
+  auto stream = FindVideoStream(format, options);
+  if (!stream.ok()) return stream.status();
+  listed.stream = *stream;
+  auto table = ReadFrameTable(format, stream->index, deadline, options, keep);
+  if (!table.ok()) return table.status();
+  listed.table = *std::move(table);
+  if (listed.table.count == 0) return absl::InvalidArgumentError("the video stream has no frames");
+  listed.times = FrameTimes(listed.table, *format->streams[stream->index]);
+  if (options.max_duration_seconds > 0 && listed.times.back() > options.max_duration_seconds) {
+    return absl::ResourceExhaustedError(absl::StrCat("video lasts ", listed.times.back(),
+                                                     " s; the limit is ",
+                                                     options.max_duration_seconds, " s"));
+  }
+  listed.wanted = SampleFrameIndices(listed.times, options.sampling);
+  if (listed.wanted.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no frame matches the sampling: the video ends at ", listed.times.back(), " s"));
+  }
+  return listed;
+}
+
+using PacketReaderFactory = std::function<absl::StatusOr<std::unique_ptr<PacketReader>>()>;
+
+// Decodes the wanted frames from the packets of a fresh reader. If identifying frames by
+// timestamp missed any (a decoder that rewrites timestamps), decodes again by counting.
+absl::StatusOr<DecodedClip> DecodeListed(const ListedVideo& listed, const AVFormatContext& format,
+                                         const PacketReaderFactory& open_reader,
+                                         Clock::time_point start, Clock::time_point deadline,
+                                         const ClipOptions& options) {
+  const AVStream& video = *format.streams[listed.stream.index];
+  for (const bool by_timestamp : {!listed.table.pts.empty(), false}) {
+    auto reader = open_reader();
+    if (!reader.ok()) return reader.status();
+    auto decoder = OpenDecoder(video, listed.stream.codec, options);
+    if (!decoder.ok()) return decoder.status();
+
+    FrameConverter converter(options.preprocess);
+    converter.set_rotation(ClockwiseRotation(video));
+    DecodedClip clip;
+    clip.crop_size = options.preprocess.crop_size;
+    clip.total_frames = listed.table.count;
+    clip.source_width = video.codecpar->width;
+    clip.source_height = video.codecpar->height;
+    clip.pixels.resize(listed.wanted.size() * converter.output_floats());
+    SampledDecode decode(**reader, listed.table, listed.wanted, listed.times, converter, clip);
+    if (auto status = decode.Run(decoder->get(), by_timestamp, deadline, options); !status.ok()) {
+      return status;
+    }
+    if (!decode.done() && by_timestamp) continue;
+    if (clip.num_frames == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("no frame of the video could be decoded (", DescribeInput(format), ")"));
+    }
+    clip.pixels.resize(clip.num_frames * converter.output_floats());
+    clip.decode_seconds = SecondsSince(start) - clip.preprocess_seconds;
+    return clip;
+  }
+  return absl::InternalError("unreachable");
+}
+
+absl::Status CheckOptions(const ClipOptions& options) {
+  if (auto status = ValidatePreprocessOptions(options.preprocess); !status.ok()) return status;
+  if (auto status = ValidateSamplingOptions(options.sampling); !status.ok()) return status;
+  static std::once_flag limit_allocations;
+  std::call_once(limit_allocations, [] { av_max_alloc(kMaxLibavAllocationBytes); });
+  return absl::OkStatus();
+}
+
+Clock::time_point DeadlineFrom(Clock::time_point start, const ClipOptions& options) {
+  return options.decode_timeout_ms > 0
+             ? start + std::chrono::milliseconds(options.decode_timeout_ms)
+             : Clock::time_point::max();
+}
+
+// Whether libav's error code says that a connection broke, rather than that the data is bad.
+bool IsConnectionError(int error_code) {
+  for (const int code : {EIO, ECONNRESET, ECONNREFUSED, ECONNABORTED, ETIMEDOUT, EPIPE, ENETUNREACH,
+                         EHOSTUNREACH, ENOTCONN}) {
+    if (error_code == AVERROR(code)) return true;
+  }
+  return false;
+}
+
+// Lists and decodes a source that can be read only once (a stream, a URI), keeping its video
+// packets in memory for the decode.
+absl::StatusOr<DecodedClip> DecodeSinglePass(const Demuxer& demuxer, Clock::time_point start,
+                                             const ClipOptions& options) {
+  const Clock::time_point deadline = DeadlineFrom(start, options);
+  PacketList packets;
+  auto listed = ListVideo(demuxer.format(), deadline, options, &packets);
+  if (auto status = demuxer.ReadError(); !status.ok()) return status;
+  if (!listed.ok()) return listed.status();
+  if (IsConnectionError(listed->table.read_error)) {
+    return AvError(absl::StatusCode::kUnavailable,
+                   absl::StrCat("the source broke off after ", listed->table.count, " frames"),
+                   listed->table.read_error);
+  }
+  return DecodeListed(
+      *listed, *demuxer.format(),
+      [&]() -> absl::StatusOr<std::unique_ptr<PacketReader>> {
+        return std::make_unique<ListPacketReader>(packets);
+      },
+      start, deadline, options);
+}
+
 }  // namespace
 
 absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOptions& options) {
@@ -385,72 +602,72 @@ absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOption
     return absl::ResourceExhaustedError(
         absl::StrCat("input is ", bytes.size(), " bytes; the limit is ", options.max_input_bytes));
   }
-  if (auto status = ValidatePreprocessOptions(options.preprocess); !status.ok()) return status;
-  if (auto status = ValidateSamplingOptions(options.sampling); !status.ok()) return status;
-  static std::once_flag limit_allocations;
-  std::call_once(limit_allocations, [] { av_max_alloc(kMaxLibavAllocationBytes); });
+  if (auto status = CheckOptions(options); !status.ok()) return status;
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::milliseconds(options.decode_timeout_ms);
 
   // First pass: find the video stream and list its frames, so that sampling knows the length.
-  auto probe = MemoryDemuxer::Open(bytes);
+  // The second pass, over a fresh demuxer, decodes and may seek.
+  auto probe = Demuxer::OpenMemory(bytes);
   if (!probe.ok()) return probe.status();
-  auto stream = FindVideoStream((*probe)->format(), options);
-  if (!stream.ok()) return stream.status();
-  const AVStream& video = *(*probe)->format()->streams[stream->index];
-  auto table = ReadFrameTable((*probe)->format(), stream->index, deadline, options);
-  if (!table.ok()) return table.status();
-  if (table->count == 0) return absl::InvalidArgumentError("the video stream has no frames");
-  if (table->count > options.max_total_frames) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "video has ", table->count, " frames; the limit is ", options.max_total_frames));
-  }
-  std::vector<double> times = FrameTimes(*table, video);
-  if (options.max_duration_seconds > 0 && times.back() > options.max_duration_seconds) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "video lasts ", times.back(), " s; the limit is ", options.max_duration_seconds, " s"));
-  }
-  const std::vector<int64_t> wanted = SampleFrameIndices(times, options.sampling);
-  if (wanted.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("no frame matches the sampling: the video ends at ", times.back(), " s"));
-  }
+  auto listed = ListVideo((*probe)->format(), DeadlineFrom(start, options), options,
+                          /*keep=*/nullptr);
+  if (!listed.ok()) return listed.status();
+  const int stream_index = listed->stream.index;
+  return DecodeListed(
+      *listed, *(*probe)->format(),
+      [&]() -> absl::StatusOr<std::unique_ptr<PacketReader>> {
+        auto demuxer = Demuxer::OpenMemory(bytes);
+        if (!demuxer.ok()) return demuxer.status();
+        if (stream_index >= static_cast<int>((*demuxer)->format()->nb_streams)) {
+          return absl::InvalidArgumentError(
+              "the video stream vanished when the input was reopened");
+        }
+        return std::make_unique<DemuxerPacketReader>(*std::move(demuxer), stream_index);
+      },
+      start, DeadlineFrom(start, options), options);
+}
 
-  // Second pass, over a fresh demuxer: decode and keep the sampled frames. If identifying frames
-  // by timestamp missed any (a decoder that rewrites timestamps), decode again by counting.
-  for (const bool by_timestamp : {!table->pts.empty(), false}) {
-    auto demuxer = MemoryDemuxer::Open(bytes);
-    if (!demuxer.ok()) return demuxer.status();
-    AVFormatContext* format = (*demuxer)->format();
-    if (stream->index >= static_cast<int>(format->nb_streams)) {
-      return absl::InvalidArgumentError("the video stream vanished when the input was reopened");
-    }
-    auto decoder = OpenDecoder(video, stream->codec, options);
-    if (!decoder.ok()) return decoder.status();
+absl::StatusOr<DecodedClip> DecodeClipFromStream(ByteStream& input, const ClipOptions& options) {
+  // Whatever happens, the producer learns that nobody reads any more, and the bytes are freed.
+  struct CloseReader {
+    ByteStream& input;
+    ~CloseReader() { input.CloseReader(); }
+  } close_reader{input};
+  if (auto status = CheckOptions(options); !status.ok()) return status;
+  const auto start = Clock::now();
+  const Clock::time_point deadline = DeadlineFrom(start, options);
 
-    FrameConverter converter(options.preprocess);
-    converter.set_rotation(ClockwiseRotation(video));
-    DecodedClip clip;
-    clip.crop_size = options.preprocess.crop_size;
-    clip.total_frames = table->count;
-    clip.source_width = video.codecpar->width;
-    clip.source_height = video.codecpar->height;
-    clip.pixels.resize(wanted.size() * converter.output_floats());
-    SampledDecode decode(format, *format->streams[stream->index], *table, wanted, times, converter,
-                         clip);
-    if (auto status = decode.Run(decoder->get(), by_timestamp, deadline, options); !status.ok()) {
-      return status;
+  auto streamable = DemuxesAsItArrives(input, deadline);
+  if (!streamable.ok()) return streamable.status();
+  if (!*streamable) {
+    const absl::string_view bytes = input.WaitForEnd(deadline);
+    if (auto status = input.read_error(); !status.ok()) return status;
+    av_log(nullptr, AV_LOG_DEBUG,
+           "vidclf: the container cannot be demuxed before its end (an MP4 whose moov box "
+           "follows its media data, or a format not known to stream): buffered all %zu bytes\n",
+           bytes.size());
+    ClipOptions rest = options;
+    if (options.decode_timeout_ms > 0) {
+      rest.decode_timeout_ms = std::max<int64_t>(
+          1, options.decode_timeout_ms - static_cast<int64_t>(SecondsSince(start) * 1000));
     }
-    if (!decode.done() && by_timestamp) continue;
-    if (clip.num_frames == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("no frame of the video could be decoded (", DescribeInput(*format), ")"));
-    }
-    clip.pixels.resize(clip.num_frames * converter.output_floats());
-    clip.decode_seconds = SecondsSince(start) - clip.preprocess_seconds;
+    auto clip = DecodeClip(bytes, rest);
+    if (clip.ok()) clip->buffered_whole_input = true;
     return clip;
   }
-  return absl::InternalError("unreachable");
+  input.DropReadBytes();
+  auto demuxer = Demuxer::OpenStream(input, deadline);
+  if (!demuxer.ok()) return demuxer.status();
+  return DecodeSinglePass(**demuxer, start, options);
+}
+
+absl::StatusOr<DecodedClip> DecodeClipFromUri(const std::string& uri, const UriAllowlist& allowlist,
+                                              const ClipOptions& options) {
+  if (auto status = CheckOptions(options); !status.ok()) return status;
+  const auto start = Clock::now();
+  auto demuxer = Demuxer::OpenUri(uri, allowlist, DeadlineFrom(start, options));
+  if (!demuxer.ok()) return demuxer.status();
+  return DecodeSinglePass(**demuxer, start, options);
 }
 
 }  // namespace vidclf::media

@@ -1,14 +1,18 @@
-// Decodes an encoded video held in memory into a clip of sampled, preprocessed frames.
+// Decodes an encoded video (in memory, arriving in chunks, or at a URI) into a clip of sampled,
+// preprocessed frames.
 #ifndef VIDCLF_MEDIA_CLIP_DECODER_H_
 #define VIDCLF_MEDIA_CLIP_DECODER_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "media/byte_stream.h"
 #include "media/frame_converter.h"
 #include "media/frame_sampler.h"
+#include "media/uri_allowlist.h"
 
 namespace vidclf::media {
 
@@ -48,7 +52,8 @@ struct DecodedClip {
   // from the start of the stream.
   std::vector<int64_t> frame_indices;
   std::vector<double> timestamps_seconds;
-  // What the input holds.
+  // What the input holds: every frame, or those read before the sampling was settled (a strategy
+  // with a frame count stops reading once it has its frames, which is how a live source ends).
   int64_t total_frames = 0;
   int source_width = 0;
   int source_height = 0;
@@ -59,6 +64,9 @@ struct DecodedClip {
   // and seeks to keyframes.
   int64_t frames_decoded = 0;
   int64_t seeks = 0;
+  // DecodeClipFromStream only: the container could not be demuxed before its end (an MP4 whose
+  // moov box follows the media data), so the whole input was buffered first.
+  bool buffered_whole_input = false;
 };
 
 // Decodes `bytes` (any container and video codec the linked FFmpeg reads) and returns the frames
@@ -69,6 +77,25 @@ struct DecodedClip {
 //   DEADLINE_EXCEEDED   decoding ran past options.decode_timeout_ms
 // Thread-safe: every call uses its own libav state.
 absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOptions& options);
+
+// Decodes bytes as they arrive in `input`, which another thread fills. Streamable containers
+// (MPEG-TS, Matroska/WebM, fragmented or fast-start MP4, raw H.264/HEVC, MJPEG, Ogg and others)
+// are demuxed as the bytes arrive and only the video packets are kept; any other container, such
+// as an MP4 whose moov box comes last, is buffered whole first (DecodedClip.buffered_whole_input,
+// and a line in FFmpeg's debug log). The result equals DecodeClip's on the same bytes. The input's
+// own max_bytes is its size limit; options.max_input_bytes is not used. Errors as DecodeClip, and
+// the input's read_error() (its abort status, RESOURCE_EXHAUSTED over its limit,
+// DEADLINE_EXCEEDED when bytes stop arriving within options.decode_timeout_ms). Closes the
+// input's reader side on return.
+absl::StatusOr<DecodedClip> DecodeClipFromStream(ByteStream& input, const ClipOptions& options);
+
+// Decodes the video at `uri` (http, https, rtsp, rtmp, file, ... as the linked FFmpeg supports)
+// when `allowlist` allows it; see Demuxer::OpenUri for the rules and the errors it adds to
+// DecodeClip's, and UNAVAILABLE when the source breaks off. A live source ends once a sampling
+// with a frame count ("window", "fps", "all") has its frames; with "uniform" it runs into the
+// limits.
+absl::StatusOr<DecodedClip> DecodeClipFromUri(const std::string& uri, const UriAllowlist& allowlist,
+                                              const ClipOptions& options);
 
 }  // namespace vidclf::media
 

@@ -12,21 +12,28 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/command_line.h"
+#include "media/uri_allowlist.h"
 #include "model/video_model.h"
 #include "server/engine/classify_engine.h"
 #include "server/engine/model_repository.h"
 #include "server/metrics.h"
 #include "server/metrics_http_server.h"
 #include "server/service/classify_service.h"
+
+extern "C" {
+#include <libavutil/log.h>
+}
 
 ABSL_FLAG(std::string, model_repository, "", "Directory of model bundles: DIR/<name>/<version>/.");
 ABSL_FLAG(std::string, default_model, "", "Model for requests that name none (default: first).");
@@ -45,6 +52,11 @@ ABSL_FLAG(int, max_upload_mib, 64, "Largest accepted video upload, in MiB.");
 ABSL_FLAG(int, decode_timeout_ms, 30000,
           "Wall-clock budget for decoding one video (DEADLINE_EXCEEDED past it); 0: none.");
 ABSL_FLAG(int, shutdown_grace_seconds, 10, "Time given to RPCs in flight at shutdown.");
+ABSL_FLAG(std::vector<std::string>, allow_uri, {},
+          "Comma-separated URI prefixes that requests may ask the server to pull video from, "
+          "e.g. https://media.example.com/clips/,file:///srv/videos/ (default: none).");
+ABSL_FLAG(std::string, media_log_level, "error",
+          "FFmpeg's log level on stderr: quiet, error, warning, info or debug.");
 
 namespace {
 
@@ -53,6 +65,20 @@ absl::Notification shutdown_requested;
 void OnSignal(int) {
   // Only async-signal-safe work here: the main thread waits on the notification.
   if (!shutdown_requested.HasBeenNotified()) shutdown_requested.Notify();
+}
+
+absl::StatusOr<int> MediaLogLevel(const std::string& name) {
+  static const auto& kLevels = *new std::map<std::string, int>{{"quiet", AV_LOG_QUIET},
+                                                               {"error", AV_LOG_ERROR},
+                                                               {"warning", AV_LOG_WARNING},
+                                                               {"info", AV_LOG_INFO},
+                                                               {"debug", AV_LOG_DEBUG}};
+  const auto found = kLevels.find(name);
+  if (found == kLevels.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--media-log-level must be quiet, error, warning, info or debug, not '", name, "'"));
+  }
+  return found->second;
 }
 
 // Resolves --device (so that the log names the device actually used) and --memory-format.
@@ -104,7 +130,21 @@ int Run() {
               << " (" << model->config().labels.size() << " labels)" << std::endl;
   }
 
+  absl::StatusOr<vidclf::media::UriAllowlist> allowlist =
+      vidclf::media::UriAllowlist::Parse(absl::GetFlag(FLAGS_allow_uri));
+  if (!allowlist.ok()) {
+    std::cerr << "vidclf-server: --allow-uri: " << allowlist.status().message() << "\n";
+    return 2;
+  }
+  if (auto level = MediaLogLevel(absl::GetFlag(FLAGS_media_log_level)); level.ok()) {
+    av_log_set_level(*level);
+  } else {
+    std::cerr << "vidclf-server: " << level.status().message() << "\n";
+    return 2;
+  }
+
   vidclf::engine::EngineOptions engine_options;
+  engine_options.uri_allowlist = *std::move(allowlist);
   engine_options.workers = workers;
   engine_options.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
   engine_options.decode.max_input_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_max_upload_mib))

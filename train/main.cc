@@ -124,7 +124,8 @@ int Run() {
         std::cerr << "vidclf-train: " << video.status().message() << "\n";
         return 1;
       }
-      auto embedded = vidclf::engine::DecodeAndEmbed(**model, *video, clip);
+      auto embedded =
+          vidclf::engine::DecodeAndEmbed(**model, vidclf::engine::VideoSource::Bytes(*video), clip);
       if (!embedded.ok()) {
         std::cerr << "vidclf-train: " << embedded.status().message() << "\n";
         return 1;

@@ -108,7 +108,10 @@ absl::StatusOr<ClassifyResult> ClassifyEngine::Classify(const ClassifyInput& inp
       clip.decode_timeout_ms = std::max<int64_t>(1, remaining_ms);
     }
   }
-  absl::StatusOr<EmbeddedVideo> embedded = DecodeAndEmbed(model, input.video, clip, input.deadline);
+  const VideoSource source = input.uri.empty()
+                                 ? VideoSource::Bytes(input.video)
+                                 : VideoSource::Uri(input.uri, &options_.uri_allowlist);
+  absl::StatusOr<EmbeddedVideo> embedded = DecodeAndEmbed(model, source, clip, input.deadline);
   if (!embedded.ok()) return embedded.status();
   if (auto status = CheckDeadline(input.deadline, "the head"); !status.ok()) return status;
 

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "media/clip_decoder.h"
+#include "media/uri_allowlist.h"
 #include "server/engine/model_repository.h"
 
 namespace vidclf::engine {
@@ -38,11 +39,15 @@ struct EngineOptions {
     clip.decode_timeout_ms = 30000;
     return clip;
   }();
+  // URIs that requests may ask the server to pull video from; empty: none.
+  media::UriAllowlist uri_allowlist;
 };
 
 struct ClassifyInput {
   // The encoded video; must stay valid until `done` has been called.
   absl::string_view video;
+  // Or, when not empty, a URI to pull the video from (EngineOptions::uri_allowlist rules).
+  std::string uri;
   // Empty selects the default model.
   std::string model;
   // Ranked labels to return; 0 means 5. Capped at the model's number of labels.

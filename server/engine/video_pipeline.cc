@@ -7,8 +7,13 @@
 
 namespace vidclf::engine {
 
+absl::StatusOr<media::DecodedClip> VideoSource::Decode(const media::ClipOptions& clip) const {
+  if (uri.empty()) return media::DecodeClip(bytes, clip);
+  return media::DecodeClipFromUri(uri, *allowlist, clip);
+}
+
 absl::StatusOr<EmbeddedVideo> DecodeAndEmbed(const model::VideoModel& model,
-                                             absl::string_view video, media::ClipOptions clip,
+                                             const VideoSource& source, media::ClipOptions clip,
                                              absl::Time deadline) {
   const model::InputConfig& input = model.config().input;
   clip.preprocess.resize_shorter_side = input.resize_shorter_side;
@@ -16,7 +21,7 @@ absl::StatusOr<EmbeddedVideo> DecodeAndEmbed(const model::VideoModel& model,
   clip.preprocess.mean = input.mean;
   clip.preprocess.std = input.std;
   clip.preprocess.channels_last = model.channels_last();
-  absl::StatusOr<media::DecodedClip> decoded = media::DecodeClip(video, clip);
+  absl::StatusOr<media::DecodedClip> decoded = source.Decode(clip);
   if (!decoded.ok()) return decoded.status();
   if (absl::Now() >= deadline) {
     return absl::DeadlineExceededError("deadline passed after decoding, before embedding");

@@ -5,12 +5,15 @@
 
 #include <torch/torch.h>
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "media/clip_decoder.h"
+#include "media/uri_allowlist.h"
 #include "model/video_model.h"
 
 namespace vidclf::engine {
@@ -23,11 +26,26 @@ struct EmbeddedVideo {
   double embed_seconds = 0;
 };
 
-// Decodes `video` with `clip` (its limits, thread count and num_frames; the preprocessing is
+// Where a video comes from: its bytes in memory, or a URI that the server pulls when `allowlist`
+// allows it.
+struct VideoSource {
+  static VideoSource Bytes(absl::string_view bytes) { return {bytes, "", nullptr}; }
+  static VideoSource Uri(std::string uri, const media::UriAllowlist* allowlist) {
+    return {"", std::move(uri), allowlist};
+  }
+
+  absl::StatusOr<media::DecodedClip> Decode(const media::ClipOptions& clip) const;
+
+  absl::string_view bytes;  // must outlive the decode
+  std::string uri;
+  const media::UriAllowlist* allowlist = nullptr;
+};
+
+// Decodes `source` with `clip` (its limits, thread count and num_frames; the preprocessing is
 // replaced by the model's own) and embeds the sampled frames with the model's backbone.
 // DEADLINE_EXCEEDED when `deadline` passes between the stages.
 absl::StatusOr<EmbeddedVideo> DecodeAndEmbed(const model::VideoModel& model,
-                                             absl::string_view video, media::ClipOptions clip,
+                                             const VideoSource& source, media::ClipOptions clip,
                                              absl::Time deadline = absl::InfiniteFuture());
 
 }  // namespace vidclf::engine

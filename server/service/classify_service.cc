@@ -57,6 +57,7 @@ grpc::ServerUnaryReactor* ClassifyService::Classify(grpc::CallbackServerContext*
 
   engine::ClassifyInput input;
   input.video = request->video();  // the request lives until Finish
+  input.uri = request->uri();
   input.model = request->model();
   input.top_k = static_cast<int>(std::min<uint32_t>(request->top_k(), 1 << 20));
   input.attention = request->attention();

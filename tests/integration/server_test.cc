@@ -52,8 +52,11 @@ class ServerTest : public ::testing::Test {
     ASSERT_TRUE((*transformer)->Save(*dir_ + "/repo/tiny-transformer/1").ok());
     testing::MakeVideo("-f lavfi -i testsrc2=size=160x120:rate=10 -frames:v 20 -c:v libx264",
                        *dir_ + "/clip.mp4");
-    auto server = testing::ServerProcess::Start(VIDCLF_SERVER_BINARY,
-                                                {"--model-repository", *dir_ + "/repo"});
+    std::filesystem::create_directories(*dir_ + "/pullable");
+    std::filesystem::copy_file(*dir_ + "/clip.mp4", *dir_ + "/pullable/clip.mp4");
+    auto server = testing::ServerProcess::Start(
+        VIDCLF_SERVER_BINARY,
+        {"--model-repository", *dir_ + "/repo", "--allow-uri", "file://" + *dir_ + "/pullable/"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
   }
@@ -107,6 +110,41 @@ TEST_F(ServerTest, ClassifiesAVideoWithTheCommandLineClient) {
   EXPECT_NEAR(times[3], 1.7, 1e-6);
   EXPECT_GT(json["timings"]["embed_ms"].get<double>(), 0);
   EXPECT_GE(json["timings"]["total_ms"].get<double>(), json["timings"]["embed_ms"].get<double>());
+}
+
+// The server pulls a video from a URI its --allow-uri names, and the result is that of the
+// uploaded bytes; anything else is refused before it is opened.
+TEST_F(ServerTest, PullsAVideoFromAnAllowedUriOnly) {
+  v1::ClassifyRequest upload;
+  upload.set_video(testing::ReadFile(*dir_ + "/clip.mp4"));
+  v1::ClassifyResponse uploaded;
+  ASSERT_TRUE(Call(upload, &uploaded).ok());
+
+  int exit_code = 0;
+  const std::string output =
+      Client("classify file://" + *dir_ + "/pullable/clip.mp4 --json --top-k 3", &exit_code);
+  ASSERT_EQ(exit_code, 0) << output;
+  const nlohmann::json json = nlohmann::json::parse(output);
+  ASSERT_EQ(json["top_k"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(json["top_k"][i]["label"], uploaded.top_k(i).label());
+    EXPECT_NEAR(json["top_k"][i]["score"].get<double>(), uploaded.top_k(i).score(), 1e-6);
+  }
+
+  const std::vector<std::pair<std::string, grpc::StatusCode>> refused = {
+      {"file://" + *dir_ + "/clip.mp4", grpc::StatusCode::PERMISSION_DENIED},
+      {"file://" + *dir_ + "/pullable/../clip.mp4", grpc::StatusCode::PERMISSION_DENIED},
+      {"http://127.0.0.1:1/clip.mp4", grpc::StatusCode::PERMISSION_DENIED},
+      {"file://" + *dir_ + "/pullable/missing.mp4", grpc::StatusCode::NOT_FOUND},
+      {"no-scheme.mp4", grpc::StatusCode::INVALID_ARGUMENT},
+  };
+  for (const auto& [uri, code] : refused) {
+    v1::ClassifyRequest request;
+    request.set_uri(uri);
+    v1::ClassifyResponse response;
+    const grpc::Status status = Call(request, &response);
+    EXPECT_EQ(status.error_code(), code) << uri << ": " << status.error_message();
+  }
 }
 
 TEST_F(ServerTest, ScoresOfAllLabelsSumToOne) {

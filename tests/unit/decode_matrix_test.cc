@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "media/clip_decoder.h"
 #include "media/frame_sampler.h"
+#include "tests/test_util/chunked_input.h"
 #include "tests/test_util/test_files.h"
 
 namespace vidclf::media {
@@ -413,6 +414,20 @@ TEST_P(GeneratedVideoTest, DecodesFramesTimesAndColours) {
     EXPECT_TRUE(clip->pixels == reference->pixels)
         << "pixels differ from a decode without seeking or skipping (" << clip->seeks << " seeks, "
         << clip->frames_decoded << " frames decoded)";
+  }
+
+  // The incremental source, fed as a gRPC stream would feed it, gives the same frames.
+  absl::StatusOr<DecodedClip> whole = DecodeClip(bytes, PlainRgb(kSampled));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (size_t chunk_bytes : {size_t{1}, size_t{4096}, size_t{1} << 20}) {
+    SCOPED_TRACE(absl::StrCat("chunks of ", chunk_bytes, " bytes"));
+    absl::StatusOr<DecodedClip> chunked =
+        testing::DecodeInChunks(bytes, chunk_bytes, PlainRgb(kSampled));
+    ASSERT_TRUE(chunked.ok()) << chunked.status();
+    EXPECT_EQ(chunked->total_frames, whole->total_frames);
+    EXPECT_EQ(chunked->frame_indices, whole->frame_indices);
+    EXPECT_EQ(chunked->timestamps_seconds, whole->timestamps_seconds);
+    EXPECT_TRUE(chunked->pixels == whole->pixels) << "pixels differ from the memory source's";
   }
 }
 

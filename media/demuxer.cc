@@ -1,0 +1,267 @@
+#include "media/demuxer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace vidclf::media {
+namespace {
+// libavformat reads through this buffer; 64 KiB is its own default for file input.
+constexpr int kIoBufferBytes = 64 * 1024;
+
+// The status for a failure to open or read a URI, from libav's error code.
+absl::Status UriError(const std::string& uri, int error_code) {
+  switch (error_code) {
+    case AVERROR_INVALIDDATA:
+      return AvError(absl::StatusCode::kInvalidArgument,
+                     absl::StrCat("'", uri, "' is not a video container FFmpeg can read"),
+                     error_code);
+    case AVERROR(ENOENT):
+    case AVERROR_HTTP_NOT_FOUND:
+      return AvError(absl::StatusCode::kNotFound, absl::StrCat("'", uri, "' was not found"),
+                     error_code);
+    default:
+      return AvError(absl::StatusCode::kUnavailable,
+                     absl::StrCat("cannot read '", uri, "' (redirects are not followed)"),
+                     error_code);
+  }
+}
+
+// Formats that libavformat demuxes front to back without seeking (by their iformat names), besides
+// fast-start MP4 and the image pipes ("png_pipe", ...).
+bool IsStreamingFormat(absl::string_view name) {
+  for (const char* streaming : {"mpegts", "matroska,webm", "h264", "hevc", "mjpeg", "ogg", "mpeg",
+                                "mpegvideo", "m4v", "flv", "ivf", "obu", "yuv4mpegpipe"}) {
+    if (name == streaming) return true;
+  }
+  return absl::EndsWith(name, "_pipe");
+}
+
+uint64_t BigEndian(absl::string_view bytes) {
+  uint64_t value = 0;
+  for (const char c : bytes) value = (value << 8) | static_cast<uint8_t>(c);
+  return value;
+}
+
+bool IsIsoBmffBox(absl::string_view type) {
+  for (const char* box :
+       {"ftyp", "styp", "moov", "moof", "mdat", "free", "skip", "wide", "pdin", "sidx", "uuid"}) {
+    if (type == box) return true;
+  }
+  return false;
+}
+
+// Walks an ISO BMFF file's top-level boxes as they arrive: a moov (or moof) before any mdat means
+// it demuxes front to back.
+absl::StatusOr<bool> MovieBeforeMediaData(ByteStream& input, Demuxer::Clock::time_point deadline) {
+  int64_t offset = 0;
+  while (true) {
+    const std::string header = input.Peek(offset, 16, deadline);
+    if (auto status = input.read_error(); !status.ok()) return status;
+    if (header.size() < 8) return false;
+    const absl::string_view type = absl::string_view(header).substr(4, 4);
+    if (type == "moov" || type == "moof") return true;
+    if (type == "mdat") return false;
+    uint64_t size = BigEndian(absl::string_view(header).substr(0, 4));
+    if (size == 1 && header.size() == 16) size = BigEndian(absl::string_view(header).substr(8));
+    // 0 (to the end of the file) or malformed: the buffered path reports what is wrong.
+    if (size < 8 || size > static_cast<uint64_t>(std::numeric_limits<int64_t>::max() - offset)) {
+      return false;
+    }
+    offset += static_cast<int64_t>(size);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<bool> DemuxesAsItArrives(ByteStream& input, Demuxer::Clock::time_point deadline) {
+  // As libavformat probes: on 2 KiB, then on twice as much while unsure, up to 64 KiB; a live
+  // feed that never ends is not kept waiting for more than the format needs.
+  constexpr int64_t kFirstProbeBytes = 2048;
+  constexpr int64_t kMaxProbeBytes = 64 * 1024;
+  for (int64_t probe_bytes = kFirstProbeBytes;; probe_bytes *= 2) {
+    const std::string head = input.Peek(0, probe_bytes, deadline);
+    if (auto status = input.read_error(); !status.ok()) return status;
+    if (head.size() >= 8 && IsIsoBmffBox(absl::string_view(head).substr(4, 4))) {
+      return MovieBeforeMediaData(input, deadline);
+    }
+    std::string padded = head;
+    padded.resize(head.size() + AVPROBE_PADDING_SIZE, '\0');
+    AVProbeData probe = {};
+    probe.filename = "";
+    probe.buf = reinterpret_cast<unsigned char*>(padded.data());
+    probe.buf_size = static_cast<int>(head.size());
+    int score = 0;
+    const AVInputFormat* format = av_probe_input_format3(&probe, /*is_opened=*/1, &score);
+    const bool sure = format != nullptr && score > AVPROBE_SCORE_RETRY;
+    const bool all_seen = static_cast<int64_t>(head.size()) < probe_bytes;
+    if (sure || all_seen || probe_bytes >= kMaxProbeBytes) {
+      return format != nullptr && score >= AVPROBE_SCORE_RETRY && IsStreamingFormat(format->name);
+    }
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenMemory(absl::string_view bytes) {
+  std::unique_ptr<Demuxer> demuxer(new Demuxer());
+  demuxer->bytes_ = bytes;
+  if (auto status = demuxer->OpenCustomIo(&Demuxer::ReadMemory, &Demuxer::SeekMemory);
+      !status.ok()) {
+    return status;
+  }
+  return demuxer;
+}
+
+absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenStream(ByteStream& input,
+                                                             Clock::time_point deadline) {
+  std::unique_ptr<Demuxer> demuxer(new Demuxer());
+  demuxer->input_ = &input;
+  demuxer->deadline_ = deadline;
+  if (auto status = demuxer->OpenCustomIo(&Demuxer::ReadStream, /*seek=*/nullptr); !status.ok()) {
+    if (auto input_error = input.read_error(); !input_error.ok()) return input_error;
+    return status;
+  }
+  return demuxer;
+}
+
+absl::Status Demuxer::OpenCustomIo(int (*read)(void*, uint8_t*, int),
+                                   int64_t (*seek)(void*, int64_t, int)) {
+  auto* io_buffer = static_cast<unsigned char*>(av_malloc(kIoBufferBytes));
+  if (io_buffer == nullptr) return absl::ResourceExhaustedError("out of memory for the I/O buffer");
+  io_ = avio_alloc_context(io_buffer, kIoBufferBytes, /*write_flag=*/0, this, read,
+                           /*write_packet=*/nullptr, seek);
+  if (io_ == nullptr) {
+    av_free(io_buffer);
+    return absl::ResourceExhaustedError("out of memory for the I/O context");
+  }
+  format_ = avformat_alloc_context();
+  if (format_ == nullptr) return absl::ResourceExhaustedError("out of memory");
+  format_->pb = io_;
+  format_->flags |= AVFMT_FLAG_CUSTOM_IO;
+  // On failure avformat_open_input frees the context and nulls the pointer; the custom I/O context
+  // stays ours and the destructor frees it.
+  const int result = avformat_open_input(&format_, nullptr, nullptr, nullptr);
+  if (result < 0) {
+    return AvError(absl::StatusCode::kInvalidArgument,
+                   "input is not a video container FFmpeg can read", result);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenUri(const std::string& uri,
+                                                          const UriAllowlist& allowlist,
+                                                          Clock::time_point deadline) {
+  if (auto status = allowlist.Check(uri); !status.ok()) return status;
+  std::unique_ptr<Demuxer> demuxer(new Demuxer());
+  demuxer->allowlist_ = &allowlist;
+  demuxer->uri_ = uri;
+  demuxer->deadline_ = deadline;
+  AVFormatContext* format = avformat_alloc_context();
+  if (format == nullptr) return absl::ResourceExhaustedError("out of memory");
+  format->opaque = demuxer.get();
+  format->interrupt_callback = {&Demuxer::Interrupt, demuxer.get()};
+  demuxer->default_io_open_ = format->io_open;
+  format->io_open = &Demuxer::OpenNested;
+  demuxer->format_ = format;
+
+  AVDictionary* options = nullptr;
+  av_dict_set(&options, "protocol_whitelist", allowlist.ProtocolWhitelist().c_str(), 0);
+  // A redirect could lead to a host the allowlist does not name.
+  av_dict_set(&options, "max_redirects", "0", 0);
+  // HLS would otherwise fetch segments over its open connection, past OpenNested's check.
+  av_dict_set(&options, "http_persistent", "0", 0);
+  // On failure avformat_open_input frees the context and nulls format_.
+  const int result = avformat_open_input(&demuxer->format_, uri.c_str(), nullptr, &options);
+  av_dict_free(&options);
+  if (result < 0) {
+    if (auto status = demuxer->ReadError(); !status.ok()) return status;
+    return UriError(uri, result);
+  }
+  return demuxer;
+}
+
+Demuxer::~Demuxer() {
+  avformat_close_input(&format_);
+  if (io_ != nullptr) av_freep(&io_->buffer);
+  avio_context_free(&io_);
+}
+
+absl::Status Demuxer::ReadError() const {
+  if (input_ != nullptr) return input_->read_error();
+  if (!refused_.ok()) return refused_;
+  if (past_deadline_) {
+    return absl::DeadlineExceededError("the source did not deliver the video within the budget");
+  }
+  return absl::OkStatus();
+}
+
+int Demuxer::ReadMemory(void* opaque, uint8_t* buffer, int size) {
+  auto* self = static_cast<Demuxer*>(opaque);
+  const int64_t left = static_cast<int64_t>(self->bytes_.size()) - self->position_;
+  if (left <= 0) return AVERROR_EOF;
+  const int n = static_cast<int>(std::min<int64_t>(left, size));
+  std::memcpy(buffer, self->bytes_.data() + self->position_, n);
+  self->position_ += n;
+  return n;
+}
+
+int64_t Demuxer::SeekMemory(void* opaque, int64_t offset, int whence) {
+  auto* self = static_cast<Demuxer*>(opaque);
+  const auto size = static_cast<int64_t>(self->bytes_.size());
+  int64_t target = 0;
+  switch (whence & ~AVSEEK_FORCE) {
+    case AVSEEK_SIZE:
+      return size;
+    case SEEK_SET:
+      target = offset;
+      break;
+    case SEEK_CUR:
+      target = self->position_ + offset;
+      break;
+    case SEEK_END:
+      target = size + offset;
+      break;
+    default:
+      return AVERROR(EINVAL);
+  }
+  if (target < 0 || target > size) return AVERROR(EINVAL);
+  self->position_ = target;
+  return target;
+}
+
+int Demuxer::ReadStream(void* opaque, uint8_t* buffer, int size) {
+  auto* self = static_cast<Demuxer*>(opaque);
+  const int n = self->input_->Read(buffer, size, self->deadline_);
+  if (n < 0) return AVERROR_EXIT;
+  return n == 0 ? AVERROR_EOF : n;
+}
+
+int Demuxer::Interrupt(void* opaque) {
+  auto* self = static_cast<Demuxer*>(opaque);
+  if (Clock::now() >= self->deadline_) self->past_deadline_ = true;
+  // RTSP follows a redirect by itself, past max_redirects and OpenNested, rewriting the URL; stop
+  // it before it sends the new host anything.
+  if (self->refused_.ok() && self->format_ != nullptr && self->format_->url != nullptr &&
+      self->uri_ != self->format_->url) {
+    self->refused_ = absl::UnavailableError(absl::StrCat(
+        "'", self->uri_, "' redirects to '", self->format_->url, "'; redirects are not followed"));
+  }
+  return self->past_deadline_ || !self->refused_.ok() ? 1 : 0;
+}
+
+int Demuxer::OpenNested(AVFormatContext* format, AVIOContext** io, const char* url, int flags,
+                        AVDictionary** options) {
+  auto* self = static_cast<Demuxer*>(format->opaque);
+  if (auto status = self->allowlist_->Check(url); !status.ok()) {
+    self->refused_ = absl::PermissionDeniedError(
+        absl::StrCat("the source refers to a URI that is not allowed: ", status.message()));
+    return AVERROR(EPERM);
+  }
+  if (options != nullptr) av_dict_set(options, "max_redirects", "0", 0);
+  return self->default_io_open_(format, io, url, flags, options);
+}
+
+}  // namespace vidclf::media

@@ -1,0 +1,95 @@
+// Demuxes a container from memory, from bytes as they arrive, or from an allowed URI.
+#ifndef VIDCLF_MEDIA_DEMUXER_H_
+#define VIDCLF_MEDIA_DEMUXER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "media/av_util.h"
+#include "media/byte_stream.h"
+#include "media/uri_allowlist.h"
+
+namespace vidclf::media {
+
+// Owns an AVFormatContext and whatever it reads from. Not thread-safe; one demuxer serves one
+// reader.
+class Demuxer {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Reads a caller-owned buffer, which must outlive the demuxer, through a custom AVIOContext:
+  // no temporary files. INVALID_ARGUMENT when the bytes are not a container libavformat reads.
+  static absl::StatusOr<std::unique_ptr<Demuxer>> OpenMemory(absl::string_view bytes);
+
+  // Reads `input` as its bytes arrive, without seeking; `input` must outlive the demuxer. Reads
+  // wait for bytes until `deadline`. Errors as OpenMemory, or the input's own read_error().
+  static absl::StatusOr<std::unique_ptr<Demuxer>> OpenStream(ByteStream& input,
+                                                             Clock::time_point deadline);
+
+  // Opens `uri` when `allowlist` allows it, with FFmpeg's protocol_whitelist set from the
+  // allowlist and every URI a nested format opens (HLS segments, say) checked against it too.
+  // Redirects are not followed. Opening and reading give up at `deadline`. Errors:
+  //   PERMISSION_DENIED   the allowlist refuses the URI, or one that the source refers to
+  //   NOT_FOUND           no such file, or HTTP 404
+  //   UNAVAILABLE         the source cannot be reached, refuses to serve or redirects
+  //   DEADLINE_EXCEEDED   `deadline` passed
+  //   INVALID_ARGUMENT    what was fetched is not a container libavformat reads
+  static absl::StatusOr<std::unique_ptr<Demuxer>> OpenUri(const std::string& uri,
+                                                          const UriAllowlist& allowlist,
+                                                          Clock::time_point deadline);
+
+  ~Demuxer();
+  Demuxer(const Demuxer&) = delete;
+  Demuxer& operator=(const Demuxer&) = delete;
+
+  AVFormatContext* format() const { return format_; }
+
+  // Why a read failed, when the reason lies outside libav: the stream input's read_error(), a
+  // nested URI the allowlist refused, a redirect, or the deadline. OK otherwise.
+  absl::Status ReadError() const;
+
+ private:
+  Demuxer() = default;
+
+  // Wraps format_ around a custom AVIOContext reading with `read` (and seeking with `seek` when
+  // not null), then reads the container's header.
+  absl::Status OpenCustomIo(int (*read)(void*, uint8_t*, int),
+                            int64_t (*seek)(void*, int64_t, int));
+
+  static int ReadMemory(void* opaque, uint8_t* buffer, int size);
+  static int64_t SeekMemory(void* opaque, int64_t offset, int whence);
+  static int ReadStream(void* opaque, uint8_t* buffer, int size);
+  static int Interrupt(void* opaque);
+  static int OpenNested(AVFormatContext* format, AVIOContext** io, const char* url, int flags,
+                        AVDictionary** options);
+
+  // Memory input.
+  absl::string_view bytes_;
+  int64_t position_ = 0;
+  // Stream input.
+  ByteStream* input_ = nullptr;
+  // URI input.
+  const UriAllowlist* allowlist_ = nullptr;
+  std::string uri_;
+  decltype(AVFormatContext::io_open) default_io_open_ = nullptr;
+  absl::Status refused_;
+
+  Clock::time_point deadline_ = Clock::time_point::max();
+  bool past_deadline_ = false;
+  AVIOContext* io_ = nullptr;
+  AVFormatContext* format_ = nullptr;
+};
+
+// Whether the container arriving in `input` can be demuxed as it arrives, judged from its first
+// bytes (up to 64 KiB): false for an MP4/MOV whose media data come before its moov box, and for
+// any format not known to stream (AVI, for one). Reads nothing past what it peeks at. Waits for
+// those bytes until `deadline`; fails with the input's read_error().
+absl::StatusOr<bool> DemuxesAsItArrives(ByteStream& input, Demuxer::Clock::time_point deadline);
+
+}  // namespace vidclf::media
+
+#endif  // VIDCLF_MEDIA_DEMUXER_H_
