@@ -43,7 +43,8 @@ sanitize: deps
 bench-backbone: build
 	$(BUILD_DIR)/bin/vidclf-backbone-bench --threads 2 --rounds 9
 
-# Prints the table of docs/media-benchmark.md (a few minutes: it encodes four 60-second videos).
+# Prints the tables of docs/media-benchmark.md (about 5 minutes: it encodes four 60-second videos,
+# then times sparse sampling and all-frames decoding against the ffmpeg CLI).
 bench-media: build
 	$(BUILD_DIR)/bin/vidclf-media-bench --seconds 60 --rounds 5
 

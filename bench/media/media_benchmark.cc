@@ -1,10 +1,21 @@
-// What sparse sampling saves: decode time of 16 uniformly sampled frames with keyframe seeking and
-// non-reference skipping, against decoding every frame up to the last one wanted, and against
-// decoding all frames. The variants take turns within each round on the same bytes. Test videos
-// are made with the ffmpeg CLI into a temporary directory. Prints a Markdown table (medians) for
-// docs/media-benchmark.md.
+// Two tables for docs/media-benchmark.md (medians), from test videos made with the ffmpeg CLI into
+// a temporary directory:
 //
-//   vidclf-media-bench [--seconds 60] [--rounds 5]
+// 1. What sparse sampling saves: decode time of 16 uniformly sampled frames with keyframe seeking
+//    and non-reference skipping, against decoding every frame up to the last one wanted, and
+//    against decoding all frames. The variants take turns within each round on the same bytes.
+// 2. All-frames throughput against the ffmpeg CLI, for each decoder thread count N: DecodeClip
+//    keeping and converting every frame, `ffmpeg -threads N -i FILE -f null -` on the same file,
+//    and the CLI doing the same resize, crop and RGB conversion as ours (on one filter thread, as
+//    ours converts on the calling thread). The three take turns within each round. The CLI is
+//    timed wall-clock from spawn to exit, so its figures include process start, which is measured
+//    on a one-frame file and printed under the table.
+//
+//   vidclf-media-bench [--seconds 60] [--rounds 5] [--threads 1,2]
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -18,11 +29,16 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "bench/median.h"
 #include "media/clip_decoder.h"
 
 ABSL_FLAG(int, seconds, 60, "Length of each test video, at 30 frames per second.");
 ABSL_FLAG(int, rounds, 5, "Timed rounds; the median is reported.");
+ABSL_FLAG(std::string, threads, "1,2", "Decoder thread counts of the all-frames comparison.");
+
+extern char** environ;
 
 namespace {
 
@@ -30,6 +46,12 @@ using vidclf::bench::Median;
 using vidclf::media::ClipOptions;
 using vidclf::media::DecodeClip;
 using vidclf::media::DecodedClip;
+using vidclf::media::SamplingStrategy;
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 struct Video {
   std::string label;
@@ -44,10 +66,60 @@ struct Variant {
   int64_t frames_decoded = 0;
 };
 
+// The conversion of the all-frames comparison, for both sides.
+constexpr int kResizeShorterSide = 128;
+constexpr int kCropSize = 112;
+
+// `ffmpeg -threads N -i FILE -f null -`, decoding every frame and discarding it; with a non-empty
+// `filter`, each frame goes through that filter graph (on one thread) first.
+std::vector<std::string> FfmpegDecodeCommand(const std::string& path, int threads,
+                                             const std::string& filter) {
+  std::vector<std::string> args = {
+      "ffmpeg",   "-hide_banner",         "-nostdin", "-loglevel", "error",
+      "-threads", std::to_string(threads)};
+  if (!filter.empty()) args.insert(args.end(), {"-filter_threads", "1"});
+  args.insert(args.end(), {"-i", path});
+  if (!filter.empty()) args.insert(args.end(), {"-vf", filter});
+  args.insert(args.end(), {"-f", "null", "-"});
+  return args;
+}
+
+// Wall-clock seconds of running `args` (args[0] looked up in PATH), from spawn to exit; -1 if it
+// fails. Spawned without a shell, so only the program's own start is counted.
+double TimeCommand(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const auto start = Clock::now();
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+  return SecondsSince(start);
+}
+
+// One row of the all-frames table: every side at one decoder thread count.
+struct AllFramesRow {
+  int threads = 1;
+  std::vector<double> ffmpeg_seconds;
+  std::vector<double> ffmpeg_converting_seconds;
+  std::vector<double> ours_seconds;
+  std::vector<double> ours_decode_seconds;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  std::vector<int> thread_counts;
+  for (absl::string_view field : absl::StrSplit(absl::GetFlag(FLAGS_threads), ',')) {
+    int threads = 0;
+    if (!absl::SimpleAtoi(field, &threads) || threads < 1) {
+      std::cerr << "--threads wants positive integers separated by commas\n";
+      return 1;
+    }
+    thread_counts.push_back(threads);
+  }
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("vidclf-media-bench-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
@@ -62,6 +134,7 @@ int main(int argc, char** argv) {
   std::cout << "| video (" << absl::GetFlag(FLAGS_seconds) << " s, 640×360, 30 fps, " << frames
             << " frames) | variant | frames decoded | ms (median) | time vs decode through |\n"
             << "|---|---|---|---|---|\n";
+  std::vector<std::string> contents;  // each video's bytes, kept for the second table
   for (const Video& video : videos) {
     const std::string path = (dir / video.file).string();
     const std::string command =
@@ -75,7 +148,8 @@ int main(int argc, char** argv) {
     std::ifstream file(path, std::ios::binary);
     std::stringstream bytes;
     bytes << file.rdbuf();
-    const std::string data = bytes.str();
+    contents.push_back(bytes.str());
+    const std::string& data = contents.back();
 
     std::vector<Variant> variants(3);
     for (Variant& variant : variants) {
@@ -110,6 +184,92 @@ int main(int argc, char** argv) {
                 << std::setprecision(2) << median / through << " |\n";
     }
   }
+
+  const std::string convert_filter = "scale=-2:" + std::to_string(kResizeShorterSide) +
+                                     ":flags=bilinear,crop=" + std::to_string(kCropSize) + ":" +
+                                     std::to_string(kCropSize) + ",format=rgb24";
+  std::cout << "\n| video | decoder threads | ffmpeg -f null (frames/s) | ours (frames/s) | "
+               "ours vs ffmpeg | ours, decode part (frames/s) | decode part vs ffmpeg | "
+               "ffmpeg, same conversion (frames/s) | ours vs that |\n"
+            << "|---|---|---|---|---|---|---|---|---|\n";
+  for (size_t v = 0; v < videos.size(); ++v) {
+    const std::string path = (dir / videos[v].file).string();
+    std::vector<AllFramesRow> rows;
+    for (int threads : thread_counts) {
+      rows.emplace_back();
+      rows.back().threads = threads;
+    }
+    for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
+      for (AllFramesRow& row : rows) {
+        // Rotate which side goes first, so that none always finds the caches warmer.
+        for (int turn = 0; turn < 3; ++turn) {
+          const int side = (turn + round) % 3;
+          if (side < 2) {
+            const double seconds = TimeCommand(
+                FfmpegDecodeCommand(path, row.threads, side == 0 ? "" : convert_filter));
+            if (seconds < 0) {
+              std::cerr << "ffmpeg failed on " << path << "\n";
+              return 1;
+            }
+            (side == 0 ? row.ffmpeg_seconds : row.ffmpeg_converting_seconds).push_back(seconds);
+            continue;
+          }
+          ClipOptions options;
+          options.sampling.strategy = SamplingStrategy::kAll;
+          options.sampling.num_frames = 0;
+          options.preprocess.resize_shorter_side = kResizeShorterSide;
+          options.preprocess.crop_size = kCropSize;
+          options.decoder_threads = row.threads;
+          const auto start = Clock::now();
+          absl::StatusOr<DecodedClip> clip = DecodeClip(contents[v], options);
+          const double seconds = SecondsSince(start);
+          if (!clip.ok()) {
+            std::cerr << videos[v].file << ": " << clip.status() << "\n";
+            return 1;
+          }
+          if (clip->num_frames != frames) {
+            std::cerr << videos[v].file << ": kept " << clip->num_frames << " of " << frames
+                      << " frames\n";
+            return 1;
+          }
+          row.ours_seconds.push_back(seconds);
+          row.ours_decode_seconds.push_back(clip->decode_seconds);
+        }
+      }
+    }
+    for (const AllFramesRow& row : rows) {
+      const double ffmpeg = frames / Median(row.ffmpeg_seconds);
+      const double converting = frames / Median(row.ffmpeg_converting_seconds);
+      const double ours = frames / Median(row.ours_seconds);
+      const double decode = frames / Median(row.ours_decode_seconds);
+      std::cout << "| " << videos[v].label << " | " << row.threads << std::fixed << " | "
+                << std::setprecision(0) << ffmpeg << " | " << ours << " | " << std::setprecision(2)
+                << ours / ffmpeg << " | " << std::setprecision(0) << decode << " | "
+                << std::setprecision(2) << decode / ffmpeg << " | " << std::setprecision(0)
+                << converting << " | " << std::setprecision(2) << ours / converting << " |\n";
+    }
+  }
+
+  // What process start, probing and one frame cost the CLI, to read its figures above by.
+  const std::string one_frame = (dir / "one-frame.mp4").string();
+  const std::string command =
+      "ffmpeg -nostdin -v error -y -f lavfi -i testsrc2=size=640x360:rate=30 -frames:v 1 "
+      "-c:v libx264 '" +
+      one_frame + "'";
+  if (std::system(command.c_str()) != 0) {
+    std::cerr << "cannot make " << one_frame << "\n";
+    return 1;
+  }
+  std::vector<double> start_seconds;
+  for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
+    start_seconds.push_back(TimeCommand(FfmpegDecodeCommand(one_frame, 1, "")));
+    if (start_seconds.back() < 0) {
+      std::cerr << "ffmpeg failed on " << one_frame << "\n";
+      return 1;
+    }
+  }
+  std::cout << "\n`ffmpeg -threads 1 -i FILE -f null -` on a one-frame H.264 file: "
+            << std::setprecision(0) << Median(start_seconds) * 1e3 << " ms (median).\n";
   std::filesystem::remove_all(dir);
   return 0;
 }
