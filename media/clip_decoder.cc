@@ -135,9 +135,14 @@ struct FrameTable {
   int read_error = 0;
 };
 
-bool PastBudget(Clock::time_point deadline, const ClipOptions& options) {
-  return options.decode_timeout_ms > 0 && Clock::now() >= deadline;
+// When the decode budget ends; never without one.
+Clock::time_point DeadlineFrom(Clock::time_point start, const ClipOptions& options) {
+  return options.decode_timeout_ms > 0
+             ? start + std::chrono::milliseconds(options.decode_timeout_ms)
+             : Clock::time_point::max();
 }
+
+bool PastBudget(Clock::time_point deadline) { return Clock::now() >= deadline; }
 
 // The DEADLINE_EXCEEDED error; `progress` says how far decoding got.
 absl::Status BudgetExceeded(const ClipOptions& options, absl::string_view progress) {
@@ -229,7 +234,7 @@ absl::StatusOr<FrameTable> ReadFrameTable(AVFormatContext* format, int stream_in
             absl::StrCat("video has more than ", options.max_total_frames, " frames, the limit"));
       }
     }
-    if (table.count % 64 == 0 && PastBudget(deadline, options)) {
+    if (table.count % 64 == 0 && PastBudget(deadline)) {
       return BudgetExceeded(options, absl::StrCat("listing frames: ", table.count, " so far"));
     }
   }
@@ -370,7 +375,7 @@ class SampledDecode {
         return AvError(absl::StatusCode::kInvalidArgument, "video decoding failed", sent);
       }
       if (auto status = Drain(decoder, frame.get()); !status.ok()) return status;
-      if (PastBudget(deadline, options)) {
+      if (PastBudget(deadline)) {
         return BudgetExceeded(
             options, absl::StrCat(clip_.frames_decoded, " of ", table_.count, " frames decoded"));
       }
@@ -557,12 +562,6 @@ absl::Status CheckOptions(const ClipOptions& options) {
   return absl::OkStatus();
 }
 
-Clock::time_point DeadlineFrom(Clock::time_point start, const ClipOptions& options) {
-  return options.decode_timeout_ms > 0
-             ? start + std::chrono::milliseconds(options.decode_timeout_ms)
-             : Clock::time_point::max();
-}
-
 // Whether libav's error code says that a connection broke, rather than that the data is bad.
 bool IsConnectionError(int error_code) {
   for (const int code : {EIO, ECONNRESET, ECONNREFUSED, ECONNABORTED, ETIMEDOUT, EPIPE, ENETUNREACH,
@@ -575,8 +574,8 @@ bool IsConnectionError(int error_code) {
 // Lists and decodes a source that can be read only once (a stream, a URI), keeping its video
 // packets in memory for the decode.
 absl::StatusOr<DecodedClip> DecodeSinglePass(const Demuxer& demuxer, Clock::time_point start,
+                                             Clock::time_point deadline,
                                              const ClipOptions& options) {
-  const Clock::time_point deadline = DeadlineFrom(start, options);
   PacketList packets;
   auto listed = ListVideo(demuxer.format(), deadline, options, &packets);
   if (auto status = demuxer.ReadError(); !status.ok()) return status;
@@ -604,13 +603,13 @@ absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOption
   }
   if (auto status = CheckOptions(options); !status.ok()) return status;
   const auto start = Clock::now();
+  const Clock::time_point deadline = DeadlineFrom(start, options);
 
   // First pass: find the video stream and list its frames, so that sampling knows the length.
   // The second pass, over a fresh demuxer, decodes and may seek.
   auto probe = Demuxer::OpenMemory(bytes);
   if (!probe.ok()) return probe.status();
-  auto listed = ListVideo((*probe)->format(), DeadlineFrom(start, options), options,
-                          /*keep=*/nullptr);
+  auto listed = ListVideo((*probe)->format(), deadline, options, /*keep=*/nullptr);
   if (!listed.ok()) return listed.status();
   const int stream_index = listed->stream.index;
   return DecodeListed(
@@ -624,7 +623,7 @@ absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOption
         }
         return std::make_unique<DemuxerPacketReader>(*std::move(demuxer), stream_index);
       },
-      start, DeadlineFrom(start, options), options);
+      start, deadline, options);
 }
 
 absl::StatusOr<DecodedClip> DecodeClipFromStream(ByteStream& input, const ClipOptions& options) {
@@ -658,16 +657,17 @@ absl::StatusOr<DecodedClip> DecodeClipFromStream(ByteStream& input, const ClipOp
   input.DropReadBytes();
   auto demuxer = Demuxer::OpenStream(input, deadline);
   if (!demuxer.ok()) return demuxer.status();
-  return DecodeSinglePass(**demuxer, start, options);
+  return DecodeSinglePass(**demuxer, start, deadline, options);
 }
 
 absl::StatusOr<DecodedClip> DecodeClipFromUri(const std::string& uri, const UriAllowlist& allowlist,
                                               const ClipOptions& options) {
   if (auto status = CheckOptions(options); !status.ok()) return status;
   const auto start = Clock::now();
-  auto demuxer = Demuxer::OpenUri(uri, allowlist, DeadlineFrom(start, options));
+  const Clock::time_point deadline = DeadlineFrom(start, options);
+  auto demuxer = Demuxer::OpenUri(uri, allowlist, deadline);
   if (!demuxer.ok()) return demuxer.status();
-  return DecodeSinglePass(**demuxer, start, options);
+  return DecodeSinglePass(**demuxer, start, deadline, options);
 }
 
 }  // namespace vidclf::media
