@@ -49,8 +49,8 @@ bool ByteStream::WaitForBytes(std::unique_lock<std::mutex>& lock, int64_t end,
   if (deadline == Clock::time_point::max()) {
     arrived_.wait(lock, arrived);
   } else if (!arrived_.wait_until(lock, deadline, arrived)) {
-    error_ = absl::DeadlineExceededError(
-        absl::StrCat("the input stopped arriving (", received_, " bytes received)"));
+    error_ = absl::DeadlineExceededError(absl::StrCat(
+        "the decode budget ran out while waiting for more input (", received_, " bytes received)"));
   }
   return error_.ok();
 }

@@ -74,6 +74,10 @@ absl::StatusOr<VideoStream> FindVideoStream(AVFormatContext* format, const ClipO
   const std::string max_pixels =
       std::to_string(static_cast<int64_t>(options.max_frame_side) * options.max_frame_side);
   for (auto& dict : probe_options) av_dict_set(&dict, "max_pixels", max_pixels.c_str(), 0);
+  // Probing may read this much media to fill in the streams' parameters. FFmpeg's default, 5 s,
+  // is 5 s of waiting before the first frame of a live feed (MPEG-TS from a camera reads all of
+  // it); 1 s finds every stream of the decode matrix's containers.
+  if (format->max_analyze_duration == 0) format->max_analyze_duration = AV_TIME_BASE;
   const int probed = avformat_find_stream_info(format, probe_options.data());
   for (auto& dict : probe_options) av_dict_free(&dict);
   if (probed < 0) {

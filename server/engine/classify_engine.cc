@@ -108,7 +108,8 @@ absl::StatusOr<ClassifyResult> ClassifyEngine::Classify(const ClassifyInput& inp
       clip.decode_timeout_ms = std::max<int64_t>(1, remaining_ms);
     }
   }
-  const VideoSource source = input.uri.empty()
+  const VideoSource source = input.stream ? VideoSource::Stream(input.stream.get())
+                             : input.uri.empty()
                                  ? VideoSource::Bytes(input.video)
                                  : VideoSource::Uri(input.uri, &options_.uri_allowlist);
   absl::StatusOr<EmbeddedVideo> embedded = DecodeAndEmbed(model, source, clip, input.deadline);

@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "media/byte_stream.h"
 #include "media/clip_decoder.h"
 #include "media/uri_allowlist.h"
 #include "server/engine/model_repository.h"
@@ -48,6 +49,10 @@ struct ClassifyInput {
   absl::string_view video;
   // Or, when not empty, a URI to pull the video from (EngineOptions::uri_allowlist rules).
   std::string uri;
+  // Or, when set, chunks that a producer appends while the engine decodes them (an upload in
+  // progress). The producer closes the stream's reader once `done` has been called, so that a
+  // request refused before decoding does not leave it accepting chunks.
+  std::shared_ptr<media::ByteStream> stream;
   // Empty selects the default model.
   std::string model;
   // Ranked labels to return; 0 means 5. Capped at the model's number of labels.
@@ -92,6 +97,8 @@ class ClassifyEngine {
 
   // Runs a request on the calling thread. Thread-safe.
   absl::StatusOr<ClassifyResult> Classify(const ClassifyInput& input) const;
+
+  const EngineOptions& options() const { return options_; }
 
  private:
   struct Job {

@@ -8,8 +8,9 @@
 namespace vidclf::engine {
 
 absl::StatusOr<media::DecodedClip> VideoSource::Decode(const media::ClipOptions& clip) const {
-  if (uri.empty()) return media::DecodeClip(bytes, clip);
-  return media::DecodeClipFromUri(uri, *allowlist, clip);
+  if (stream != nullptr) return media::DecodeClipFromStream(*stream, clip);
+  if (!uri.empty()) return media::DecodeClipFromUri(uri, *allowlist, clip);
+  return media::DecodeClip(bytes, clip);
 }
 
 absl::StatusOr<EmbeddedVideo> DecodeAndEmbed(const model::VideoModel& model,

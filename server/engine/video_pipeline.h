@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "media/byte_stream.h"
 #include "media/clip_decoder.h"
 #include "media/uri_allowlist.h"
 #include "model/video_model.h"
@@ -26,17 +27,19 @@ struct EmbeddedVideo {
   double embed_seconds = 0;
 };
 
-// Where a video comes from: its bytes in memory, or a URI that the server pulls when `allowlist`
-// allows it.
+// Where a video comes from: its bytes in memory, chunks arriving in a stream, or a URI that the
+// server pulls when `allowlist` allows it. What is pointed to must outlive the decode.
 struct VideoSource {
-  static VideoSource Bytes(absl::string_view bytes) { return {bytes, "", nullptr}; }
+  static VideoSource Bytes(absl::string_view bytes) { return {bytes, nullptr, "", nullptr}; }
+  static VideoSource Stream(media::ByteStream* stream) { return {"", stream, "", nullptr}; }
   static VideoSource Uri(std::string uri, const media::UriAllowlist* allowlist) {
-    return {"", std::move(uri), allowlist};
+    return {"", nullptr, std::move(uri), allowlist};
   }
 
   absl::StatusOr<media::DecodedClip> Decode(const media::ClipOptions& clip) const;
 
-  absl::string_view bytes;  // must outlive the decode
+  absl::string_view bytes;
+  media::ByteStream* stream = nullptr;
   std::string uri;
   const media::UriAllowlist* allowlist = nullptr;
 };

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A second-language client: Python's grpcio against the real vidclf-server on loopback.
 
-Checks Classify, the health service, server reflection and the /metrics page (with promtool).
+Checks Classify, ClassifyUpload, the health service, server reflection and the /metrics page (with
+promtool).
 Usage: python_client_test.py SERVER_BINARY TRAIN_BINARY PROTO_DIR
 """
 import os
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 import urllib.request
 
@@ -88,6 +90,65 @@ class PythonClientTest(unittest.TestCase):
         self.assertAlmostEqual(sum(e.score for e in response.top_k), 1.0, places=5)
         self.assertEqual(response.frames_used, 4)
         self.assertEqual(len(response.frame_timestamps_seconds), 4)
+
+    def upload(self, messages, timeout=60):
+        call = self.channel.stream_unary(
+            "/vidclf.v1.VideoClassifier/ClassifyUpload",
+            request_serializer=self.pb.ClassifyUploadRequest.SerializeToString,
+            response_deserializer=self.pb.ClassifyResponse.FromString)
+        return call.future(messages, timeout=timeout)
+
+    def chunks(self, data, size):
+        return (self.pb.ClassifyUploadRequest(chunk=data[i:i + size])
+                for i in range(0, len(data), size))
+
+    def test_upload_scores_as_classify(self):
+        expected = self.classify(self.pb.ClassifyRequest(video=self.video, top_k=4))
+        settings = self.pb.ClassifyUploadRequest(settings=self.pb.ClassifyRequest(top_k=4))
+        response = self.upload(iter([settings, *self.chunks(self.video, 1000)])).result()
+        self.assertEqual([e.label for e in response.top_k], [e.label for e in expected.top_k])
+        for got, want in zip(response.top_k, expected.top_k):
+            self.assertAlmostEqual(got.score, want.score, places=5)
+        self.assertEqual(list(response.frame_timestamps_seconds),
+                         list(expected.frame_timestamps_seconds))
+
+    def test_upload_is_answered_before_it_ends(self):
+        # A 10 s Matroska stream; the client sends its first half and then waits, as a camera
+        # would, until the answer has come. Three frames are settled long before that.
+        mkv = os.path.join(self.tmp.name, "long.mkv")
+        subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                        "testsrc2=size=160x120:rate=25", "-t", "10", "-c:v", "libx264", mkv],
+                       check=True)
+        with open(mkv, "rb") as video:
+            data = video.read()
+        answered = threading.Event()
+
+        def messages():
+            sampling = self.pb.SamplingOptions(strategy="window", num_frames=3)
+            yield self.pb.ClassifyUploadRequest(
+                settings=self.pb.ClassifyRequest(sampling=sampling))
+            yield from self.chunks(data[:len(data) // 2], 4096)
+            answered.wait(timeout=60)
+
+        future = self.upload(messages())
+        try:
+            response = future.result(timeout=30)
+            self.assertFalse(answered.is_set())
+        finally:
+            answered.set()
+        self.assertEqual(response.frames_used, 3)
+        self.assertEqual([round(t, 3) for t in response.frame_timestamps_seconds],
+                         [0.0, 0.04, 0.08])
+
+    def test_upload_errors(self):
+        with self.assertRaises(grpc.RpcError) as error:
+            self.upload(iter([])).result()
+        self.assertEqual(error.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        with self.assertRaises(grpc.RpcError) as error:
+            bad = self.pb.ClassifyUploadRequest(settings=self.pb.ClassifyRequest(video=b"x"))
+            self.upload(iter([bad])).result()
+        self.assertEqual(error.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("cannot carry a video", error.exception.details())
 
     def test_invalid_argument_then_serving(self):
         with self.assertRaises(grpc.RpcError) as error:

@@ -52,6 +52,9 @@ class ServerTest : public ::testing::Test {
     ASSERT_TRUE((*transformer)->Save(*dir_ + "/repo/tiny-transformer/1").ok());
     testing::MakeVideo("-f lavfi -i testsrc2=size=160x120:rate=10 -frames:v 20 -c:v libx264",
                        *dir_ + "/clip.mp4");
+    // The same frames in Matroska, which the server decodes while the upload arrives (the MP4
+    // above has its index at the end, so the server holds it whole first).
+    testing::MakeVideo("-i " + *dir_ + "/clip.mp4 -c copy", *dir_ + "/clip.mkv");
     std::filesystem::create_directories(*dir_ + "/pullable");
     std::filesystem::copy_file(*dir_ + "/clip.mp4", *dir_ + "/pullable/clip.mp4");
     auto server = testing::ServerProcess::Start(
@@ -80,6 +83,38 @@ class ServerTest : public ::testing::Test {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     return stub->Classify(&context, request, response);
+  }
+
+  // Sends `messages` on one ClassifyUpload call, then ends the upload, or cancels the call when
+  // `cancel` is set.
+  static grpc::Status Upload(const std::vector<v1::ClassifyUploadRequest>& messages,
+                             v1::ClassifyResponse* response, bool cancel = false) {
+    auto stub = v1::VideoClassifier::NewStub(
+        grpc::CreateChannel(server_->grpc_address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    auto writer = stub->ClassifyUpload(&context, response);
+    for (const auto& message : messages) {
+      if (!writer->Write(message)) break;
+    }
+    if (cancel) {
+      context.TryCancel();
+    } else {
+      writer->WritesDone();
+    }
+    return writer->Finish();
+  }
+
+  // The settings message, then `bytes` in chunks of `chunk_bytes`.
+  static std::vector<v1::ClassifyUploadRequest> UploadMessages(const v1::ClassifyRequest& settings,
+                                                               const std::string& bytes,
+                                                               size_t chunk_bytes) {
+    std::vector<v1::ClassifyUploadRequest> messages(1);
+    *messages[0].mutable_settings() = settings;
+    for (size_t offset = 0; offset < bytes.size(); offset += chunk_bytes) {
+      messages.emplace_back().set_chunk(bytes.substr(offset, chunk_bytes));
+    }
+    return messages;
   }
 
   static std::string* dir_;
@@ -145,6 +180,97 @@ TEST_F(ServerTest, PullsAVideoFromAnAllowedUriOnly) {
     const grpc::Status status = Call(request, &response);
     EXPECT_EQ(status.error_code(), code) << uri << ": " << status.error_message();
   }
+}
+
+// The same video uploaded in chunks, from a file or a pipe, in a container the server holds
+// whole (MP4 with its index last) or decodes as it arrives (Matroska), scores as Classify does.
+TEST_F(ServerTest, UploadsInChunksWithTheScoresOfClassify) {
+  v1::ClassifyRequest whole;
+  whole.set_video(testing::ReadFile(*dir_ + "/clip.mp4"));
+  whole.set_top_k(3);
+  v1::ClassifyResponse expected;
+  ASSERT_TRUE(Call(whole, &expected).ok());
+
+  for (const std::string& arguments : {"upload " + *dir_ + "/clip.mp4 --chunk-kib 1",
+                                       "upload - --chunk-kib 4 < " + *dir_ + "/clip.mkv"}) {
+    int exit_code = 0;
+    const std::string output = Client(arguments + " --json --top-k 3", &exit_code);
+    ASSERT_EQ(exit_code, 0) << arguments << ": " << output;
+    const nlohmann::json json = nlohmann::json::parse(output);
+    ASSERT_EQ(json["top_k"].size(), 3u) << arguments;
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(json["top_k"][i]["label"], expected.top_k(i).label()) << arguments;
+      EXPECT_NEAR(json["top_k"][i]["score"].get<double>(), expected.top_k(i).score(), 1e-6)
+          << arguments;
+    }
+    EXPECT_EQ(json["frame_timestamps_seconds"].size(), 4u) << arguments;
+  }
+}
+
+// A live feed never ends: with a sampling that has a frame count, the answer comes once those
+// frames have arrived and the client stops sending. The feed here would last ten minutes.
+TEST_F(ServerTest, ClassifiesALiveFeedBeforeItEnds) {
+  int exit_code = 0;
+  const std::string output = testing::RunCommand(
+      "ffmpeg -nostdin -loglevel error -re -f lavfi -i testsrc2=size=160x120:rate=25 -t 600 "
+      "-c:v libx264 -g 25 -f mpegts - 2>/dev/null | timeout 120 " VIDCLF_CLIENT_BINARY
+      " upload - --sampling window --num-frames 4 --chunk-kib 16 --json --server " +
+          server_->grpc_address(),
+      &exit_code);
+  ASSERT_EQ(exit_code, 0) << output;
+  const nlohmann::json json = nlohmann::json::parse(output);
+  EXPECT_EQ(json["frames_used"], 4);
+  const std::vector<double> times = json["frame_timestamps_seconds"];
+  EXPECT_THAT(times, ElementsAre(DoubleNear(0, 1e-3), DoubleNear(0.04, 1e-3),
+                                 DoubleNear(0.08, 1e-3), DoubleNear(0.12, 1e-3)));
+}
+
+TEST_F(ServerTest, RefusesBadUploadsAndKeepsServing) {
+  const std::string mp4 = testing::ReadFile(*dir_ + "/clip.mp4");
+  v1::ClassifyResponse response;
+  grpc::Status status = Upload({}, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("the upload had no message"));
+
+  v1::ClassifyRequest with_video;
+  with_video.set_video(mp4);
+  status = Upload(UploadMessages(with_video, mp4, 4096), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("cannot carry a video or a uri"));
+
+  std::vector<v1::ClassifyUploadRequest> late_settings =
+      UploadMessages(v1::ClassifyRequest(), mp4, 4096);
+  late_settings[2].mutable_settings()->set_top_k(2);
+  status = Upload(late_settings, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("settings in its first message only"));
+
+  v1::ClassifyRequest unknown_model;
+  unknown_model.set_model("nope");
+  status = Upload(UploadMessages(unknown_model, mp4, 4096), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  status = Upload(UploadMessages(v1::ClassifyRequest(), std::string(50000, 'x'), 4096), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("not a video container"));
+
+  // Past the server's 64 MiB limit: the MP4 is held whole, so every byte counts.
+  std::vector<v1::ClassifyUploadRequest> too_large =
+      UploadMessages(v1::ClassifyRequest(), mp4, 4096);
+  for (int i = 0; i < 65; ++i) too_large.emplace_back().set_chunk(std::string(1 << 20, '\0'));
+  status = Upload(too_large, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("input is over 67108864 bytes"));
+
+  const std::vector<v1::ClassifyUploadRequest> half =
+      UploadMessages(v1::ClassifyRequest(), mp4.substr(0, mp4.size() / 2), 4096);
+  status = Upload(half, &response, /*cancel=*/true);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
+
+  v1::ClassifyResponse good;
+  status = Upload(UploadMessages(v1::ClassifyRequest(), mp4, 4096), &good);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(good.frames_used(), 4u);
 }
 
 TEST_F(ServerTest, ScoresOfAllLabelsSumToOne) {
@@ -279,10 +405,12 @@ TEST_F(ServerTest, HealthServiceAnswersServing) {
 TEST_F(ServerTest, MetricsPassPromtoolAndCountRequestsByCode) {
   v1::ClassifyResponse response;
   Call(v1::ClassifyRequest(), &response);  // one INVALID_ARGUMENT for certain
+  Upload({}, &response);                   // and one for the upload method
   auto metrics = testing::HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_THAT(*metrics, HasSubstr("vidclf_requests_total{"));
-  EXPECT_THAT(*metrics, HasSubstr("code=\"INVALID_ARGUMENT\""));
+  EXPECT_THAT(*metrics, HasSubstr("code=\"INVALID_ARGUMENT\",method=\"Classify\""));
+  EXPECT_THAT(*metrics, HasSubstr("code=\"INVALID_ARGUMENT\",method=\"ClassifyUpload\""));
   EXPECT_THAT(*metrics, HasSubstr("vidclf_request_duration_seconds_bucket{"));
   EXPECT_THAT(*metrics, HasSubstr("process_resident_memory_bytes "));
 

@@ -157,7 +157,7 @@ TEST_F(StreamSourceTest, MoovAtTheEndWaitsForTheEnd) {
   options.decode_timeout_ms = 300;
   absl::StatusOr<DecodedClip> clip = DecodeClipFromStream(input, options);
   EXPECT_EQ(clip.status().code(), absl::StatusCode::kDeadlineExceeded) << clip.status();
-  EXPECT_THAT(clip.status().message(), HasSubstr("stopped arriving"));
+  EXPECT_THAT(clip.status().message(), HasSubstr("waiting for more input"));
 }
 
 TEST_F(StreamSourceTest, StalledProducerRunsIntoTheBudget) {
