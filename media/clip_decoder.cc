@@ -10,9 +10,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "media/demuxer.h"
 #include "media/frame_sampler.h"
 
@@ -44,13 +48,58 @@ std::string DescribeInput(const AVFormatContext& format) {
                       ", streams: ", streams.empty() ? "none" : absl::StrJoin(streams, ", "));
 }
 
-absl::Status CheckFrameSize(int width, int height, const ClipOptions& options) {
+absl::Status CheckFrameSize(int64_t width, int64_t height, const ClipOptions& options) {
   if (width > options.max_frame_side || height > options.max_frame_side) {
     return absl::ResourceExhaustedError(absl::StrCat("video frames are ", width, "x", height,
                                                      "; the limit is ", options.max_frame_side,
                                                      " pixels on either side"));
   }
   return absl::OkStatus();
+}
+
+// Bytes enough to hold a y4m stream header or a PNM image header.
+constexpr int64_t kRawHeaderBytes = 1024;
+
+// Checks the picture size that a y4m stream header ("YUV4MPEG2 W640 H480 ...") or a PNM image
+// header ("P6 640 480 255", PAM's "WIDTH 640") at the start of `head` declares. libavformat and
+// the PNM decoder turn down sizes past their own bound (about 16384x16384) as invalid data
+// before anyone can read the size, which would hide that a limit was hit. Other inputs pass.
+absl::Status CheckRawHeaderFrameSize(absl::string_view head, const ClipOptions& options) {
+  std::vector<absl::string_view> tokens;        // whitespace-separated, PNM comments left out
+  size_t header_end = absl::string_view::npos;  // P1 to P6: the first tokens are the header
+  if (absl::StartsWith(head, "YUV4MPEG2")) header_end = head.find('\n');
+  if (absl::StartsWith(head, "P7")) header_end = head.find("ENDHDR");
+  for (absl::string_view rest = head.substr(0, header_end); !rest.empty() && tokens.size() < 16;) {
+    const size_t begin = rest.find_first_not_of(" \t\r\n");
+    if (begin == absl::string_view::npos) break;
+    if (rest[begin] == '#') {
+      const size_t line_end = rest.find('\n', begin);
+      rest.remove_prefix(line_end == absl::string_view::npos ? rest.size() : line_end);
+      continue;
+    }
+    const size_t end = std::min(rest.size(), rest.find_first_of(" \t\r\n#", begin));
+    tokens.push_back(rest.substr(begin, end - begin));
+    rest.remove_prefix(end);
+  }
+  int64_t width = -1, height = -1;
+  const auto number = [](absl::string_view text, int64_t* value) {
+    return absl::SimpleAtoi(text, value) && *value >= 0;
+  };
+  if (!tokens.empty() && tokens[0] == "YUV4MPEG2") {
+    for (absl::string_view token : tokens) {
+      if (absl::ConsumePrefix(&token, "W")) number(token, &width);
+      if (absl::ConsumePrefix(&token, "H")) number(token, &height);
+    }
+  } else if (!tokens.empty() && tokens[0] == "P7") {
+    for (size_t i = 1; i + 1 < tokens.size(); ++i) {
+      if (tokens[i] == "WIDTH") number(tokens[i + 1], &width);
+      if (tokens[i] == "HEIGHT") number(tokens[i + 1], &height);
+    }
+  } else if (tokens.size() >= 3 && tokens[0].size() == 2 && tokens[0][0] == 'P' &&
+             tokens[0][1] >= '1' && tokens[0][1] <= '6') {
+    if (!number(tokens[1], &width) || !number(tokens[2], &height)) width = height = -1;
+  }
+  return CheckFrameSize(width, height, options);
 }
 
 struct VideoStream {
@@ -606,6 +655,10 @@ absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOption
         absl::StrCat("input is ", bytes.size(), " bytes; the limit is ", options.max_input_bytes));
   }
   if (auto status = CheckOptions(options); !status.ok()) return status;
+  if (auto status = CheckRawHeaderFrameSize(bytes.substr(0, kRawHeaderBytes), options);
+      !status.ok()) {
+    return status;
+  }
   const auto start = Clock::now();
   const Clock::time_point deadline = DeadlineFrom(start, options);
 
@@ -658,6 +711,9 @@ absl::StatusOr<DecodedClip> DecodeClipFromStream(ByteStream& input, const ClipOp
     if (clip.ok()) clip->buffered_whole_input = true;
     return clip;
   }
+  const std::string head = input.Peek(0, kRawHeaderBytes, deadline);
+  if (auto status = input.read_error(); !status.ok()) return status;
+  if (auto status = CheckRawHeaderFrameSize(head, options); !status.ok()) return status;
   input.DropReadBytes();
   auto demuxer = Demuxer::OpenStream(input, deadline);
   if (!demuxer.ok()) return demuxer.status();
