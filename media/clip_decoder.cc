@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "media/demuxer.h"
+#include "media/fragment_guard.h"
 #include "media/frame_sampler.h"
 
 extern "C" {
@@ -536,6 +537,11 @@ class SampledDecode {
 // frame, is 128 MiB.
 constexpr size_t kMaxLibavAllocationBytes = size_t{256} << 20;
 
+// The most samples the movie fragments of an MP4 may declare, over all tracks, per frame that
+// max_total_frames allows: room for an audio track (AAC at 48 kHz has 1.6 packets per frame of
+// 30 fps video) and a few more.
+constexpr int64_t kFragmentSamplesPerFrame = 4;
+
 // What the listing pass learnt, and the frames the sampling wants.
 struct ListedVideo {
   VideoStream stream;
@@ -659,6 +665,8 @@ absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOption
       !status.ok()) {
     return status;
   }
+  FragmentGuard fragment_guard(kFragmentSamplesPerFrame * options.max_total_frames);
+  if (auto status = fragment_guard.Inspect(bytes); !status.ok()) return status;
   const auto start = Clock::now();
   const Clock::time_point deadline = DeadlineFrom(start, options);
 
@@ -715,7 +723,8 @@ absl::StatusOr<DecodedClip> DecodeClipFromStream(ByteStream& input, const ClipOp
   if (auto status = input.read_error(); !status.ok()) return status;
   if (auto status = CheckRawHeaderFrameSize(head, options); !status.ok()) return status;
   input.DropReadBytes();
-  auto demuxer = Demuxer::OpenStream(input, deadline);
+  auto demuxer =
+      Demuxer::OpenStream(input, deadline, kFragmentSamplesPerFrame * options.max_total_frames);
   if (!demuxer.ok()) return demuxer.status();
   return DecodeSinglePass(**demuxer, start, deadline, options);
 }

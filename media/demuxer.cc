@@ -116,12 +116,14 @@ absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenMemory(absl::string_view b
 }
 
 absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenStream(ByteStream& input,
-                                                             Clock::time_point deadline) {
+                                                             Clock::time_point deadline,
+                                                             int64_t max_fragment_samples) {
   std::unique_ptr<Demuxer> demuxer(new Demuxer());
   demuxer->input_ = &input;
+  demuxer->fragment_guard_.emplace(max_fragment_samples);
   demuxer->deadline_ = deadline;
   if (auto status = demuxer->OpenCustomIo(&Demuxer::ReadStream, /*seek=*/nullptr); !status.ok()) {
-    if (auto input_error = input.read_error(); !input_error.ok()) return input_error;
+    if (auto read_error = demuxer->ReadError(); !read_error.ok()) return read_error;
     return status;
   }
   return demuxer;
@@ -190,8 +192,8 @@ Demuxer::~Demuxer() {
 }
 
 absl::Status Demuxer::ReadError() const {
-  if (input_ != nullptr) return input_->read_error();
   if (!refused_.ok()) return refused_;
+  if (input_ != nullptr) return input_->read_error();
   if (past_deadline_) {
     return absl::DeadlineExceededError("the source did not deliver the video within the budget");
   }
@@ -236,7 +238,10 @@ int Demuxer::ReadStream(void* opaque, uint8_t* buffer, int size) {
   auto* self = static_cast<Demuxer*>(opaque);
   const int n = self->input_->Read(buffer, size, self->deadline_);
   if (n < 0) return AVERROR_EXIT;
-  return n == 0 ? AVERROR_EOF : n;
+  if (n == 0) return AVERROR_EOF;
+  self->refused_ = self->fragment_guard_->Inspect(
+      absl::string_view(reinterpret_cast<const char*>(buffer), static_cast<size_t>(n)));
+  return self->refused_.ok() ? n : AVERROR_EXIT;
 }
 
 int Demuxer::Interrupt(void* opaque) {

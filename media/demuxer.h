@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "media/av_util.h"
 #include "media/byte_stream.h"
+#include "media/fragment_guard.h"
 #include "media/uri_allowlist.h"
 
 namespace vidclf::media {
@@ -26,9 +28,11 @@ class Demuxer {
   static absl::StatusOr<std::unique_ptr<Demuxer>> OpenMemory(absl::string_view bytes);
 
   // Reads `input` as its bytes arrive, without seeking; `input` must outlive the demuxer. Reads
-  // wait for bytes until `deadline`. Errors as OpenMemory, or the input's own read_error().
+  // wait for bytes until `deadline`. The bytes pass a FragmentGuard with `max_fragment_samples`
+  // first. Errors as OpenMemory, the input's own read_error(), or the guard's.
   static absl::StatusOr<std::unique_ptr<Demuxer>> OpenStream(ByteStream& input,
-                                                             Clock::time_point deadline);
+                                                             Clock::time_point deadline,
+                                                             int64_t max_fragment_samples);
 
   // Opens `uri` when `allowlist` allows it, with FFmpeg's protocol_whitelist set from the
   // allowlist and every URI a nested format opens (HLS segments, say) checked against it too.
@@ -48,8 +52,9 @@ class Demuxer {
 
   AVFormatContext* format() const { return format_; }
 
-  // Why a read failed, when the reason lies outside libav: the stream input's read_error(), a
-  // nested URI the allowlist refused, a redirect, or the deadline. OK otherwise.
+  // Why a read failed, when the reason lies outside libav: the stream input's read_error() or
+  // its fragment guard's, a nested URI the allowlist refused, a redirect, or the deadline. OK
+  // otherwise.
   absl::Status ReadError() const;
 
  private:
@@ -72,6 +77,7 @@ class Demuxer {
   int64_t position_ = 0;
   // Stream input.
   ByteStream* input_ = nullptr;
+  std::optional<FragmentGuard> fragment_guard_;
   // URI input.
   const UriAllowlist* allowlist_ = nullptr;
   std::string uri_;

@@ -25,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "media/clip_decoder.h"
+#include "media/fragment_guard.h"
 #include "tests/test_util/chunked_input.h"
 #include "tests/test_util/test_files.h"
 
@@ -160,6 +161,14 @@ class BrokenInputTest : public ::testing::Test {
     const std::string path = dir_ + "/" + name;
     testing::MakeVideo(ffmpeg_arguments, path);
     return testing::ReadFile(path);
+  }
+
+  // A fragmented MP4 with MPEG-4 video and AAC audio, each fragment one trun per track.
+  std::string FragmentedMp4() {
+    return Video(
+        "fragmented.mp4",
+        "-f lavfi -i testsrc2=size=64x48:rate=10 -f lavfi -i sine=r=8000 -t 0.8 -c:v mpeg4 "
+        "-g 3 -c:a aac -movflags frag_keyframe+empty_moov");
   }
 
   std::string dir_;
@@ -378,24 +387,51 @@ int64_t PeakResidentMib() {
   return usage.ru_maxrss / 1024;  // KiB on Linux
 }
 
-TEST_F(BrokenInputTest, RefusesAFragmentDeclaringMillionsOfSamplesWithoutGigabytes) {
+TEST_F(BrokenInputTest, FragmentGuardCountsTheSamplesOfEveryTrackRun) {
+  const std::string bytes = FragmentedMp4();
+  int exit_code = 0;
+  const std::string packets = testing::RunCommand(
+      "ffprobe -v error -show_entries packet=stream_index -of csv=p=0 " + dir_ + "/fragmented.mp4",
+      &exit_code);
+  ASSERT_EQ(exit_code, 0) << packets;
+  FragmentGuard whole(1 << 20);
+  ASSERT_TRUE(whole.Inspect(bytes).ok());
+  EXPECT_EQ(whole.samples_declared(), std::count(packets.begin(), packets.end(), '\n'));
+  EXPECT_GT(whole.samples_declared(), 8);  // the audio's count too
+  FragmentGuard byte_by_byte(1 << 20);
+  for (char c : bytes) ASSERT_TRUE(byte_by_byte.Inspect(absl::string_view(&c, 1)).ok());
+  EXPECT_EQ(byte_by_byte.samples_declared(), whole.samples_declared());
+  FragmentGuard tight(whole.samples_declared() - 1);
+  EXPECT_EQ(tight.Inspect(bytes).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(BrokenInputTest, RefusesFragmentsDeclaringMillionsOfSamplesWithoutGigabytes) {
   // Found by decode_clip_fuzzer. A trun box whose flags leave out every per-sample field declares
-  // any number of samples in 8 bytes: here 16,777,216, far over max_total_frames. (Unchecked,
-  // the fuzzer's 83,886,080 took 5 GB resident and 15 s in Debian's FFmpeg 5.1.)
-  std::string bytes = Video("fragmented.mp4",
-                            "-f lavfi -i testsrc2=size=64x48:rate=10 -frames:v 8 -c:v mpeg4 -g 3 "
-                            "-movflags frag_keyframe+empty_moov");
-  const size_t trun = bytes.find("trun");
-  ASSERT_NE(trun, std::string::npos);
-  // After the type: version (1 byte), flags (3 bytes), sample_count (32 bits).
-  PutBigEndian(bytes, trun + 5, 3, 0);
-  PutBigEndian(bytes, trun + 8, 4, 16777216);
-  const int64_t resident_before = PeakResidentMib();
-  absl::StatusOr<DecodedClip> clip =
-      DecodeGuarded(bytes, SmallFrames(8), "fragmented mp4 declaring 16777216 samples");
-  EXPECT_TRUE(IsErrorOrValidClip(clip, 8)) << clip.status();
-  EXPECT_LT(PeakResidentMib() - resident_before, 256)
-      << "MiB more resident memory for a " << bytes.size() << "-byte input";
+  // any number of samples in 8 bytes. (Unchecked, the fuzzer's 83,886,080 took 5 GB resident and
+  // 15 s in Debian's FFmpeg 5.1, and a count just under libav's allocation cap 568 MB.) The
+  // fragments may declare 4 samples per frame that max_total_frames allows, 800,000 here.
+  const int64_t limit = 4 * ClipOptions().max_total_frames;
+  for (const int64_t declared : {int64_t{16777216}, limit + 1, limit - 100}) {
+    std::string bytes = FragmentedMp4();
+    const size_t trun = bytes.find("trun");
+    ASSERT_NE(trun, std::string::npos);
+    // After the type: version (1 byte), flags (3 bytes), sample_count (32 bits).
+    PutBigEndian(bytes, trun + 5, 3, 0);
+    PutBigEndian(bytes, trun + 8, 4, declared);
+    const int64_t resident_before = PeakResidentMib();
+    const std::string what = absl::StrCat("fragmented mp4 declaring ", declared, " samples");
+    absl::StatusOr<DecodedClip> clip = DecodeGuarded(bytes, SmallFrames(8), what);
+    EXPECT_LT(PeakResidentMib() - resident_before, 128)
+        << "MiB more resident memory for a " << bytes.size() << "-byte input, " << what;
+    if (declared > limit) {
+      EXPECT_EQ(clip.status().code(), absl::StatusCode::kResourceExhausted) << what;
+      EXPECT_THAT(clip.status().message(), HasSubstr("fragments declare")) << what;
+      clip = testing::DecodeInChunks(bytes, 100, SmallFrames(8));
+      EXPECT_EQ(clip.status().code(), absl::StatusCode::kResourceExhausted) << what;
+    } else {
+      EXPECT_TRUE(IsErrorOrValidClip(clip, 8)) << what << ": " << clip.status();
+    }
+  }
 }
 
 }  // namespace
