@@ -29,9 +29,15 @@ absl::Status ValidatePreprocessOptions(const PreprocessOptions& options);
 
 // Converts frames of any pixel format and size with libswscale: shorter-side resize (bilinear),
 // centre crop, RGB, normalisation, written planar (C, H, W) or interleaved (H, W, C) into
-// caller-owned memory. Frames are
-// shown as a player would: non-square pixels are stretched to the display aspect ratio (the
-// frame's sample_aspect_ratio) and the display rotation set with set_rotation is applied.
+// caller-owned memory. Frames are shown as a player would: non-square pixels are stretched to the
+// display aspect ratio (the frame's sample_aspect_ratio) and the display rotation set with
+// set_rotation is applied.
+//
+// Only the stored pixels that the crop shows are resized, straight to the crop's size; the result
+// is that of resizing the whole frame and cropping, shifted by at most one stored pixel for 4:2:0
+// (the region's edges are rounded to whole pixels, its left and top ones to the chroma grid).
+// Formats whose planes cannot be addressed from an offset (bitstream, paletted, Bayer, hardware
+// frames) take the whole-frame path.
 //
 // Keeps a scaling context and an RGB buffer between calls, reused while the frame size and format
 // stay the same. Not thread-safe: use one converter per thread.
@@ -53,13 +59,18 @@ class FrameConverter {
   // Writes output_floats() floats to `out`, in the layout the options ask for.
   absl::Status Convert(const AVFrame& frame, float* out);
 
+  // Resizes the whole frame and then crops, as for formats that cannot be cropped first; slower.
+  // For comparing the two paths in tests and benchmarks. Off by default.
+  void set_whole_frame_resize(bool whole_frame) { whole_frame_resize_ = whole_frame; }
+
  private:
   PreprocessOptions options_;
   SwsContext* scaler_ = nullptr;  // owned; sws_getCachedContext reuses or replaces it
-  std::vector<uint8_t> rgb_;
-  std::array<float, 3> scale_;   // 1 / (255 * std)
-  std::array<float, 3> offset_;  // -mean / std
-  int quarter_turns_ = 0;        // clockwise, 0..3
+  std::vector<uint8_t> rgb_;      // RGBA: the resized region, or the whole resized frame
+  std::array<float, 3> scale_;    // 1 / (255 * std)
+  std::array<float, 3> offset_;   // -mean / std
+  int quarter_turns_ = 0;         // clockwise, 0..3
+  bool whole_frame_resize_ = false;
   // Tells scaler_ the frame's YUV matrix and range.
   void SetColourspace(const AVFrame& frame);
 };

@@ -10,8 +10,11 @@
 //    ours converts on the calling thread). The three take turns within each round. The CLI is
 //    timed wall-clock from spawn to exit, so its figures include process start, which is measured
 //    on a one-frame file and printed under the table.
+// 3. The conversion alone: FrameConverter on frames of the first video decoded beforehand, resizing
+//    only the region the crop shows (the default) against resizing the whole frame and cropping,
+//    for both output layouts.
 //
-//   vidclf-media-bench [--seconds 60] [--rounds 5] [--threads 1,2]
+//   vidclf-media-bench [--seconds 60] [--rounds 5] [--threads 1,2] [--convert_frames 300]
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,11 +35,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "bench/median.h"
+#include "media/av_util.h"
 #include "media/clip_decoder.h"
+#include "media/frame_converter.h"
 
 ABSL_FLAG(int, seconds, 60, "Length of each test video, at 30 frames per second.");
 ABSL_FLAG(int, rounds, 5, "Timed rounds; the median is reported.");
 ABSL_FLAG(std::string, threads, "1,2", "Decoder thread counts of the all-frames comparison.");
+ABSL_FLAG(int, convert_frames, 300, "Frames decoded into memory for timing the conversion alone.");
 
 extern char** environ;
 
@@ -46,6 +52,8 @@ using vidclf::bench::Median;
 using vidclf::media::ClipOptions;
 using vidclf::media::DecodeClip;
 using vidclf::media::DecodedClip;
+using vidclf::media::FrameConverter;
+using vidclf::media::FramePtr;
 using vidclf::media::SamplingStrategy;
 using Clock = std::chrono::steady_clock;
 
@@ -96,6 +104,42 @@ double TimeCommand(std::vector<std::string> args) {
   int status = 0;
   if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
   return SecondsSince(start);
+}
+
+// The first `max_frames` frames of the video at `path`, decoded on one thread; empty on failure.
+std::vector<FramePtr> DecodeFrames(const std::string& path, int max_frames) {
+  std::vector<FramePtr> frames;
+  AVFormatContext* format = nullptr;
+  if (avformat_open_input(&format, path.c_str(), nullptr, nullptr) < 0) return frames;
+  vidclf::media::CodecContextPtr decoder;
+  const AVCodec* codec = nullptr;
+  const int stream = avformat_find_stream_info(format, nullptr) < 0
+                         ? -1
+                         : av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+  if (stream >= 0) decoder.reset(avcodec_alloc_context3(codec));
+  if (!decoder ||
+      avcodec_parameters_to_context(decoder.get(), format->streams[stream]->codecpar) < 0 ||
+      avcodec_open2(decoder.get(), codec, nullptr) < 0) {
+    avformat_close_input(&format);
+    return frames;
+  }
+  vidclf::media::PacketPtr packet(av_packet_alloc());
+  auto receive = [&] {
+    for (FramePtr frame(av_frame_alloc()); static_cast<int>(frames.size()) < max_frames &&
+                                           avcodec_receive_frame(decoder.get(), frame.get()) >= 0;
+         frame.reset(av_frame_alloc())) {
+      frames.push_back(std::move(frame));
+    }
+  };
+  while (static_cast<int>(frames.size()) < max_frames && av_read_frame(format, packet.get()) >= 0) {
+    if (packet->stream_index == stream) avcodec_send_packet(decoder.get(), packet.get());
+    av_packet_unref(packet.get());
+    receive();
+  }
+  avcodec_send_packet(decoder.get(), nullptr);
+  receive();
+  avformat_close_input(&format);
+  return frames;
 }
 
 // One row of the all-frames table: every side at one decoder thread count.
@@ -248,6 +292,53 @@ int main(int argc, char** argv) {
                 << std::setprecision(2) << decode / ffmpeg << " | " << std::setprecision(0)
                 << converting << " | " << std::setprecision(2) << ours / converting << " |\n";
     }
+  }
+
+  // The conversion alone, on frames of the first video already in memory. Each converter writes
+  // into memory as large as a clip's, touched beforehand, as DecodeClip's output is.
+  const std::vector<FramePtr> decoded =
+      DecodeFrames((dir / videos[0].file).string(), absl::GetFlag(FLAGS_convert_frames));
+  if (decoded.empty()) {
+    std::cerr << "cannot decode " << videos[0].file << "\n";
+    return 1;
+  }
+  struct ConvertVariant {
+    std::string label;
+    bool whole_frame;
+    bool channels_last;
+    std::vector<double> seconds;
+  };
+  std::vector<ConvertVariant> converts = {
+      {"resize the whole frame, then crop", true, false, {}},
+      {"resize only the region the crop shows (default)", false, false, {}},
+      {"resize the whole frame, then crop; channels last", true, true, {}},
+      {"resize only the region the crop shows; channels last", false, true, {}},
+  };
+  vidclf::media::PreprocessOptions preprocess;
+  preprocess.resize_shorter_side = kResizeShorterSide;
+  preprocess.crop_size = kCropSize;
+  std::vector<float> pixels(FrameConverter(preprocess).output_floats() * decoded.size(), 0.0f);
+  for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
+    for (ConvertVariant& variant : converts) {
+      preprocess.channels_last = variant.channels_last;
+      FrameConverter converter(preprocess);
+      converter.set_whole_frame_resize(variant.whole_frame);
+      const auto start = Clock::now();
+      for (size_t i = 0; i < decoded.size(); ++i) {
+        if (!converter.Convert(*decoded[i], pixels.data() + i * converter.output_floats()).ok()) {
+          std::cerr << "conversion failed\n";
+          return 1;
+        }
+      }
+      variant.seconds.push_back(SecondsSince(start));
+    }
+  }
+  std::cout << "\n| conversion of " << decoded.size() << " frames of " << videos[0].label << " to "
+            << kCropSize << "×" << kCropSize << " | µs per frame (median) |\n"
+            << "|---|---|\n";
+  for (const ConvertVariant& variant : converts) {
+    std::cout << "| " << variant.label << " | " << std::setprecision(0)
+              << Median(variant.seconds) * 1e6 / decoded.size() << " |\n";
   }
 
   // What process start, probing and one frame cost the CLI, to read its figures above by.

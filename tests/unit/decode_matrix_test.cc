@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -25,6 +26,10 @@
 #include "media/frame_sampler.h"
 #include "tests/test_util/chunked_input.h"
 #include "tests/test_util/test_files.h"
+
+extern "C" {
+#include <libavutil/pixdesc.h>
+}
 
 namespace vidclf::media {
 namespace {
@@ -540,15 +545,15 @@ void PrintTo(const SampleFile& sample, std::ostream* os) { *os << sample.name; }
 
 class PackagedSampleTest : public MatrixTest, public ::testing::WithParamInterface<SampleFile> {};
 
-// ffprobe gives the oracle for frame count, size and times; the ffmpeg CLI's own decode, resized
-// and cropped by the same swscale bilinear filter, gives the oracle for pixels.
+// ffprobe gives the oracle for frame count, size and times; the ffmpeg CLI's own decode, cropped
+// and resized by the same swscale bilinear filter, gives the oracle for pixels.
 TEST_P(PackagedSampleTest, DecodesAsTheFfmpegCliDoes) {
   const std::string path = absl::StrCat(kImageioSamples, "/", GetParam().file);
   ASSERT_TRUE(std::filesystem::exists(path))
       << path << " is missing; scripts/install-deps.sh installs python3-imageio";
 
   std::map<std::string, std::string> stream =
-      Probe("-select_streams v:0 -show_entries stream=width,height,start_time", path);
+      Probe("-select_streams v:0 -show_entries stream=width,height,start_time,pix_fmt", path);
   const int width = std::atoi(stream["width"].c_str());
   const int height = std::atoi(stream["height"].c_str());
   const double start = stream["start_time"] == "N/A" ? 0 : std::atof(stream["start_time"].c_str());
@@ -580,28 +585,45 @@ TEST_P(PackagedSampleTest, DecodesAsTheFfmpegCliDoes) {
         << "frame " << expected[t];
   }
 
-  // The same frames from the ffmpeg CLI: shorter side to kSide, centre crop, RGB.
+  // The same frames from the ffmpeg CLI, made as FrameConverter makes them: the stored pixels
+  // under the centre crop of the picture resized to kSide on its shorter side, their left and top
+  // edges rounded to the chroma grid and their right and bottom edges to whole pixels
+  // (media/frame_converter.cc, FindSourceRegion), resized straight to kSide x kSide into RGBA.
   const int scaled_width =
       width < height ? kSide : static_cast<int>(std::lround(1.0 * width * kSide / height));
   const int scaled_height =
       width < height ? static_cast<int>(std::lround(1.0 * height * kSide / width)) : kSide;
+  const AVPixFmtDescriptor* descriptor =
+      av_pix_fmt_desc_get(av_get_pix_fmt(stream["pix_fmt"].c_str()));
+  ASSERT_NE(descriptor, nullptr) << stream["pix_fmt"];
+  auto span = [](int crop_start, int stored, int scaled, int align) {
+    const double scale = 1.0 * stored / scaled;
+    const int start = std::clamp(static_cast<int>(std::lround(crop_start * scale / align)) * align,
+                                 0, (stored - 1) / align * align);
+    const int size = std::clamp(static_cast<int>(std::lround((crop_start + kSide) * scale)) - start,
+                                1, stored - start);
+    return std::array<int, 2>{start, size};
+  };
+  const auto [left, region_width] =
+      span((scaled_width - kSide) / 2, width, scaled_width, 1 << descriptor->log2_chroma_w);
+  const auto [top, region_height] =
+      span((scaled_height - kSide) / 2, height, scaled_height, 1 << descriptor->log2_chroma_h);
   std::vector<std::string> selected;
   for (int64_t index : expected) selected.push_back(absl::StrCat("eq(n\\,", index, ")"));
   const std::string reference = testing::RunCommand(
       absl::StrCat("ffmpeg -nostdin -v error -i '", path, "' -vf \"select='",
-                   absl::StrJoin(selected, "+"), "',scale=", scaled_width, ":", scaled_height,
-                   ":flags=bilinear,crop=", kSide, ":", kSide, ":", (scaled_width - kSide) / 2, ":",
-                   (scaled_height - kSide) / 2,
-                   "\" -fps_mode passthrough -pix_fmt rgb24 -f rawvideo -"),
+                   absl::StrJoin(selected, "+"), "',crop=", region_width, ":", region_height, ":",
+                   left, ":", top, ":exact=1,scale=", kSide, ":", kSide,
+                   ":flags=bilinear\" -fps_mode passthrough -pix_fmt rgba -f rawvideo -"),
       &exit_code);
   ASSERT_EQ(exit_code, 0);
-  ASSERT_EQ(reference.size(), expected.size() * 3 * kSide * kSide);
+  ASSERT_EQ(reference.size(), expected.size() * 4 * kSide * kSide);
   double worst = 0;
   for (size_t t = 0; t < expected.size(); ++t) {
     for (int y = 0; y < kSide; ++y) {
       for (int x = 0; x < kSide; ++x) {
         for (int c = 0; c < 3; ++c) {
-          const auto level = static_cast<uint8_t>(reference[((t * kSide + y) * kSide + x) * 3 + c]);
+          const auto level = static_cast<uint8_t>(reference[((t * kSide + y) * kSide + x) * 4 + c]);
           worst = std::max(worst, std::abs(Channel(*clip, t, c, y, x) - level / 255.0));
         }
       }
