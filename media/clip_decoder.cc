@@ -537,10 +537,10 @@ class SampledDecode {
 // frame, is 128 MiB.
 constexpr size_t kMaxLibavAllocationBytes = size_t{256} << 20;
 
-// The most samples the movie fragments of an MP4 may declare, over all tracks, per frame that
-// max_total_frames allows: room for an audio track (AAC at 48 kHz has 1.6 packets per frame of
+// The most samples the movie fragments of an MP4 may declare, over all tracks: 4 per frame that
+// max_total_frames allows, room for an audio track (AAC at 48 kHz has 1.6 packets per frame of
 // 30 fps video) and a few more.
-constexpr int64_t kFragmentSamplesPerFrame = 4;
+int64_t MaxFragmentSamples(const ClipOptions& options) { return 4 * options.max_total_frames; }
 
 // What the listing pass learnt, and the frames the sampling wants.
 struct ListedVideo {
@@ -665,7 +665,7 @@ absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOption
       !status.ok()) {
     return status;
   }
-  FragmentGuard fragment_guard(kFragmentSamplesPerFrame * options.max_total_frames);
+  FragmentGuard fragment_guard(MaxFragmentSamples(options));
   if (auto status = fragment_guard.Inspect(bytes); !status.ok()) return status;
   const auto start = Clock::now();
   const Clock::time_point deadline = DeadlineFrom(start, options);
@@ -723,8 +723,7 @@ absl::StatusOr<DecodedClip> DecodeClipFromStream(ByteStream& input, const ClipOp
   if (auto status = input.read_error(); !status.ok()) return status;
   if (auto status = CheckRawHeaderFrameSize(head, options); !status.ok()) return status;
   input.DropReadBytes();
-  auto demuxer =
-      Demuxer::OpenStream(input, deadline, kFragmentSamplesPerFrame * options.max_total_frames);
+  auto demuxer = Demuxer::OpenStream(input, deadline, MaxFragmentSamples(options));
   if (!demuxer.ok()) return demuxer.status();
   return DecodeSinglePass(**demuxer, start, deadline, options);
 }
