@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
@@ -21,6 +22,17 @@ namespace {
 // against 1.3 for the C code).
 constexpr AVPixelFormat kRgbFormat = AV_PIX_FMT_RGBA;
 constexpr int kRgbBytes = 4;
+
+// The bits of an enum field of a decoded frame. A decoder may copy any value from a damaged
+// bitstream into one (the fuzzer found a colour space of 65); loading that as the enum type is
+// undefined behaviour.
+template <typename Enum>
+int RawValue(const Enum& field) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int value;
+  std::memcpy(&value, &field, sizeof value);
+  return value;
+}
 
 // The stored pixels that the crop shows, and plane pointers that address them inside the frame.
 struct SourceRegion {
@@ -157,10 +169,11 @@ void FrameConverter::SetColourspace(const AVFrame& frame) {
   const bool jpeg_format = format == AV_PIX_FMT_YUVJ420P || format == AV_PIX_FMT_YUVJ422P ||
                            format == AV_PIX_FMT_YUVJ444P || format == AV_PIX_FMT_YUVJ440P ||
                            format == AV_PIX_FMT_YUVJ411P;
-  const int full_range = frame.color_range == AVCOL_RANGE_JPEG || jpeg_format ? 1 : 0;
-  const int colourspace = frame.colorspace == AVCOL_SPC_UNSPECIFIED
+  const int full_range = RawValue(frame.color_range) == AVCOL_RANGE_JPEG || jpeg_format ? 1 : 0;
+  const int tagged = RawValue(frame.colorspace);
+  const int colourspace = tagged == AVCOL_SPC_UNSPECIFIED || tagged < 0 || tagged >= AVCOL_SPC_NB
                               ? SWS_CS_DEFAULT
-                              : static_cast<int>(frame.colorspace);
+                              : tagged;
   const int* coefficients = sws_getCoefficients(colourspace);
   // Set on every frame: sws_getCachedContext may have replaced the context, losing the details.
   sws_setColorspaceDetails(scaler_, coefficients, full_range, coefficients, /*dstRange=*/1,

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -205,6 +206,27 @@ FramePtr MakeGradientFrame(AVPixelFormat format, int width, int height) {
     }
   }
   return frame;
+}
+
+// Found by decode_clip_fuzzer: a damaged stream left a colour space of 65 and the converter read
+// it as an AVColorSpace (undefined behaviour, which the sanitizer run reports). Values outside the
+// enums must be treated as untagged.
+TEST(FrameConverter, TreatsColourTagsOutsideTheEnumsAsUntagged) {
+  PreprocessOptions options;
+  options.resize_shorter_side = 32;
+  options.crop_size = 32;
+  FramePtr untagged = MakeGradientFrame(AV_PIX_FMT_YUV420P, 48, 32);
+  FrameConverter converter(options);
+  std::vector<float> expected(converter.output_floats());
+  ASSERT_TRUE(converter.Convert(*untagged, expected.data()).ok());
+
+  FramePtr damaged = MakeGradientFrame(AV_PIX_FMT_YUV420P, 48, 32);
+  const int colour_space = 65, colour_range = 77;
+  std::memcpy(&damaged->colorspace, &colour_space, sizeof colour_space);
+  std::memcpy(&damaged->color_range, &colour_range, sizeof colour_range);
+  std::vector<float> converted(converter.output_floats());
+  ASSERT_TRUE(converter.Convert(*damaged, converted.data()).ok());
+  EXPECT_EQ(converted, expected);
 }
 
 // Largest and mean absolute difference, in levels of 255, of two mean-0, std-1 conversions.
