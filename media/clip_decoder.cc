@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "media/conversion_worker.h"
 #include "media/demuxer.h"
 #include "media/fragment_guard.h"
 #include "media/frame_sampler.h"
@@ -389,17 +390,34 @@ class ListPacketReader : public PacketReader {
 class SampledDecode {
  public:
   SampledDecode(PacketReader& reader, const FrameTable& table, std::vector<int64_t> wanted,
-                std::vector<double> times, FrameConverter& converter, DecodedClip& clip)
+                std::vector<double> times, FrameConverter& converter, DecodedClip& clip,
+                const ClipOptions& options)
       : reader_(reader),
         table_(table),
         wanted_(std::move(wanted)),
         times_(std::move(times)),
-        converter_(converter),
+        frame_floats_(converter.output_floats()),
+        conversion_(converter, options.convert_while_decoding),
         clip_(clip) {}
 
-  // Runs the decode loop. `by_timestamp` enables seeking and skipping (options permitting).
+  // Runs the decode loop until the wanted frames are in the clip, converted. `by_timestamp`
+  // enables seeking and skipping (options permitting).
   absl::Status Run(AVCodecContext* decoder, bool by_timestamp, Clock::time_point deadline,
                    const ClipOptions& options) {
+    absl::Status status = Decode(decoder, by_timestamp, deadline, options);
+    absl::Status converted = conversion_.Finish();
+    clip_.preprocess_seconds = conversion_.converting_seconds();
+    return status.ok() ? converted : status;
+  }
+
+  bool done() const { return next_wanted_ >= wanted_.size(); }
+
+  // Time the decoding spent converting frames or waiting for their conversion.
+  double conversion_waiting_seconds() const { return conversion_.waiting_seconds(); }
+
+ private:
+  absl::Status Decode(AVCodecContext* decoder, bool by_timestamp, Clock::time_point deadline,
+                      const ClipOptions& options) {
     by_timestamp_ = by_timestamp;
     can_seek_ = by_timestamp && options.seek_to_keyframes;
     PacketPtr packet(av_packet_alloc());
@@ -441,9 +459,6 @@ class SampledDecode {
     return absl::OkStatus();
   }
 
-  bool done() const { return next_wanted_ >= wanted_.size(); }
-
- private:
   // Jumps to the keyframe before the next wanted frame when that keyframe lies past everything
   // sent so far: the frames in between would be decoded only to be thrown away. Every earlier
   // wanted frame is already in the clip, so the decoder's held-back frames can be dropped.
@@ -503,15 +518,13 @@ class SampledDecode {
     }
   }
 
-  absl::Status Keep(const AVFrame& frame, int64_t index) {
+  // Hands a wanted frame to the conversion, leaving `frame` blank.
+  absl::Status Keep(AVFrame& frame, int64_t index) {
     // Frames before the next wanted one (or unknown to the table) are not needed.
     if (done() || index != wanted_[next_wanted_]) return absl::OkStatus();
     ++next_wanted_;
-    const auto start = Clock::now();
     const int64_t slot = clip_.num_frames++;
-    absl::Status status =
-        converter_.Convert(frame, clip_.pixels.data() + slot * converter_.output_floats());
-    clip_.preprocess_seconds += SecondsSince(start);
+    absl::Status status = conversion_.Submit(frame, clip_.pixels.data() + slot * frame_floats_);
     if (!status.ok()) return status;
     clip_.frame_indices.push_back(index);
     clip_.timestamps_seconds.push_back(times_[index]);
@@ -522,7 +535,8 @@ class SampledDecode {
   const FrameTable& table_;
   const std::vector<int64_t> wanted_;
   const std::vector<double> times_;
-  FrameConverter& converter_;
+  const int64_t frame_floats_;
+  ConversionWorker conversion_;  // writes into clip_.pixels, which outlives it
   DecodedClip& clip_;
   bool by_timestamp_ = false;
   bool can_seek_ = false;
@@ -597,7 +611,8 @@ absl::StatusOr<DecodedClip> DecodeListed(const ListedVideo& listed, const AVForm
     clip.source_width = video.codecpar->width;
     clip.source_height = video.codecpar->height;
     clip.pixels.resize(listed.wanted.size() * converter.output_floats());
-    SampledDecode decode(**reader, listed.table, listed.wanted, listed.times, converter, clip);
+    SampledDecode decode(**reader, listed.table, listed.wanted, listed.times, converter, clip,
+                         options);
     if (auto status = decode.Run(decoder->get(), by_timestamp, deadline, options); !status.ok()) {
       return status;
     }
@@ -607,7 +622,7 @@ absl::StatusOr<DecodedClip> DecodeListed(const ListedVideo& listed, const AVForm
           absl::StrCat("no frame of the video could be decoded (", DescribeInput(format), ")"));
     }
     clip.pixels.resize(clip.num_frames * converter.output_floats());
-    clip.decode_seconds = SecondsSince(start) - clip.preprocess_seconds;
+    clip.decode_seconds = SecondsSince(start) - decode.conversion_waiting_seconds();
     return clip;
   }
   return absl::InternalError("unreachable");

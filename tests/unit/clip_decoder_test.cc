@@ -208,6 +208,29 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// Converting on a thread of its own while decoding goes on must keep every frame as converting
+// on the decoding thread does, with frame threads and without.
+TEST_F(ClipDecoderTest, ConvertingWhileDecodingKeepsTheSameFrames) {
+  const std::string bytes = Video(
+      "pipelined.mp4", "-f lavfi -i testsrc2=size=96x64:rate=30 -frames:v 90 -c:v libx264 -bf 3");
+  for (const int threads : {1, 3}) {
+    ClipOptions pipelined = SmallFrames(/*num_frames=*/0);
+    pipelined.sampling.strategy = SamplingStrategy::kAll;
+    pipelined.decoder_threads = threads;
+    ClipOptions inline_conversion = pipelined;
+    inline_conversion.convert_while_decoding = false;
+    absl::StatusOr<DecodedClip> fast = DecodeClip(bytes, pipelined);
+    absl::StatusOr<DecodedClip> slow = DecodeClip(bytes, inline_conversion);
+    ASSERT_TRUE(fast.ok() && slow.ok()) << fast.status() << slow.status();
+    EXPECT_EQ(fast->num_frames, 90);
+    EXPECT_EQ(fast->frame_indices, slow->frame_indices);
+    EXPECT_EQ(fast->timestamps_seconds, slow->timestamps_seconds);
+    EXPECT_EQ(fast->pixels, slow->pixels) << threads << " decoder threads";
+    EXPECT_GT(fast->preprocess_seconds, 0);
+    EXPECT_GT(fast->decode_seconds, 0);
+  }
+}
+
 TEST_F(ClipDecoderTest, SamplesFramesPerSecondOfPresentationTime) {
   const std::string bytes =
       Video("fps.mp4", "-f lavfi -i testsrc2=size=64x48:rate=10 -frames:v 30 -c:v libx264");

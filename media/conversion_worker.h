@@ -1,0 +1,68 @@
+// Converts decoded frames on a thread of its own, so that the decoder goes on with the next
+// frames meanwhile: the conversion then costs no decoding time while a core is free.
+#ifndef VIDCLF_MEDIA_CONVERSION_WORKER_H_
+#define VIDCLF_MEDIA_CONVERSION_WORKER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "media/av_util.h"
+#include "media/frame_converter.h"
+
+namespace vidclf::media {
+
+// Used by one decoding thread. With `own_thread` false every frame is converted inside Submit,
+// on the caller's thread, as a plain FrameConverter call would.
+class ConversionWorker {
+ public:
+  // At most this many submitted frames wait for conversion; Submit blocks beyond it. Two keep
+  // the worker busy while bounding the decoded frames held back.
+  static constexpr size_t kMaxWaitingFrames = 2;
+
+  // `converter` must outlive the worker and is used by the worker's thread only.
+  ConversionWorker(FrameConverter& converter, bool own_thread);
+  ~ConversionWorker();  // drops the frames still waiting and stops the thread
+  ConversionWorker(const ConversionWorker&) = delete;
+  ConversionWorker& operator=(const ConversionWorker&) = delete;
+
+  // Takes the frame's buffers, leaving `frame` blank, and converts them into `out`, which must
+  // stay valid until Finish. Returns the first conversion error met so far; after one, frames
+  // are no longer converted.
+  absl::Status Submit(AVFrame& frame, float* out);
+
+  // Waits until every submitted frame is converted and returns the first error.
+  absl::Status Finish();
+
+  // Time spent converting, and time the submitting thread spent converting or waiting for the
+  // worker. Final once Finish has returned.
+  double converting_seconds() const;
+  double waiting_seconds() const { return waiting_seconds_; }
+
+ private:
+  struct Job {
+    FramePtr frame;
+    float* out;
+  };
+
+  void Run();  // the worker thread
+
+  FrameConverter& converter_;
+  const bool own_thread_;
+  std::thread thread_;  // started by the first Submit
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Job> waiting_;        // guarded by mutex_
+  bool converting_ = false;        // a job taken from waiting_ is being converted; guarded
+  bool stopping_ = false;          // guarded
+  absl::Status error_;             // the first conversion error; guarded when own_thread_
+  double converting_seconds_ = 0;  // guarded
+  double waiting_seconds_ = 0;     // submitting thread only
+};
+
+}  // namespace vidclf::media
+
+#endif  // VIDCLF_MEDIA_CONVERSION_WORKER_H_
