@@ -748,7 +748,13 @@ absl::StatusOr<DecodedClip> DecodeClipFromUri(const std::string& uri, const UriA
   if (auto status = CheckOptions(options); !status.ok()) return status;
   const auto start = Clock::now();
   const Clock::time_point deadline = DeadlineFrom(start, options);
-  auto demuxer = Demuxer::OpenUri(uri, allowlist, deadline);
+  UriInputChecks checks;
+  checks.head_bytes = kRawHeaderBytes;
+  checks.check_head = [&options](absl::string_view head) {
+    return CheckRawHeaderFrameSize(head, options);
+  };
+  checks.max_fragment_samples = MaxFragmentSamples(options);
+  auto demuxer = Demuxer::OpenUri(uri, allowlist, deadline, checks);
   if (!demuxer.ok()) return demuxer.status();
   return DecodeSinglePass(**demuxer, start, deadline, options);
 }

@@ -31,6 +31,29 @@ absl::Status UriError(const std::string& uri, int error_code) {
   }
 }
 
+// Where an AVIOContext seek callback's (offset, whence) lands in an input of `size` bytes (an
+// error code when unknown) read up to `position`; for AVSEEK_SIZE, the size. Negative: an error.
+int64_t SeekTarget(int64_t offset, int whence, int64_t position, int64_t size) {
+  int64_t target = 0;
+  switch (whence & ~AVSEEK_FORCE) {
+    case AVSEEK_SIZE:
+      return size;
+    case SEEK_SET:
+      target = offset;
+      break;
+    case SEEK_CUR:
+      target = position + offset;
+      break;
+    case SEEK_END:
+      if (size < 0) return size;
+      target = size + offset;
+      break;
+    default:
+      return AVERROR(EINVAL);
+  }
+  return target < 0 ? AVERROR(EINVAL) : target;
+}
+
 // Formats that libavformat demuxes front to back without seeking (by their iformat names), besides
 // fast-start MP4 and the image pipes ("png_pipe", ...).
 bool IsStreamingFormat(absl::string_view name) {
@@ -155,7 +178,8 @@ absl::Status Demuxer::OpenCustomIo(int (*read)(void*, uint8_t*, int),
 
 absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenUri(const std::string& uri,
                                                           const UriAllowlist& allowlist,
-                                                          Clock::time_point deadline) {
+                                                          Clock::time_point deadline,
+                                                          const UriInputChecks& checks) {
   if (auto status = allowlist.Check(uri); !status.ok()) return status;
   std::unique_ptr<Demuxer> demuxer(new Demuxer());
   demuxer->allowlist_ = &allowlist;
@@ -175,6 +199,13 @@ absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenUri(const std::string& uri
   av_dict_set(&options, "max_redirects", "0", 0);
   // HLS would otherwise fetch segments over its open connection, past OpenNested's check.
   av_dict_set(&options, "http_persistent", "0", 0);
+  // RTSP and the like have no protocol: their demuxer opens its own connections.
+  if (avio_find_protocol_name(uri.c_str()) != nullptr) {
+    if (auto status = demuxer->OpenCheckedSource(options, checks); !status.ok()) {
+      av_dict_free(&options);
+      return status;
+    }
+  }
   // On failure avformat_open_input frees the context and nulls format_.
   const int result = avformat_open_input(&demuxer->format_, uri.c_str(), nullptr, &options);
   av_dict_free(&options);
@@ -185,10 +216,49 @@ absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenUri(const std::string& uri
   return demuxer;
 }
 
+absl::Status Demuxer::OpenCheckedSource(AVDictionary* options, const UriInputChecks& checks) {
+  AVDictionary* source_options = nullptr;
+  av_dict_copy(&source_options, options, 0);
+  const int opened = avio_open2(&source_, uri_.c_str(), AVIO_FLAG_READ,
+                                &format_->interrupt_callback, &source_options);
+  av_dict_free(&source_options);
+  if (opened < 0) {
+    if (auto status = ReadError(); !status.ok()) return status;
+    return UriError(uri_, opened);
+  }
+  head_.resize(checks.head_bytes);
+  const int read = avio_read(source_, reinterpret_cast<unsigned char*>(head_.data()),
+                             static_cast<int>(head_.size()));
+  if (read < 0 && read != AVERROR_EOF) {
+    if (auto status = ReadError(); !status.ok()) return status;
+    return UriError(uri_, read);
+  }
+  head_.resize(std::max(read, 0));
+  source_position_ = static_cast<int64_t>(head_.size());
+  if (checks.check_head) {
+    if (auto status = checks.check_head(head_); !status.ok()) return status;
+  }
+  fragment_guard_.emplace(checks.max_fragment_samples);
+
+  auto* io_buffer = static_cast<unsigned char*>(av_malloc(kIoBufferBytes));
+  if (io_buffer == nullptr) return absl::ResourceExhaustedError("out of memory for the I/O buffer");
+  io_ = avio_alloc_context(io_buffer, kIoBufferBytes, /*write_flag=*/0, this, &Demuxer::ReadSource,
+                           /*write_packet=*/nullptr, &Demuxer::SeekSource);
+  if (io_ == nullptr) {
+    av_free(io_buffer);
+    return absl::ResourceExhaustedError("out of memory for the I/O context");
+  }
+  io_->seekable = source_->seekable;
+  format_->pb = io_;
+  format_->flags |= AVFMT_FLAG_CUSTOM_IO;
+  return absl::OkStatus();
+}
+
 Demuxer::~Demuxer() {
   avformat_close_input(&format_);
   if (io_ != nullptr) av_freep(&io_->buffer);
   avio_context_free(&io_);
+  avio_closep(&source_);
 }
 
 absl::Status Demuxer::ReadError() const {
@@ -213,23 +283,9 @@ int Demuxer::ReadMemory(void* opaque, uint8_t* buffer, int size) {
 int64_t Demuxer::SeekMemory(void* opaque, int64_t offset, int whence) {
   auto* self = static_cast<Demuxer*>(opaque);
   const auto size = static_cast<int64_t>(self->bytes_.size());
-  int64_t target = 0;
-  switch (whence & ~AVSEEK_FORCE) {
-    case AVSEEK_SIZE:
-      return size;
-    case SEEK_SET:
-      target = offset;
-      break;
-    case SEEK_CUR:
-      target = self->position_ + offset;
-      break;
-    case SEEK_END:
-      target = size + offset;
-      break;
-    default:
-      return AVERROR(EINVAL);
-  }
-  if (target < 0 || target > size) return AVERROR(EINVAL);
+  const int64_t target = SeekTarget(offset, whence, self->position_, size);
+  if (target < 0 || (whence & ~AVSEEK_FORCE) == AVSEEK_SIZE) return target;
+  if (target > size) return AVERROR(EINVAL);
   self->position_ = target;
   return target;
 }
@@ -242,6 +298,41 @@ int Demuxer::ReadStream(void* opaque, uint8_t* buffer, int size) {
   self->refused_ = self->fragment_guard_->Inspect(
       absl::string_view(reinterpret_cast<const char*>(buffer), static_cast<size_t>(n)));
   return self->refused_.ok() ? n : AVERROR_EXIT;
+}
+
+int Demuxer::ReadSource(void* opaque, uint8_t* buffer, int size) {
+  auto* self = static_cast<Demuxer*>(opaque);
+  int n = 0;
+  const auto head_size = static_cast<int64_t>(self->head_.size());
+  if (self->position_ < head_size) {
+    n = static_cast<int>(std::min<int64_t>(head_size - self->position_, size));
+    std::memcpy(buffer, self->head_.data() + self->position_, n);
+  } else {
+    if (self->source_position_ != self->position_) {
+      const int64_t sought = avio_seek(self->source_, self->position_, SEEK_SET);
+      if (sought < 0) return static_cast<int>(sought);
+      self->source_position_ = sought;
+    }
+    n = avio_read_partial(self->source_, buffer, size);
+    if (n == 0) return AVERROR_EOF;
+    if (n < 0) return n;
+    self->source_position_ += n;
+  }
+  self->fragment_guard_->SeekTo(self->position_);
+  self->refused_ = self->fragment_guard_->Inspect(
+      absl::string_view(reinterpret_cast<const char*>(buffer), static_cast<size_t>(n)));
+  if (!self->refused_.ok()) return AVERROR_EXIT;
+  self->position_ += n;
+  return n;
+}
+
+// Moves where the next read starts; the source itself seeks when a read needs it to.
+int64_t Demuxer::SeekSource(void* opaque, int64_t offset, int whence) {
+  auto* self = static_cast<Demuxer*>(opaque);
+  const int64_t target = SeekTarget(offset, whence, self->position_, avio_size(self->source_));
+  if (target < 0 || (whence & ~AVSEEK_FORCE) == AVSEEK_SIZE) return target;
+  self->position_ = target;
+  return target;
 }
 
 int Demuxer::Interrupt(void* opaque) {

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +18,15 @@
 #include "media/uri_allowlist.h"
 
 namespace vidclf::media {
+
+// What the bytes at a URI must pass before libavformat reads them, as those from memory or a
+// stream pass in DecodeClip: a check of the first bytes, and a FragmentGuard.
+struct UriInputChecks {
+  size_t head_bytes = 0;
+  // Sees the first head_bytes (fewer if the input is shorter); its error refuses the input.
+  std::function<absl::Status(absl::string_view head)> check_head;
+  int64_t max_fragment_samples = std::numeric_limits<int64_t>::max();
+};
 
 // Owns an AVFormatContext and whatever it reads from. Not thread-safe; one demuxer serves one
 // reader.
@@ -36,15 +47,19 @@ class Demuxer {
 
   // Opens `uri` when `allowlist` allows it, with FFmpeg's protocol_whitelist set from the
   // allowlist and every URI a nested format opens (HLS segments, say) checked against it too.
-  // Redirects are not followed. Opening and reading give up at `deadline`. Errors:
+  // Redirects are not followed. Opening and reading give up at `deadline`. The bytes of a URI
+  // read through a protocol (all but RTSP's) pass `checks` first; those of nested URIs do not.
+  // Errors:
   //   PERMISSION_DENIED   the allowlist refuses the URI, or one that the source refers to
   //   NOT_FOUND           no such file, or HTTP 404
   //   UNAVAILABLE         the source cannot be reached, refuses to serve or redirects
   //   DEADLINE_EXCEEDED   `deadline` passed
   //   INVALID_ARGUMENT    what was fetched is not a container libavformat reads
+  //   and the errors of `checks`.
   static absl::StatusOr<std::unique_ptr<Demuxer>> OpenUri(const std::string& uri,
                                                           const UriAllowlist& allowlist,
-                                                          Clock::time_point deadline);
+                                                          Clock::time_point deadline,
+                                                          const UriInputChecks& checks);
 
   ~Demuxer();
   Demuxer(const Demuxer&) = delete;
@@ -68,19 +83,28 @@ class Demuxer {
   static int ReadMemory(void* opaque, uint8_t* buffer, int size);
   static int64_t SeekMemory(void* opaque, int64_t offset, int whence);
   static int ReadStream(void* opaque, uint8_t* buffer, int size);
+  static int ReadSource(void* opaque, uint8_t* buffer, int size);
+  static int64_t SeekSource(void* opaque, int64_t offset, int whence);
   static int Interrupt(void* opaque);
   static int OpenNested(AVFormatContext* format, AVIOContext** io, const char* url, int flags,
                         AVDictionary** options);
 
-  // Memory input.
+  // Memory input, and a URI read through a protocol.
   absl::string_view bytes_;
-  int64_t position_ = 0;
+  int64_t position_ = 0;  // of the next byte io_ reads
   // Stream input.
   ByteStream* input_ = nullptr;
   std::optional<FragmentGuard> fragment_guard_;
   // URI input.
   const UriAllowlist* allowlist_ = nullptr;
   std::string uri_;
+  // A URI read through a protocol: the protocol's own context, read through io_ so that its
+  // bytes pass the checks. head_ holds its first bytes, which were checked before io_ existed.
+  AVIOContext* source_ = nullptr;
+  std::string head_;
+  int64_t source_position_ = 0;
+  // Opens source_, checks its head and sets up io_ over it.
+  absl::Status OpenCheckedSource(AVDictionary* options, const UriInputChecks& checks);
   decltype(AVFormatContext::io_open) default_io_open_ = nullptr;
   absl::Status refused_;
 

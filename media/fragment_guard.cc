@@ -51,14 +51,22 @@ bool FragmentGuard::ParseHeader() {
           ? enclosing_end
           : box_start_ + static_cast<int64_t>(std::min<uint64_t>(size, enclosing_end - box_start_));
   if (size != 0 && size < header_bytes) {
-    active_ = false;  // not a box: leave the judgement to the demuxer
+    // Not a box: leave the judgement to the demuxer. Past the first box, a seek may have landed
+    // in media data; the next seek may find boxes again.
+    if (box_start_ == 0) {
+      active_ = false;
+    } else {
+      lost_ = true;
+      skip_until_ = std::numeric_limits<int64_t>::max();
+    }
     return true;
   }
   if (type == "moof" || (type == "traf" && !container_ends_.empty())) {
     container_ends_.push_back(end);
     skip_until_ = box_start_ + static_cast<int64_t>(header_bytes);
   } else {
-    if (track_run) {
+    if (track_run && box_start_ > last_counted_run_) {
+      last_counted_run_ = box_start_;
       samples_ += static_cast<int64_t>(BigEndian(header_, header_bytes + 4, 4));
       if (samples_ > max_samples_) {
         status_ = absl::ResourceExhaustedError(absl::StrCat(
@@ -69,6 +77,19 @@ bool FragmentGuard::ParseHeader() {
     skip_until_ = end;
   }
   return true;
+}
+
+void FragmentGuard::SeekTo(int64_t position) {
+  // A skip over the rest of the box at hand keeps the structure known.
+  if (!lost_ && header_.empty() && position >= position_ && position <= skip_until_) {
+    position_ = position;
+    return;
+  }
+  position_ = position;
+  skip_until_ = position;
+  header_.clear();
+  container_ends_.clear();
+  lost_ = false;
 }
 
 absl::Status FragmentGuard::Inspect(absl::string_view bytes) {

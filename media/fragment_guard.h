@@ -26,6 +26,14 @@ class FragmentGuard {
   // so far takes the total past max_samples: the demuxer must not be given these bytes.
   absl::Status Inspect(absl::string_view bytes);
 
+  // The next bytes come from `position` of the input, where a reader that seeks (an MP4 with its
+  // moov box at the end, read over HTTP) has moved. A skip over the rest of the current box keeps
+  // the guard's place in the box tree; otherwise it takes `position` for the start of a top-level
+  // box, as the demuxer's seeks to fragments and index boxes are. After a seek into media data it
+  // reads those bytes as boxes, which at worst refuses the input, or, once they cannot be one,
+  // waits for the next seek. A track run read again after a seek back is not counted twice.
+  void SeekTo(int64_t position);
+
   int64_t samples_declared() const { return samples_; }
 
  private:
@@ -34,12 +42,14 @@ class FragmentGuard {
 
   const int64_t max_samples_;
   bool active_ = true;                   // false once the input is known not to be ISO BMFF
+  bool lost_ = false;                    // met bytes that are not a box; waits for a seek
   int64_t position_ = 0;                 // bytes inspected so far
   int64_t skip_until_ = 0;               // the current box's contents that need no look, up to here
   int64_t box_start_ = 0;                // where the box whose header_ is being gathered starts
   std::string header_;                   // the bytes gathered of the current box's header
   std::vector<int64_t> container_ends_;  // moof, traf: where each open one ends
   int64_t samples_ = 0;
+  int64_t last_counted_run_ = -1;  // where the furthest track run counted starts
   absl::Status status_;
 };
 

@@ -405,6 +405,60 @@ TEST_F(BrokenInputTest, FragmentGuardCountsTheSamplesOfEveryTrackRun) {
   EXPECT_EQ(tight.Inspect(bytes).code(), absl::StatusCode::kResourceExhausted);
 }
 
+// A reader that seeks (a URI's demuxer) reads some bytes again, or skips the rest of a box.
+TEST_F(BrokenInputTest, FragmentGuardFollowsSeeksAndCountsEachTrackRunOnce) {
+  const std::string bytes = FragmentedMp4();
+  FragmentGuard once(1 << 20);
+  ASSERT_TRUE(once.Inspect(bytes).ok());
+
+  FragmentGuard again(1 << 20);
+  ASSERT_TRUE(again.Inspect(bytes).ok());
+  again.SeekTo(0);
+  ASSERT_TRUE(again.Inspect(bytes).ok());
+  EXPECT_EQ(again.samples_declared(), once.samples_declared());
+
+  // Skipping the rest of the first trun's box keeps the guard inside its moof, so the track runs
+  // after it still count.
+  const size_t trun = bytes.find("trun") - 4;
+  FragmentGuard skipping(1 << 20);
+  ASSERT_TRUE(skipping.Inspect(absl::string_view(bytes).substr(0, trun + 16)).ok());
+  size_t trun_end = 0;  // its 32-bit size, then where it ends
+  for (int i = 0; i < 4; ++i) trun_end = trun_end << 8 | static_cast<uint8_t>(bytes[trun + i]);
+  trun_end += trun;
+  skipping.SeekTo(static_cast<int64_t>(trun_end));
+  ASSERT_TRUE(skipping.Inspect(absl::string_view(bytes).substr(trun_end)).ok());
+  EXPECT_EQ(skipping.samples_declared(), once.samples_declared());
+}
+
+// An ISO BMFF box: its 32-bit size, its type, its contents.
+std::string Box(absl::string_view type, absl::string_view contents) {
+  std::string box(4, '\0');
+  PutBigEndian(box, 0, 4, static_cast<uint32_t>(8 + contents.size()));
+  return absl::StrCat(box, type, contents);
+}
+
+// A seek into media data that does not parse as a box must not switch the guard off for the
+// fragments that a later seek reaches.
+TEST_F(BrokenInputTest, FragmentGuardRecoversFromASeekIntoMediaData) {
+  std::string media(100, '\x42');
+  PutBigEndian(media, 0, 4, 3);  // read as a box header: a size too small for one
+  std::string run(8, '\0');      // version and flags 0, then the sample count
+  PutBigEndian(run, 4, 4, 1000);
+  const std::string head = Box("ftyp", "isom") + Box("mdat", media);
+  const std::string bytes = head + Box("moof", Box("traf", Box("trun", run)));
+
+  FragmentGuard sequential(500);
+  EXPECT_EQ(sequential.Inspect(bytes).code(), absl::StatusCode::kResourceExhausted);
+
+  FragmentGuard seeking(500);
+  ASSERT_TRUE(seeking.Inspect(head).ok());
+  seeking.SeekTo(static_cast<int64_t>(head.size() - media.size()));  // back, to read a sample
+  ASSERT_TRUE(seeking.Inspect(media).ok());
+  seeking.SeekTo(static_cast<int64_t>(head.size()));  // the next fragment
+  EXPECT_EQ(seeking.Inspect(absl::string_view(bytes).substr(head.size())).code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
 TEST_F(BrokenInputTest, RefusesFragmentsDeclaringMillionsOfSamplesWithoutGigabytes) {
   // Found by decode_clip_fuzzer. A trun box whose flags leave out every per-sample field declares
   // any number of samples in 8 bytes. (Unchecked, the fuzzer's 83,886,080 took 5 GB resident and

@@ -828,5 +828,54 @@ TEST_F(UriSourceTest, SamplingWithAFrameCountStopsReadingEarly) {
   }
 }
 
+// The bytes of a URI pass the checks that bytes in memory pass before libavformat sees them: a
+// y4m header declaring a huge picture, and MP4 fragments declaring more samples than the limit,
+// get RESOURCE_EXHAUSTED over file: (seekable) and HTTP alike, while the same fragmented file
+// with an honest count decodes as it does from memory.
+TEST_F(UriSourceTest, UriBytesPassTheChecksThatBytesInMemoryPass) {
+  ASSERT_NO_FATAL_FAILURE(testing::MakeVideo(
+      "-f lavfi -i testsrc2=size=64x48:rate=10 -f lavfi -i sine=r=8000 -t 0.8 -c:v mpeg4 -g 3 "
+      "-c:a aac -movflags frag_keyframe+empty_moov",
+      www_ + "/fragmented.mp4"));
+  const std::string fragmented = testing::ReadFile(www_ + "/fragmented.mp4");
+  std::string overcounted = fragmented;
+  const size_t trun = overcounted.find("trun");
+  ASSERT_NE(trun, std::string::npos);
+  // After the type: version (1 byte), flags (3 bytes: no per-sample fields), sample_count.
+  const int64_t limit = 4 * ClipOptions().max_total_frames;
+  const uint32_t declared = static_cast<uint32_t>(limit + 1);
+  for (int i = 0; i < 3; ++i) overcounted[trun + 5 + i] = 0;
+  for (int i = 0; i < 4; ++i)
+    overcounted[trun + 8 + i] = static_cast<char>(declared >> (24 - 8 * i));
+  WriteFile(www_ + "/overcounted.mp4", overcounted);
+  WriteFile(www_ + "/huge.y4m",
+            "YUV4MPEG2 W30000 H30000 F25:1 Ip A1:1 C420jpeg\nFRAME\n" + std::string(4096, '\x80'));
+  for (const char* name : {"fragmented.mp4", "overcounted.mp4", "huge.y4m"}) {
+    std::filesystem::copy_file(www_ + "/" + name, allowed_ + "/" + name);
+  }
+  PythonServer* server = ServeDirectory(www_);
+  ASSERT_NE(server, nullptr);
+  const UriAllowlist allowlist = Allow({"file://" + allowed_ + "/", server->http() + "/"});
+  const ClipOptions options = SmallFrames(/*num_frames=*/4);
+
+  absl::StatusOr<DecodedClip> expected = DecodeClip(fragmented, options);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  for (const std::string& base : {"file://" + allowed_, server->http()}) {
+    SCOPED_TRACE(base);
+    absl::StatusOr<DecodedClip> clip =
+        DecodeClipFromUri(base + "/fragmented.mp4", allowlist, options);
+    ASSERT_TRUE(clip.ok()) << clip.status();
+    ExpectSameClip(*clip, *expected);
+
+    clip = DecodeClipFromUri(base + "/overcounted.mp4", allowlist, options);
+    EXPECT_EQ(clip.status().code(), absl::StatusCode::kResourceExhausted) << clip.status();
+    EXPECT_THAT(clip.status().message(), HasSubstr("fragments declare"));
+
+    clip = DecodeClipFromUri(base + "/huge.y4m", allowlist, options);
+    EXPECT_EQ(clip.status().code(), absl::StatusCode::kResourceExhausted) << clip.status();
+    EXPECT_THAT(clip.status().message(), HasSubstr("30000x30000"));
+  }
+}
+
 }  // namespace
 }  // namespace vidclf::media
