@@ -1,5 +1,6 @@
 #include "media/conversion_worker.h"
 
+#include <chrono>
 #include <utility>
 
 namespace vidclf::media {

@@ -3,7 +3,6 @@
 #ifndef VIDCLF_MEDIA_CONVERSION_WORKER_H_
 #define VIDCLF_MEDIA_CONVERSION_WORKER_H_
 
-#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -19,9 +18,10 @@ namespace vidclf::media {
 // on the caller's thread, as a plain FrameConverter call would.
 class ConversionWorker {
  public:
-  // At most this many submitted frames wait for conversion; Submit blocks beyond it. Two keep
-  // the worker busy while bounding the decoded frames held back.
-  static constexpr size_t kMaxWaitingFrames = 2;
+  // At most this many submitted frames wait while another is converted; Submit blocks beyond
+  // it. Converting takes a fraction of decoding, so one is enough to keep the worker busy, and
+  // each decoded frame held back is memory (200 MB at 8192x8192 in 10 bits).
+  static constexpr size_t kMaxWaitingFrames = 1;
 
   // `converter` must outlive the worker and is used by the worker's thread only.
   ConversionWorker(FrameConverter& converter, bool own_thread);
@@ -55,12 +55,14 @@ class ConversionWorker {
   std::thread thread_;  // started by the first Submit
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<Job> waiting_;        // guarded by mutex_
-  bool converting_ = false;        // a job taken from waiting_ is being converted; guarded
-  bool stopping_ = false;          // guarded
-  absl::Status error_;             // the first conversion error; guarded when own_thread_
-  double converting_seconds_ = 0;  // guarded
-  double waiting_seconds_ = 0;     // submitting thread only
+  // Guarded by mutex_ when own_thread_.
+  std::deque<Job> waiting_;
+  bool converting_ = false;  // a job taken from waiting_ is being converted
+  bool stopping_ = false;
+  absl::Status error_;  // the first conversion error
+  double converting_seconds_ = 0;
+  // The submitting thread's own.
+  double waiting_seconds_ = 0;
 };
 
 }  // namespace vidclf::media
