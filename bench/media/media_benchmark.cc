@@ -6,9 +6,9 @@
 //    against decoding all frames. The variants take turns within each round on the same bytes.
 // 2. All-frames throughput against the ffmpeg CLI, for each decoder thread count N: DecodeClip
 //    keeping and converting every frame (on a thread of its own, the default, and on the
-//    decoding thread), `ffmpeg -threads N -i FILE -f null -` on the same file, and the CLI doing
-//    the same resize, crop and RGB conversion as ours (on one filter thread). The four take turns
-//    within each round. The CLI is
+//    decoding thread, whose calls also give the time of decoding alone), `ffmpeg -threads N -i
+//    FILE -f null -` on the same file, and the CLI doing the same resize, crop and RGB conversion
+//    as ours (on one filter thread). The four take turns within each round. The CLI is
 //    timed wall-clock from spawn to exit, so its figures include process start, which is measured
 //    on a one-frame file and printed under the table.
 // 3. The conversion alone: FrameConverter on frames of the first video decoded beforehand, resizing
