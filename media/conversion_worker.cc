@@ -35,8 +35,9 @@ absl::Status ConversionWorker::Submit(AVFrame& frame, float* out) {
   if (!own_thread_) {
     if (!error_.ok()) return error_;
     error_ = converter_.Convert(*job.frame, job.out);
-    converting_seconds_ += SecondsSince(start);
-    waiting_seconds_ += SecondsSince(start);
+    const double seconds = SecondsSince(start);
+    converting_seconds_ += seconds;
+    waiting_seconds_ += seconds;
     return error_;
   }
   if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });

@@ -152,8 +152,8 @@ absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenStream(ByteStream& input,
   return demuxer;
 }
 
-absl::Status Demuxer::OpenCustomIo(int (*read)(void*, uint8_t*, int),
-                                   int64_t (*seek)(void*, int64_t, int)) {
+absl::Status Demuxer::UseCustomIo(int (*read)(void*, uint8_t*, int),
+                                  int64_t (*seek)(void*, int64_t, int)) {
   auto* io_buffer = static_cast<unsigned char*>(av_malloc(kIoBufferBytes));
   if (io_buffer == nullptr) return absl::ResourceExhaustedError("out of memory for the I/O buffer");
   io_ = avio_alloc_context(io_buffer, kIoBufferBytes, /*write_flag=*/0, this, read,
@@ -162,10 +162,16 @@ absl::Status Demuxer::OpenCustomIo(int (*read)(void*, uint8_t*, int),
     av_free(io_buffer);
     return absl::ResourceExhaustedError("out of memory for the I/O context");
   }
-  format_ = avformat_alloc_context();
-  if (format_ == nullptr) return absl::ResourceExhaustedError("out of memory");
   format_->pb = io_;
   format_->flags |= AVFMT_FLAG_CUSTOM_IO;
+  return absl::OkStatus();
+}
+
+absl::Status Demuxer::OpenCustomIo(int (*read)(void*, uint8_t*, int),
+                                   int64_t (*seek)(void*, int64_t, int)) {
+  format_ = avformat_alloc_context();
+  if (format_ == nullptr) return absl::ResourceExhaustedError("out of memory");
+  if (auto status = UseCustomIo(read, seek); !status.ok()) return status;
   // On failure avformat_open_input frees the context and nulls the pointer; the custom I/O context
   // stays ours and the destructor frees it.
   const int result = avformat_open_input(&format_, nullptr, nullptr, nullptr);
@@ -239,18 +245,10 @@ absl::Status Demuxer::OpenCheckedSource(AVDictionary* options, const UriInputChe
     if (auto status = checks.check_head(head_); !status.ok()) return status;
   }
   fragment_guard_.emplace(checks.max_fragment_samples);
-
-  auto* io_buffer = static_cast<unsigned char*>(av_malloc(kIoBufferBytes));
-  if (io_buffer == nullptr) return absl::ResourceExhaustedError("out of memory for the I/O buffer");
-  io_ = avio_alloc_context(io_buffer, kIoBufferBytes, /*write_flag=*/0, this, &Demuxer::ReadSource,
-                           /*write_packet=*/nullptr, &Demuxer::SeekSource);
-  if (io_ == nullptr) {
-    av_free(io_buffer);
-    return absl::ResourceExhaustedError("out of memory for the I/O context");
+  if (auto status = UseCustomIo(&Demuxer::ReadSource, &Demuxer::SeekSource); !status.ok()) {
+    return status;
   }
   io_->seekable = source_->seekable;
-  format_->pb = io_;
-  format_->flags |= AVFMT_FLAG_CUSTOM_IO;
   return absl::OkStatus();
 }
 
@@ -295,9 +293,13 @@ int Demuxer::ReadStream(void* opaque, uint8_t* buffer, int size) {
   const int n = self->input_->Read(buffer, size, self->deadline_);
   if (n < 0) return AVERROR_EXIT;
   if (n == 0) return AVERROR_EOF;
-  self->refused_ = self->fragment_guard_->Inspect(
+  return self->PassGuard(buffer, n);
+}
+
+int Demuxer::PassGuard(const uint8_t* buffer, int n) {
+  refused_ = fragment_guard_->Inspect(
       absl::string_view(reinterpret_cast<const char*>(buffer), static_cast<size_t>(n)));
-  return self->refused_.ok() ? n : AVERROR_EXIT;
+  return refused_.ok() ? n : AVERROR_EXIT;
 }
 
 int Demuxer::ReadSource(void* opaque, uint8_t* buffer, int size) {
@@ -319,17 +321,19 @@ int Demuxer::ReadSource(void* opaque, uint8_t* buffer, int size) {
     self->source_position_ += n;
   }
   self->fragment_guard_->SeekTo(self->position_);
-  self->refused_ = self->fragment_guard_->Inspect(
-      absl::string_view(reinterpret_cast<const char*>(buffer), static_cast<size_t>(n)));
-  if (!self->refused_.ok()) return AVERROR_EXIT;
-  self->position_ += n;
+  n = self->PassGuard(buffer, n);
+  if (n > 0) self->position_ += n;
   return n;
 }
 
 // Moves where the next read starts; the source itself seeks when a read needs it to.
 int64_t Demuxer::SeekSource(void* opaque, int64_t offset, int whence) {
   auto* self = static_cast<Demuxer*>(opaque);
-  const int64_t target = SeekTarget(offset, whence, self->position_, avio_size(self->source_));
+  // Asking a protocol for the size may cost a system call; most seeks do not need it.
+  const int mode = whence & ~AVSEEK_FORCE;
+  const int64_t size =
+      mode == AVSEEK_SIZE || mode == SEEK_END ? avio_size(self->source_) : AVERROR(ENOSYS);
+  const int64_t target = SeekTarget(offset, whence, self->position_, size);
   if (target < 0 || (whence & ~AVSEEK_FORCE) == AVSEEK_SIZE) return target;
   self->position_ = target;
   return target;

@@ -79,6 +79,10 @@ class Demuxer {
   // not null), then reads the container's header.
   absl::Status OpenCustomIo(int (*read)(void*, uint8_t*, int),
                             int64_t (*seek)(void*, int64_t, int));
+  // Sets format_'s I/O to a custom AVIOContext (io_) reading with `read` and `seek`.
+  absl::Status UseCustomIo(int (*read)(void*, uint8_t*, int), int64_t (*seek)(void*, int64_t, int));
+  // Hands `n` bytes just read to fragment_guard_: `n`, or AVERROR_EXIT once it refuses (refused_).
+  int PassGuard(const uint8_t* buffer, int n);
 
   static int ReadMemory(void* opaque, uint8_t* buffer, int size);
   static int64_t SeekMemory(void* opaque, int64_t offset, int whence);
