@@ -199,6 +199,14 @@ Clock::time_point DeadlineFrom(Clock::time_point start, const ClipOptions& optio
 
 bool PastBudget(Clock::time_point deadline) { return Clock::now() >= deadline; }
 
+// The cancellation's reason once the call is cancelled; OK otherwise.
+absl::Status CancellationStatus(const ClipOptions& options) {
+  if (options.cancellation == nullptr || !options.cancellation->cancelled()) {
+    return absl::OkStatus();
+  }
+  return options.cancellation->reason();
+}
+
 // The DEADLINE_EXCEEDED error; `progress` says how far decoding got.
 absl::Status BudgetExceeded(const ClipOptions& options, absl::string_view progress) {
   return absl::DeadlineExceededError(absl::StrCat(
@@ -289,6 +297,7 @@ absl::StatusOr<FrameTable> ReadFrameTable(AVFormatContext* format, int stream_in
             absl::StrCat("video has more than ", options.max_total_frames, " frames, the limit"));
       }
     }
+    if (auto status = CancellationStatus(options); !status.ok()) return status;
     if (table.count % 64 == 0 && PastBudget(deadline)) {
       return BudgetExceeded(options, absl::StrCat("listing frames: ", table.count, " so far"));
     }
@@ -398,7 +407,11 @@ class SampledDecode {
         times_(std::move(times)),
         frame_floats_(converter.output_floats()),
         conversion_(converter, options.convert_while_decoding),
+        sink_(options.frame_sink),
         clip_(clip) {}
+
+  // Frames a sink's clip holds at once: one being converted, those waiting, and one more.
+  static constexpr int64_t kSinkRingFrames = ConversionWorker::kMaxWaitingFrames + 2;
 
   // Runs the decode loop until the wanted frames are in the clip, converted. `by_timestamp`
   // enables seeking and skipping (options permitting).
@@ -447,6 +460,7 @@ class SampledDecode {
         return AvError(absl::StatusCode::kInvalidArgument, "video decoding failed", sent);
       }
       if (auto status = Drain(decoder, frame.get()); !status.ok()) return status;
+      if (auto status = CancellationStatus(options); !status.ok()) return status;
       if (PastBudget(deadline)) {
         return BudgetExceeded(
             options, absl::StrCat(clip_.frames_decoded, " of ", table_.count, " frames decoded"));
@@ -524,8 +538,17 @@ class SampledDecode {
     if (done() || index != wanted_[next_wanted_]) return absl::OkStatus();
     ++next_wanted_;
     const int64_t slot = clip_.num_frames++;
-    absl::Status status = conversion_.Submit(frame, clip_.pixels.data() + slot * frame_floats_);
-    if (!status.ok()) return status;
+    if (sink_ == nullptr) {
+      absl::Status status = conversion_.Submit(frame, clip_.pixels.data() + slot * frame_floats_);
+      if (!status.ok()) return status;
+    } else {
+      // The ring slot is free again: the worker holds fewer frames than the ring.
+      float* out = clip_.pixels.data() + (slot % kSinkRingFrames) * frame_floats_;
+      absl::Status status = conversion_.Submit(
+          frame, out,
+          [sink = sink_, slot, out, time = times_[index]] { return sink->Frame(slot, out, time); });
+      if (!status.ok()) return status;
+    }
     clip_.frame_indices.push_back(index);
     clip_.timestamps_seconds.push_back(times_[index]);
     return absl::OkStatus();
@@ -537,6 +560,7 @@ class SampledDecode {
   const std::vector<double> times_;
   const int64_t frame_floats_;
   ConversionWorker conversion_;  // writes into clip_.pixels, which outlives it
+  FrameSink* const sink_;
   DecodedClip& clip_;
   bool by_timestamp_ = false;
   bool can_seek_ = false;
@@ -610,7 +634,12 @@ absl::StatusOr<DecodedClip> DecodeListed(const ListedVideo& listed, const AVForm
     clip.total_frames = listed.table.count;
     clip.source_width = video.codecpar->width;
     clip.source_height = video.codecpar->height;
-    clip.pixels.resize(listed.wanted.size() * converter.output_floats());
+    FrameSink* const sink = options.frame_sink;
+    if (sink != nullptr) sink->StartPass();
+    const int64_t slots =
+        sink == nullptr ? static_cast<int64_t>(listed.wanted.size())
+                        : std::min<int64_t>(listed.wanted.size(), SampledDecode::kSinkRingFrames);
+    clip.pixels.resize(slots * converter.output_floats());
     SampledDecode decode(**reader, listed.table, listed.wanted, listed.times, converter, clip,
                          options);
     if (auto status = decode.Run(decoder->get(), by_timestamp, deadline, options); !status.ok()) {
@@ -621,7 +650,11 @@ absl::StatusOr<DecodedClip> DecodeListed(const ListedVideo& listed, const AVForm
       return absl::InvalidArgumentError(
           absl::StrCat("no frame of the video could be decoded (", DescribeInput(format), ")"));
     }
-    clip.pixels.resize(clip.num_frames * converter.output_floats());
+    if (sink == nullptr) {
+      clip.pixels.resize(clip.num_frames * converter.output_floats());
+    } else {
+      clip.pixels = PixelBuffer();
+    }
     clip.decode_seconds = SecondsSince(start) - decode.conversion_waiting_seconds();
     return clip;
   }
@@ -754,7 +787,7 @@ absl::StatusOr<DecodedClip> DecodeClipFromUri(const std::string& uri, const UriA
     return CheckRawHeaderFrameSize(head, options);
   };
   checks.max_fragment_samples = MaxFragmentSamples(options);
-  auto demuxer = Demuxer::OpenUri(uri, allowlist, deadline, checks);
+  auto demuxer = Demuxer::OpenUri(uri, allowlist, deadline, checks, options.cancellation);
   if (!demuxer.ok()) return demuxer.status();
   return DecodeSinglePass(**demuxer, start, deadline, options);
 }

@@ -12,12 +12,27 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/cancellation.h"
 #include "media/byte_stream.h"
 #include "media/frame_converter.h"
 #include "media/frame_sampler.h"
 #include "media/uri_allowlist.h"
 
 namespace vidclf::media {
+
+// Receives the kept frames one by one as soon as each is converted, while decoding goes on, so
+// that a consumer (the backbone) can start on the first frames (ClipOptions::frame_sink).
+class FrameSink {
+ public:
+  virtual ~FrameSink() = default;
+  // A decoding pass begins: the frames given before are void. A second pass happens rarely, when
+  // a decoder rewrites timestamps and frames must be counted instead.
+  virtual void StartPass() {}
+  // Frame `slot` (0, 1, ... in presentation order) is converted; `pixels` holds its
+  // FrameConverter::output_floats() floats and is valid only during the call. Called from one
+  // thread at a time. An error stops the decoding with it.
+  virtual absl::Status Frame(int64_t slot, const float* pixels, double timestamp_seconds) = 0;
+};
 
 struct ClipOptions {
   // Which frames to keep (frame_sampler.h); uniform 16 by default.
@@ -46,6 +61,12 @@ struct ClipOptions {
   // Convert kept frames on a thread of their own while the next ones decode (one thread more
   // than decoder_threads). Off: on the decoding thread, between frames.
   bool convert_while_decoding = true;
+  // When set, decoding stops between packets once it is cancelled, with its reason. Must outlive
+  // the call.
+  const CancellationToken* cancellation = nullptr;
+  // When set, kept frames go to the sink as they are converted and DecodedClip::pixels stays
+  // empty: the clip holds only a few frames at a time. Must outlive the call.
+  FrameSink* frame_sink = nullptr;
 };
 
 // Allocates without zeroing what a vector grows by. Every float of a clip is written by the
@@ -73,7 +94,7 @@ struct UninitializedAllocator : std::allocator<T> {
 using PixelBuffer = std::vector<float, UninitializedAllocator<float>>;
 
 // A sampled clip: T preprocessed frames, laid out [T, 3, crop, crop] in `pixels`, or
-// [T, crop, crop, 3] when options.preprocess.channels_last.
+// [T, crop, crop, 3] when options.preprocess.channels_last (empty with a frame sink).
 struct DecodedClip {
   PixelBuffer pixels;
   int64_t num_frames = 0;

@@ -27,14 +27,22 @@ ConversionWorker::~ConversionWorker() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::Status ConversionWorker::Submit(AVFrame& frame, float* out) {
-  Job job{FramePtr(av_frame_alloc()), out};
+absl::Status ConversionWorker::Convert(Job& job) {
+  absl::Status status = converter_.Convert(*job.frame, job.out);
+  job.frame.reset();  // hand the buffers back to the decoder's pool
+  if (status.ok() && job.converted) status = job.converted();
+  return status;
+}
+
+absl::Status ConversionWorker::Submit(AVFrame& frame, float* out,
+                                      std::function<absl::Status()> converted) {
+  Job job{FramePtr(av_frame_alloc()), out, std::move(converted)};
   if (!job.frame) return absl::ResourceExhaustedError("out of memory");
   av_frame_move_ref(job.frame.get(), &frame);
   const auto start = Clock::now();
   if (!own_thread_) {
     if (!error_.ok()) return error_;
-    error_ = converter_.Convert(*job.frame, job.out);
+    error_ = Convert(job);
     const double seconds = SecondsSince(start);
     converting_seconds_ += seconds;
     waiting_seconds_ += seconds;
@@ -75,9 +83,8 @@ void ConversionWorker::Run() {
     lock.unlock();
     changed_.notify_all();  // a slot is free
     const auto start = Clock::now();
-    const absl::Status status = converter_.Convert(*job.frame, job.out);
+    const absl::Status status = Convert(job);
     const double seconds = SecondsSince(start);
-    job.frame.reset();  // hand the buffers back to the decoder's pool before waiting again
     lock.lock();
     converting_ = false;
     converting_seconds_ += seconds;

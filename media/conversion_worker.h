@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -30,9 +31,11 @@ class ConversionWorker {
   ConversionWorker& operator=(const ConversionWorker&) = delete;
 
   // Takes the frame's buffers, leaving `frame` blank, and converts them into `out`, which must
-  // stay valid until Finish. Returns the first conversion error met so far; after one, frames
-  // are no longer converted.
-  absl::Status Submit(AVFrame& frame, float* out);
+  // stay valid until Finish, then runs `converted` (when set) on the converting thread; its
+  // error counts as a conversion error. Returns the first conversion error met so far; after
+  // one, frames are no longer converted.
+  absl::Status Submit(AVFrame& frame, float* out,
+                      std::function<absl::Status()> converted = nullptr);
 
   // Waits until every submitted frame is converted and returns the first error.
   absl::Status Finish();
@@ -46,7 +49,11 @@ class ConversionWorker {
   struct Job {
     FramePtr frame;
     float* out;
+    std::function<absl::Status()> converted;
   };
+
+  // Converts one job on the calling thread.
+  absl::Status Convert(Job& job);
 
   void Run();  // the worker thread
 

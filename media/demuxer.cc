@@ -185,9 +185,11 @@ absl::Status Demuxer::OpenCustomIo(int (*read)(void*, uint8_t*, int),
 absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenUri(const std::string& uri,
                                                           const UriAllowlist& allowlist,
                                                           Clock::time_point deadline,
-                                                          const UriInputChecks& checks) {
+                                                          const UriInputChecks& checks,
+                                                          const CancellationToken* cancellation) {
   if (auto status = allowlist.Check(uri); !status.ok()) return status;
   std::unique_ptr<Demuxer> demuxer(new Demuxer());
+  demuxer->cancellation_ = cancellation;
   demuxer->allowlist_ = &allowlist;
   demuxer->uri_ = uri;
   demuxer->deadline_ = deadline;
@@ -261,6 +263,7 @@ Demuxer::~Demuxer() {
 
 absl::Status Demuxer::ReadError() const {
   if (!refused_.ok()) return refused_;
+  if (cancellation_ != nullptr && cancellation_->cancelled()) return cancellation_->reason();
   if (input_ != nullptr) return input_->read_error();
   if (past_deadline_) {
     return absl::DeadlineExceededError("the source did not deliver the video within the budget");
@@ -349,7 +352,8 @@ int Demuxer::Interrupt(void* opaque) {
     self->refused_ = absl::UnavailableError(absl::StrCat(
         "'", self->uri_, "' redirects to '", self->format_->url, "'; redirects are not followed"));
   }
-  return self->past_deadline_ || !self->refused_.ok() ? 1 : 0;
+  const bool cancelled = self->cancellation_ != nullptr && self->cancellation_->cancelled();
+  return self->past_deadline_ || cancelled || !self->refused_.ok() ? 1 : 0;
 }
 
 int Demuxer::OpenNested(AVFormatContext* format, AVIOContext** io, const char* url, int flags,

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/cancellation.h"
 #include "media/av_util.h"
 #include "media/byte_stream.h"
 #include "media/fragment_guard.h"
@@ -47,19 +48,20 @@ class Demuxer {
 
   // Opens `uri` when `allowlist` allows it, with FFmpeg's protocol_whitelist set from the
   // allowlist and every URI a nested format opens (HLS segments, say) checked against it too.
-  // Redirects are not followed. Opening and reading give up at `deadline`. The bytes of a URI
+  // Redirects are not followed. Opening and reading give up at `deadline`, or as soon as
+  // `cancellation` (when not null; it must outlive the demuxer) is cancelled. The bytes of a URI
   // read through a protocol (all but RTSP's) pass `checks` first; those of nested URIs do not.
   // Errors:
   //   PERMISSION_DENIED   the allowlist refuses the URI, or one that the source refers to
   //   NOT_FOUND           no such file, or HTTP 404
   //   UNAVAILABLE         the source cannot be reached, refuses to serve or redirects
   //   DEADLINE_EXCEEDED   `deadline` passed
+  //   the cancellation's reason
   //   INVALID_ARGUMENT    what was fetched is not a container libavformat reads
   //   and the errors of `checks`.
-  static absl::StatusOr<std::unique_ptr<Demuxer>> OpenUri(const std::string& uri,
-                                                          const UriAllowlist& allowlist,
-                                                          Clock::time_point deadline,
-                                                          const UriInputChecks& checks);
+  static absl::StatusOr<std::unique_ptr<Demuxer>> OpenUri(
+      const std::string& uri, const UriAllowlist& allowlist, Clock::time_point deadline,
+      const UriInputChecks& checks, const CancellationToken* cancellation = nullptr);
 
   ~Demuxer();
   Demuxer(const Demuxer&) = delete;
@@ -68,7 +70,8 @@ class Demuxer {
   AVFormatContext* format() const { return format_; }
 
   // Why a read failed, when the reason lies outside libav: the stream input's read_error() or
-  // its fragment guard's, a nested URI the allowlist refused, a redirect, or the deadline. OK
+  // its fragment guard's, a nested URI the allowlist refused, a redirect, the deadline, or a
+  // cancellation. OK
   // otherwise.
   absl::Status ReadError() const;
 
@@ -113,6 +116,7 @@ class Demuxer {
   absl::Status refused_;
 
   Clock::time_point deadline_ = Clock::time_point::max();
+  const CancellationToken* cancellation_ = nullptr;
   bool past_deadline_ = false;
   AVIOContext* io_ = nullptr;
   AVFormatContext* format_ = nullptr;

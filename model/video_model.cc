@@ -274,6 +274,9 @@ absl::StatusOr<torch::Tensor> VideoModel::Embed(const torch::Tensor& frames,
       chunks.push_back(backbone_->forward(input).to(torch::kCPU, torch::kFloat));
     }
     return torch::cat(chunks);
+  } catch (const c10::OutOfMemoryError& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of device memory embedding frames: ", e.what_without_backtrace()));
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("frame embedding failed: ", e.what_without_backtrace()));
@@ -314,6 +317,9 @@ absl::StatusOr<torch::Tensor> VideoModel::Classify(const torch::Tensor& embeddin
     const torch::Tensor logits =
         (*head)->forward(embeddings.to(device_, torch::kFloat), lengths.to(device_));
     return torch::softmax(logits, /*dim=*/-1).to(torch::kCPU);
+  } catch (const c10::OutOfMemoryError& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of device memory in the head: ", e.what_without_backtrace()));
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("classification head failed: ", e.what_without_backtrace()));

@@ -54,6 +54,9 @@ class VideoModel {
   torch::Device device() const { return device_; }
   // Whether the backbone runs channels-last: frames prepared in that layout are used as they are.
   bool channels_last() const { return channels_last_; }
+  // Whether StreamStep continues the head's state exactly at a constant cost per frame (the GRU;
+  // a transformer with causal-linear attention); otherwise it re-runs a sliding window.
+  bool has_recurrent_step() const { return head_->has_recurrent_step(); }
   ModelConfig& mutable_config() { return config_; }
   ResNet18& backbone() { return backbone_; }
   // The temporal head (GRU or transformer, as the config says).
@@ -61,7 +64,7 @@ class VideoModel {
 
   // frames: [T, 3, crop, crop] float, on any device. Returns embeddings [T, 512] float on the CPU.
   // Runs in eval mode without autograd, in chunks of at most `max_batch_frames` frames to bound
-  // peak memory.
+  // peak memory. Out of device memory is RESOURCE_EXHAUSTED, any other failure INVALID_ARGUMENT.
   absl::StatusOr<torch::Tensor> Embed(const torch::Tensor& frames,
                                       int64_t max_batch_frames = 32) const;
 

@@ -1,14 +1,19 @@
 // vidclf-server: loads a model repository and serves vidclf.v1.VideoClassifier over gRPC, with the
 // standard health service, server reflection and Prometheus metrics.
 //
-// Shutdown sequence on SIGINT/SIGTERM: mark NOT_SERVING (so load balancers stop sending), stop
-// accepting RPCs and let those in flight finish for up to --shutdown-grace-seconds, then stop the
-// engine (which finishes the requests it had queued) and exit.
+// Drain on SIGINT/SIGTERM: health answers NOT_SERVING (so load balancers stop sending) and new
+// calls get UNAVAILABLE (so clients retry on another replica); calls in flight have
+// --drain-timeout-s to finish, those still running then are cancelled, and the process exits 0.
+// SIGHUP loads the model repository again and serves it from then on; calls in flight finish on
+// the models they started with.
+#include <fcntl.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <prometheus/registry.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -20,7 +25,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/command_line.h"
 #include "media/uri_allowlist.h"
@@ -45,13 +49,23 @@ ABSL_FLAG(std::string, precision, "fp32", "Backbone precision: fp32, or on CUDA 
 ABSL_FLAG(
     std::string, memory_format, "channels-last",
     "Backbone layout: channels-last (faster on CPU too; docs/backbone-benchmark.md) or nchw.");
-ABSL_FLAG(int, workers, 2, "Requests processed at once.");
-ABSL_FLAG(int, torch_threads, 0, "LibTorch intra-op threads (0: cores / workers, at least 1).");
-ABSL_FLAG(int, max_queued_requests, 64, "Requests waiting beyond this get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, cores, 0,
+          "Cores that decoding and the backbone share (0: the machine's). A call decoding alone "
+          "uses them all; the backbone takes those that decoding leaves free.");
+ABSL_FLAG(int, decode_slots, 0, "Calls decoded at once (0: one per core).");
+ABSL_FLAG(int, max_batch_frames, 16, "Most frames, from any calls, in one backbone batch.");
+ABSL_FLAG(int, max_queue_delay_us, 2000,
+          "Longest a frame waits for others to join its batch while calls are decoding.");
+ABSL_FLAG(int, max_inflight_requests, 64,
+          "Calls in flight at once; past it, calls get RESOURCE_EXHAUSTED at once.");
+ABSL_FLAG(int, max_inflight_mib, 1024,
+          "MiB that calls in flight may hold (payloads, uploads, decoded frames); past it, calls "
+          "get RESOURCE_EXHAUSTED at once.");
 ABSL_FLAG(int, max_upload_mib, 64, "Largest accepted video upload, in MiB.");
 ABSL_FLAG(int, decode_timeout_ms, 30000,
           "Wall-clock budget for decoding one video (DEADLINE_EXCEEDED past it); 0: none.");
-ABSL_FLAG(int, shutdown_grace_seconds, 10, "Time given to RPCs in flight at shutdown.");
+ABSL_FLAG(int, drain_timeout_s, 30,
+          "On SIGTERM or SIGINT, seconds given to calls in flight before they are cancelled.");
 ABSL_FLAG(std::vector<std::string>, allow_uri, {},
           "Comma-separated URI prefixes that requests may ask the server to pull video from, "
           "e.g. https://media.example.com/clips/,file:///srv/videos/ (default: none).");
@@ -60,11 +74,34 @@ ABSL_FLAG(std::string, media_log_level, "error",
 
 namespace {
 
-absl::Notification shutdown_requested;
+// Signals reach the main thread through a pipe: the handler only writes the signal's number.
+// (Blocking them for sigwait is not enough: libraries start threads before main, OpenBLAS's
+// among them, and a signal the main thread no longer waits for would kill the process there.)
+int signal_pipe[2] = {-1, -1};
 
-void OnSignal(int) {
-  // Only async-signal-safe work here: the main thread waits on the notification.
-  if (!shutdown_requested.HasBeenNotified()) shutdown_requested.Notify();
+void OnSignal(int signal) {
+  const char number = static_cast<char>(signal);
+  [[maybe_unused]] const ssize_t written = write(signal_pipe[1], &number, 1);
+}
+
+void HandleSignals() {
+  if (pipe2(signal_pipe, O_CLOEXEC) != 0) return;
+  struct sigaction action = {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaction(signal, &action, nullptr);
+}
+
+// The next signal that arrives; SIGTERM if signals cannot be read.
+int NextSignal() {
+  char number = 0;
+  while (true) {
+    const ssize_t n = read(signal_pipe[0], &number, 1);
+    if (n == 1) return number;
+    if (n < 0 && errno == EINTR) continue;
+    return SIGTERM;
+  }
 }
 
 absl::StatusOr<int> MediaLogLevel(const std::string& name) {
@@ -97,6 +134,14 @@ absl::StatusOr<vidclf::model::InferenceOptions> InferenceOptionsFromFlags() {
   return options;
 }
 
+// Prints the models a repository serves.
+void PrintModels(const vidclf::engine::ModelRepository& repository) {
+  for (const auto& [name, entry] : repository.entries()) {
+    std::cout << "loaded model " << name << " version " << entry.model->config().version << " ("
+              << entry.model->config().labels.size() << " labels)" << std::endl;
+  }
+}
+
 int Run() {
   using vidclf::engine::ClassifyEngine;
   using vidclf::engine::ModelRepository;
@@ -105,12 +150,9 @@ int Run() {
     std::cerr << "vidclf-server: --model-repository DIR is required\n";
     return 2;
   }
-  const int workers = absl::GetFlag(FLAGS_workers);
-  int torch_threads = absl::GetFlag(FLAGS_torch_threads);
-  if (torch_threads <= 0) {
-    torch_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / workers);
-  }
-  std::cout << vidclf::model::ConfigureTorchThreads(torch_threads) << std::endl;
+  int cores = absl::GetFlag(FLAGS_cores);
+  if (cores <= 0) cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::cout << vidclf::model::ConfigureTorchThreads(cores) << std::endl;
 
   absl::StatusOr<vidclf::model::InferenceOptions> inference = InferenceOptionsFromFlags();
   if (!inference.ok()) {
@@ -125,10 +167,7 @@ int Run() {
     std::cerr << "vidclf-server: " << repository.status().message() << "\n";
     return 1;
   }
-  for (const vidclf::model::VideoModel* model : (*repository)->models()) {
-    std::cout << "loaded model " << model->config().name << " version " << model->config().version
-              << " (" << model->config().labels.size() << " labels)" << std::endl;
-  }
+  PrintModels(**repository);
 
   absl::StatusOr<vidclf::media::UriAllowlist> allowlist =
       vidclf::media::UriAllowlist::Parse(absl::GetFlag(FLAGS_allow_uri));
@@ -145,30 +184,37 @@ int Run() {
 
   vidclf::engine::EngineOptions engine_options;
   engine_options.uri_allowlist = *std::move(allowlist);
-  engine_options.workers = workers;
-  engine_options.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
+  engine_options.cores = cores;
+  engine_options.decode_slots = absl::GetFlag(FLAGS_decode_slots);
+  engine_options.batching.max_batch_frames = absl::GetFlag(FLAGS_max_batch_frames);
+  engine_options.batching.max_queue_delay =
+      absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  engine_options.admission.max_inflight_calls = absl::GetFlag(FLAGS_max_inflight_requests);
+  engine_options.admission.max_inflight_bytes =
+      static_cast<int64_t>(absl::GetFlag(FLAGS_max_inflight_mib)) << 20;
   engine_options.decode.max_input_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_max_upload_mib))
                                           << 20;
   engine_options.decode.decode_timeout_ms = absl::GetFlag(FLAGS_decode_timeout_ms);
+  auto registry = std::make_shared<prometheus::Registry>();
+  vidclf::ServerMetrics metrics(*registry);
   absl::StatusOr<std::unique_ptr<ClassifyEngine>> engine =
-      ClassifyEngine::Create(engine_options, repository->get());
+      ClassifyEngine::Create(engine_options, *std::move(repository), &metrics);
   if (!engine.ok()) {
     std::cerr << "vidclf-server: " << engine.status().message() << "\n";
     return 2;
   }
 
   const std::string host = absl::GetFlag(FLAGS_host);
-  auto registry = std::make_shared<prometheus::Registry>();
-  vidclf::ServerMetrics metrics(*registry);
   absl::StatusOr<std::unique_ptr<vidclf::MetricsHttpServer>> metrics_server =
-      vidclf::MetricsHttpServer::Start(host, absl::GetFlag(FLAGS_metrics_port),
-                                       {registry, vidclf::MakeProcessCollector()});
+      vidclf::MetricsHttpServer::Start(
+          host, absl::GetFlag(FLAGS_metrics_port),
+          {registry, vidclf::MakeEngineCollector(engine->get()), vidclf::MakeProcessCollector()});
   if (!metrics_server.ok()) {
     std::cerr << "vidclf-server: " << metrics_server.status().message() << "\n";
     return 1;
   }
 
-  vidclf::service::ClassifyService service(engine->get(), repository->get(), &metrics);
+  vidclf::service::ClassifyService service(engine->get(), &metrics);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -197,20 +243,44 @@ int Run() {
   std::cout << "classify a video from another terminal with:\n  vidclf classify VIDEO --server "
             << "localhost:" << grpc_port << std::endl;
 
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
-  shutdown_requested.WaitForNotification();
-  std::cout << "shutting down" << std::endl;
+  // Later SIGTERMs, during the drain, land in the pipe unread.
+  while (NextSignal() == SIGHUP) {
+    std::cout << "SIGHUP: reloading the model repository " << repository_dir << std::endl;
+    absl::StatusOr<std::unique_ptr<ModelRepository>> reloaded =
+        ModelRepository::Load(repository_dir, absl::GetFlag(FLAGS_default_model), *inference);
+    if (!reloaded.ok()) {
+      std::cerr << "vidclf-server: reload failed, still serving the models loaded before: "
+                << reloaded.status().message() << std::endl;
+      continue;
+    }
+    PrintModels(**reloaded);
+    (*engine)->ReplaceRepository(*std::move(reloaded));
+    std::cout << "model repository reloaded" << std::endl;
+  }
+
+  const absl::Duration drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  std::cout << "draining: refusing new calls, up to " << absl::FormatDuration(drain_timeout)
+            << " for " << (*engine)->load().inflight_calls << " calls in flight" << std::endl;
   server->GetHealthCheckService()->SetServingStatus(false);
-  server->Shutdown(std::chrono::system_clock::now() +
-                   std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
+  (*engine)->StartDraining();
+  if (!(*engine)->WaitUntilIdle(absl::Now() + drain_timeout)) {
+    std::cout << "drain timeout: cancelling " << (*engine)->load().inflight_calls
+              << " calls still in flight" << std::endl;
+    (*engine)->CancelAll(absl::UnavailableError(
+        "the server shut down before the call finished; retry on another replica"));
+    (*engine)->WaitUntilIdle(absl::InfiniteFuture());
+  }
+  // Every call has its answer; give the RPCs a moment to send them, then stop.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   engine->reset();
+  std::cout << "stopped" << std::endl;
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  HandleSignals();
   vidclf::ParseCommandLine(argc, argv,
                            "vidclf-server --model-repository DIR [--grpc-port 50051] "
                            "[--metrics-port 9464] [--device auto|cpu|cuda:N]");

@@ -1,12 +1,16 @@
 #include "server/metrics.h"
 
 #include <prometheus/metric_family.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "model/device_memory.h"
 
 namespace vidclf {
 namespace {
@@ -16,21 +20,87 @@ prometheus::Histogram::BucketBoundaries LatencyBuckets() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 65};
 }
 
-prometheus::MetricFamily Gauge(const std::string& name, const std::string& help, double value,
-                               prometheus::MetricType type = prometheus::MetricType::Gauge) {
+// Frames per backbone batch.
+prometheus::Histogram::BucketBoundaries BatchBuckets() { return {1, 2, 4, 8, 16, 32, 64, 128}; }
+
+// A family of one type, without samples yet.
+prometheus::MetricFamily Family(const std::string& name, const std::string& help,
+                                prometheus::MetricType type = prometheus::MetricType::Gauge) {
   prometheus::MetricFamily family;
   family.name = name;
   family.help = help;
   family.type = type;
+  return family;
+}
+
+// Adds one sample with `labels` to a gauge or counter family.
+void AddSample(prometheus::MetricFamily& family, double value,
+               std::vector<prometheus::ClientMetric::Label> labels = {}) {
   prometheus::ClientMetric metric;
-  if (type == prometheus::MetricType::Counter) {
+  metric.label = std::move(labels);
+  if (family.type == prometheus::MetricType::Counter) {
     metric.counter.value = value;
   } else {
     metric.gauge.value = value;
   }
-  family.metric.push_back(metric);
+  family.metric.push_back(std::move(metric));
+}
+
+prometheus::MetricFamily Gauge(const std::string& name, const std::string& help, double value,
+                               prometheus::MetricType type = prometheus::MetricType::Gauge) {
+  prometheus::MetricFamily family = Family(name, help, type);
+  AddSample(family, value);
   return family;
 }
+
+class EngineCollector : public prometheus::Collectable {
+ public:
+  explicit EngineCollector(const engine::ClassifyEngine* engine) : engine_(engine) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    const engine::EngineLoad load = engine_->load();
+    prometheus::MetricFamily queue =
+        Family("vidclf_queue_depth",
+               "Work waiting: calls for a decoding slot (stage=decode), frames for the backbone "
+               "(stage=embed).");
+    AddSample(queue, load.calls_waiting_to_decode, {{"stage", "decode"}});
+    AddSample(queue, static_cast<double>(load.frames_waiting_for_backbone), {{"stage", "embed"}});
+    prometheus::MetricFamily info =
+        Family("vidclf_model_info", "The models served (value 1), with their version and head.");
+    for (const auto& [name, entry] : engine_->repository()->entries()) {
+      const model::ModelConfig& config = entry.model->config();
+      AddSample(
+          info, 1,
+          {{"model", name},
+           {"version", config.version},
+           {"head", config.head},
+           {"attention", config.head == "transformer" ? config.transformer.attention.type : ""}});
+    }
+    std::vector<prometheus::MetricFamily> families = {
+        queue,
+        Gauge("vidclf_inflight_requests", "Calls admitted and not yet answered.",
+              load.inflight_calls),
+        Gauge("vidclf_inflight_bytes",
+              "Bytes the calls in flight hold: payloads, uploads and decoded frames.",
+              static_cast<double>(load.inflight_bytes)),
+        info,
+    };
+    const std::vector<model::DeviceMemory> devices = model::CudaMemoryInUse();
+    if (!devices.empty()) {
+      prometheus::MetricFamily memory = Family(
+          "vidclf_device_memory_bytes", "Accelerator memory allocated and reserved by LibTorch.");
+      for (const model::DeviceMemory& device : devices) {
+        AddSample(memory, static_cast<double>(device.bytes),
+                  {{"device", device.device}, {"kind", device.kind}});
+      }
+      families.push_back(memory);
+    }
+    return families;
+  }
+
+ private:
+  const engine::ClassifyEngine* const engine_;
+};
 
 class ProcessCollector : public prometheus::Collectable {
  public:
@@ -56,10 +126,28 @@ class ProcessCollector : public prometheus::Collectable {
         Gauge("process_start_time_seconds",
               "Start time of the process since unix epoch in seconds.",
               BootTimeSeconds() + std::stod(field[22]) / ticks),
+        Gauge("process_open_fds", "Number of open file descriptors.", OpenFileDescriptors()),
+        Gauge("process_max_fds", "Maximum number of open file descriptors.", MaxFileDescriptors()),
     };
   }
 
  private:
+  static double OpenFileDescriptors() {
+    std::error_code error;
+    double count = 0;
+    for (std::filesystem::directory_iterator it("/proc/self/fd", error), end; !error && it != end;
+         it.increment(error)) {
+      ++count;
+    }
+    return count;
+  }
+
+  static double MaxFileDescriptors() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+    return static_cast<double>(limit.rlim_cur);
+  }
+
   static double BootTimeSeconds() {
     std::ifstream stat("/proc/stat");
     for (std::string key; stat >> key;) {
@@ -86,8 +174,29 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
                             .Register(registry)),
       stage_duration_(prometheus::BuildHistogram()
                           .Name("vidclf_stage_duration_seconds")
-                          .Help("Time a successful request spent in each pipeline stage.")
-                          .Register(registry)) {}
+                          .Help("Time a successful call spent in each stage (queue, decode, "
+                                "preprocess, embed, head); stages overlap.")
+                          .Register(registry)),
+      batch_frames_(prometheus::BuildHistogram()
+                        .Name("vidclf_batch_frames")
+                        .Help("Frames in each batch the backbone ran, from any number of calls.")
+                        .Register(registry)
+                        .Add({}, BatchBuckets())),
+      frames_decoded_(prometheus::BuildCounter()
+                          .Name("vidclf_frames_decoded_total")
+                          .Help("Frames the decoders produced.")
+                          .Register(registry)
+                          .Add({})),
+      frames_embedded_(prometheus::BuildCounter()
+                           .Name("vidclf_frames_embedded_total")
+                           .Help("Frames the backbone embedded.")
+                           .Register(registry)
+                           .Add({})),
+      refused_(prometheus::BuildCounter()
+                   .Name("vidclf_rejected_total")
+                   .Help("Calls refused without being queued, by reason: requests or bytes (a "
+                         "bound), deadline (the queue would outlast it), draining.")
+                   .Register(registry)) {}
 
 void ServerMetrics::RecordRequest(absl::string_view method, absl::string_view model,
                                   absl::string_view code, double seconds) {
@@ -99,10 +208,29 @@ void ServerMetrics::RecordRequest(absl::string_view method, absl::string_view mo
       .Observe(seconds);
 }
 
-void ServerMetrics::RecordStage(absl::string_view model, absl::string_view stage, double seconds) {
+void ServerMetrics::StageDone(absl::string_view model, engine::Stage stage, double seconds) {
   stage_duration_
-      .Add({{"model", std::string(model)}, {"stage", std::string(stage)}}, LatencyBuckets())
+      .Add({{"model", std::string(model)}, {"stage", std::string(engine::StageName(stage))}},
+           LatencyBuckets())
       .Observe(seconds);
+}
+
+void ServerMetrics::BatchDone(int frames) { batch_frames_.Observe(frames); }
+
+void ServerMetrics::FramesDecoded(int64_t frames) {
+  frames_decoded_.Increment(static_cast<double>(frames));
+}
+
+void ServerMetrics::FramesEmbedded(int64_t frames) {
+  frames_embedded_.Increment(static_cast<double>(frames));
+}
+
+void ServerMetrics::Refused(engine::Refusal refusal) {
+  refused_.Add({{"reason", std::string(engine::RefusalName(refusal))}}).Increment();
+}
+
+std::shared_ptr<prometheus::Collectable> MakeEngineCollector(const engine::ClassifyEngine* engine) {
+  return std::make_shared<EngineCollector>(engine);
 }
 
 std::shared_ptr<prometheus::Collectable> MakeProcessCollector() {

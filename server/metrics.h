@@ -1,7 +1,10 @@
-// Prometheus metrics of the server, recorded at the RPC boundary with bounded label values.
+// Prometheus metrics of the server, in base units and with bounded label values: the RPC
+// boundary records requests, the engine reports through the EngineObserver interface, and
+// gauges are read from the engine at each scrape.
 #ifndef VIDCLF_SERVER_METRICS_H_
 #define VIDCLF_SERVER_METRICS_H_
 
+#include <prometheus/collectable.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/histogram.h>
@@ -11,11 +14,13 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "server/engine/classify_engine.h"
+#include "server/engine/engine_observer.h"
 
 namespace vidclf {
 
 // Thread-safe.
-class ServerMetrics {
+class ServerMetrics : public engine::EngineObserver {
  public:
   // Registers the families in `registry`.
   explicit ServerMetrics(prometheus::Registry& registry);
@@ -25,17 +30,31 @@ class ServerMetrics {
   void RecordRequest(absl::string_view method, absl::string_view model, absl::string_view code,
                      double seconds);
 
-  // Time one request spent in a stage ("decode", "preprocess", "embed", "head").
-  void RecordStage(absl::string_view model, absl::string_view stage, double seconds);
+  // engine::EngineObserver.
+  void StageDone(absl::string_view model, engine::Stage stage, double seconds) override;
+  void BatchDone(int frames) override;
+  void FramesDecoded(int64_t frames) override;
+  void FramesEmbedded(int64_t frames) override;
+  void Refused(engine::Refusal refusal) override;
 
  private:
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_duration_;
   prometheus::Family<prometheus::Histogram>& stage_duration_;
+  prometheus::Histogram& batch_frames_;
+  prometheus::Counter& frames_decoded_;
+  prometheus::Counter& frames_embedded_;
+  prometheus::Family<prometheus::Counter>& refused_;
 };
 
-// A collectable that reports this process's resident and virtual memory, CPU time and start time
-// (process_resident_memory_bytes, ...) from /proc at each scrape, as Prometheus's own clients do.
+// Reads the engine's gauges at each scrape: vidclf_queue_depth{stage}, vidclf_inflight_requests,
+// vidclf_inflight_bytes, vidclf_model_info{model,version,head,attention} and
+// vidclf_device_memory_bytes{device,kind} (CUDA only). `engine` must outlive it.
+std::shared_ptr<prometheus::Collectable> MakeEngineCollector(const engine::ClassifyEngine* engine);
+
+// Reports this process's resident and virtual memory, CPU time, start time and file descriptors
+// (process_resident_memory_bytes, process_open_fds, ...) from /proc at each scrape, as
+// Prometheus's own clients do.
 std::shared_ptr<prometheus::Collectable> MakeProcessCollector();
 
 }  // namespace vidclf

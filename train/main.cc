@@ -21,7 +21,7 @@
 #include "model/resnet18_archive.h"
 #include "model/train/head_trainer.h"
 #include "model/video_model.h"
-#include "server/engine/video_pipeline.h"
+#include "pipeline/video_pipeline.h"
 #include "train/synthetic_videos.h"
 
 ABSL_FLAG(std::string, output_repository, "", "Model repository to write the bundle into.");
@@ -125,7 +125,7 @@ int Run() {
         return 1;
       }
       auto embedded =
-          vidclf::engine::DecodeAndEmbed(**model, vidclf::engine::VideoSource::Bytes(*video), clip);
+          vidclf::pipeline::DecodeAndEmbed(**model, vidclf::pipeline::VideoSource::Bytes(*video), clip);
       if (!embedded.ok()) {
         std::cerr << "vidclf-train: " << embedded.status().message() << "\n";
         return 1;

@@ -1,145 +1,172 @@
 #include "server/engine/classify_engine.h"
 
 #include <algorithm>
-#include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "server/engine/video_pipeline.h"
+#include "absl/time/clock.h"
+#include "server/engine/classify_call.h"
 
 namespace vidclf::engine {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+EngineOptions Resolved(EngineOptions options) {
+  if (options.cores <= 0) {
+    options.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  if (options.decode_slots <= 0) options.decode_slots = options.cores;
+  options.batching.max_threads = options.cores;
+  return options;
 }
 
-absl::Status CheckDeadline(absl::Time deadline, absl::string_view stage) {
-  if (absl::Now() < deadline) return absl::OkStatus();
-  return absl::DeadlineExceededError(absl::StrCat("deadline passed before ", stage));
+// Bytes of one preprocessed frame of `model`.
+int64_t FrameBytes(const model::VideoModel& model) {
+  const int64_t side = model.config().input.crop_size;
+  return side * side * 3 * static_cast<int64_t>(sizeof(float));
 }
 
 }  // namespace
 
+void CallHandle::Cancel(const absl::Status& reason) { call_->Cancel(reason); }
+
+absl::Status CallHandle::AddBytes(int64_t bytes) { return call_->AddBytes(bytes); }
+
 absl::StatusOr<std::unique_ptr<ClassifyEngine>> ClassifyEngine::Create(
-    const EngineOptions& options, const ModelRepository* repository) {
-  if (options.workers < 1 || options.max_queued_requests < 0 || options.max_sampled_frames < 1) {
+    const EngineOptions& options, std::shared_ptr<const ModelRepository> repository,
+    EngineObserver* observer) {
+  if (options.cores < 0 || options.decode_slots < 0 || options.head_threads < 1 ||
+      options.max_sampled_frames < 1 || options.admission.max_inflight_calls < 0 ||
+      options.admission.max_inflight_bytes < 0 || options.batching.max_batch_frames < 1 ||
+      options.batching.max_queue_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "engine needs workers >= 1, max_queued_requests >= 0 and max_sampled_frames >= 1");
+        "engine needs cores, decode slots, in-flight limits and queue delay >= 0, and head "
+        "threads, max sampled frames and max batch frames >= 1");
   }
-  return std::unique_ptr<ClassifyEngine>(new ClassifyEngine(options, repository));
+  if (repository == nullptr) return absl::InvalidArgumentError("engine needs a model repository");
+  return std::unique_ptr<ClassifyEngine>(
+      new ClassifyEngine(Resolved(options), std::move(repository), observer));
 }
 
-ClassifyEngine::ClassifyEngine(const EngineOptions& options, const ModelRepository* repository)
-    : options_(options), repository_(repository) {
-  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
-}
+ClassifyEngine::ClassifyEngine(const EngineOptions& options,
+                               std::shared_ptr<const ModelRepository> repository,
+                               EngineObserver* observer)
+    : options_(options),
+      observer_(observer != nullptr ? observer : &null_observer_),
+      admission_(std::make_shared<Admission>(options.admission)),
+      repository_(std::move(repository)),
+      head_stage_(options.head_threads),
+      batcher_(
+          options.batching, [this] { return calls_decoding_.load(); }, observer_),
+      decode_stage_(options.decode_slots) {}
 
 ClassifyEngine::~ClassifyEngine() {
-  {
-    absl::MutexLock lock(&mutex_);
-    stopping_ = true;
-  }
-  for (std::thread& worker : workers_) worker.join();
+  StartDraining();
+  CancelAll(absl::UnavailableError("the server is stopping"));
+  WaitUntilIdle(absl::InfiniteFuture());
 }
 
-void ClassifyEngine::ClassifyAsync(ClassifyInput input, Callback done) {
-  {
-    absl::MutexLock lock(&mutex_);
-    if (!stopping_ && queue_.size() < static_cast<size_t>(options_.max_queued_requests)) {
-      queue_.push_back(Job{std::move(input), std::move(done), absl::Now()});
-      return;
-    }
-  }
-  done(absl::ResourceExhaustedError(absl::StrCat("server is busy: ", options_.max_queued_requests,
-                                                 " requests are already waiting; retry")));
-}
-
-void ClassifyEngine::WorkerLoop() {
-  while (true) {
-    Job job;
-    {
-      absl::MutexLock lock(&mutex_);
-      mutex_.Await(absl::Condition(
-          +[](ClassifyEngine* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mutex_) {
-            return self->stopping_ || !self->queue_.empty();
-          },
-          this));
-      if (queue_.empty()) return;  // stopping, and nothing is left to do
-      job = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    absl::StatusOr<ClassifyResult> result = Classify(job.input);
-    if (result.ok()) result->total_seconds = absl::ToDoubleSeconds(absl::Now() - job.submitted);
-    job.done(std::move(result));
-  }
-}
-
-absl::StatusOr<ClassifyResult> ClassifyEngine::Classify(const ClassifyInput& input) const {
-  const auto start = Clock::now();
-  absl::StatusOr<const model::VideoModel*> found = repository_->Find(input.model);
-  if (!found.ok()) return found.status();
-  const model::VideoModel& model = **found;
-  const model::ModelConfig& config = model.config();
-  if (input.top_k < 0) return absl::InvalidArgumentError("top_k cannot be negative");
+std::unique_ptr<CallHandle> ClassifyEngine::Submit(ClassifyInput input, Callback done) {
+  auto refuse = [&](absl::Status status) -> std::unique_ptr<CallHandle> {
+    done(std::move(status));
+    return nullptr;
+  };
+  absl::StatusOr<std::shared_ptr<const model::VideoModel>> model = repository()->Find(input.model);
+  if (!model.ok()) return refuse(model.status());
+  if (input.top_k < 0) return refuse(absl::InvalidArgumentError("top_k cannot be negative"));
   if (input.sampling.num_frames > options_.max_sampled_frames) {
-    return absl::InvalidArgumentError(
+    return refuse(absl::InvalidArgumentError(
         absl::StrCat("sampling.num_frames is ", input.sampling.num_frames,
-                     "; this server samples at most ", options_.max_sampled_frames));
+                     "; this server samples at most ", options_.max_sampled_frames)));
   }
   if (!input.attention.empty()) {
     // Refuse an attention the bundle does not allow before paying for decoding.
-    if (auto status = model.CheckAttention(input.attention); !status.ok()) return status;
-  }
-  if (auto status = CheckDeadline(input.deadline, "decoding"); !status.ok()) return status;
-
-  media::ClipOptions clip = options_.decode;
-  clip.sampling = input.sampling;
-  if (clip.sampling.num_frames <= 0) {
-    // "fps" and "all" are capped by what one request may hold, the others take the model's count.
-    const bool capped = clip.sampling.strategy == media::SamplingStrategy::kFps ||
-                        clip.sampling.strategy == media::SamplingStrategy::kAll;
-    clip.sampling.num_frames = capped ? options_.max_sampled_frames : config.input.num_frames;
-  }
-  if (input.deadline != absl::InfiniteFuture()) {
-    const int64_t remaining_ms = absl::ToInt64Milliseconds(input.deadline - absl::Now());
-    if (clip.decode_timeout_ms <= 0 || remaining_ms < clip.decode_timeout_ms) {
-      clip.decode_timeout_ms = std::max<int64_t>(1, remaining_ms);
+    if (auto status = (*model)->CheckAttention(input.attention); !status.ok()) {
+      return refuse(status);
     }
   }
-  const VideoSource source = input.stream ? VideoSource::Stream(input.stream.get())
-                             : input.uri.empty()
-                                 ? VideoSource::Bytes(input.video)
-                                 : VideoSource::Uri(input.uri, &options_.uri_allowlist);
-  absl::StatusOr<EmbeddedVideo> embedded = DecodeAndEmbed(model, source, clip, input.deadline);
-  if (!embedded.ok()) return embedded.status();
-  if (auto status = CheckDeadline(input.deadline, "the head"); !status.ok()) return status;
-
-  ClassifyResult result;
-  result.model = config.name;
-  result.model_version = config.version;
-  result.decode_seconds = embedded->decode_seconds;
-  result.preprocess_seconds = embedded->preprocess_seconds;
-  result.embed_seconds = embedded->embed_seconds;
-  result.frame_timestamps_seconds = std::move(embedded->timestamps_seconds);
-  const int64_t num_frames = embedded->embeddings.size(0);
-
-  const auto head_start = Clock::now();
-  absl::StatusOr<torch::Tensor> probabilities =
-      model.Classify(embedded->embeddings.unsqueeze(0), torch::full({1}, num_frames, torch::kLong),
-                     input.attention);
-  if (!probabilities.ok()) return probabilities.status();
-  result.head_seconds = SecondsSince(head_start);
-
-  const int64_t num_labels = static_cast<int64_t>(config.labels.size());
-  const int64_t k = std::min<int64_t>(input.top_k > 0 ? input.top_k : 5, num_labels);
-  const auto [scores, indices] = probabilities->squeeze(0).topk(k);
-  for (int64_t i = 0; i < k; ++i) {
-    result.top_k.emplace_back(config.labels[indices[i].item<int64_t>()], scores[i].item<float>());
+  const absl::Duration wait = EstimatedDecodeWait();
+  if (input.deadline != absl::InfiniteFuture() && absl::Now() + wait >= input.deadline) {
+    observer_->Refused(Refusal::kDeadline);
+    return refuse(absl::DeadlineExceededError(absl::StrCat(
+        "the deadline comes before the calls ahead would be decoded (about ",
+        absl::FormatDuration(wait), "); retry with a later deadline or on another replica")));
   }
-  result.total_seconds = SecondsSince(start);
-  return result;
+
+  int num_frames = input.sampling.num_frames;
+  if (num_frames <= 0) {
+    // "fps" and "all" are capped by what one call may hold, the others take the model's count.
+    const bool capped = input.sampling.strategy == media::SamplingStrategy::kFps ||
+                        input.sampling.strategy == media::SamplingStrategy::kAll;
+    num_frames = capped ? options_.max_sampled_frames : (*model)->config().input.num_frames;
+  }
+  // The payload, and the frames the call may hold at once (decoded, not yet embedded).
+  const int64_t bytes = static_cast<int64_t>(input.video.size()) + num_frames * FrameBytes(**model);
+  Refusal refusal;
+  if (auto status = admission_->Admit(bytes, &refusal); !status.ok()) {
+    observer_->Refused(refusal);
+    return refuse(status);
+  }
+  auto call = std::make_shared<ClassifyCall>(this, std::move(input), *std::move(model), num_frames,
+                                             admission_, bytes, std::move(done));
+  {
+    absl::MutexLock lock(&mutex_);
+    unanswered_[call.get()] = call;
+  }
+  decode_stage_.Run([this, call] { call->Decode(); });
+  return std::make_unique<CallHandle>(std::move(call));
+}
+
+absl::Duration ClassifyEngine::EstimatedDecodeWait() const {
+  const int ahead = decode_stage_.queued();
+  if (ahead == 0) return absl::ZeroDuration();
+  return absl::Seconds(recent_decode_seconds_.load() * ahead / options_.decode_slots);
+}
+
+void ClassifyEngine::Forget(ClassifyCall* call) {
+  absl::MutexLock lock(&mutex_);
+  unanswered_.erase(call);
+}
+
+std::shared_ptr<const ModelRepository> ClassifyEngine::repository() const {
+  absl::MutexLock lock(&mutex_);
+  return repository_;
+}
+
+void ClassifyEngine::ReplaceRepository(std::shared_ptr<const ModelRepository> repository) {
+  absl::MutexLock lock(&mutex_);
+  repository_ = std::move(repository);
+}
+
+void ClassifyEngine::StartDraining() { admission_->StartDraining(); }
+
+bool ClassifyEngine::WaitUntilIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mutex_);
+  return mutex_.AwaitWithDeadline(absl::Condition(
+                                      +[](ClassifyEngine* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                           self->mutex_) { return self->unanswered_.empty(); },
+                                      this),
+                                  deadline);
+}
+
+void ClassifyEngine::CancelAll(const absl::Status& reason) {
+  std::vector<std::shared_ptr<ClassifyCall>> calls;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [key, weak] : unanswered_) {
+      if (auto call = weak.lock()) calls.push_back(std::move(call));
+    }
+  }
+  for (const auto& call : calls) call->Cancel(reason);
+}
+
+EngineLoad ClassifyEngine::load() const {
+  EngineLoad load;
+  load.inflight_calls = admission_->inflight_calls();
+  load.inflight_bytes = admission_->inflight_bytes();
+  load.calls_waiting_to_decode = decode_stage_.queued();
+  load.calls_decoding = calls_decoding_.load();
+  load.frames_waiting_for_backbone = batcher_.queued_frames();
+  return load;
 }
 
 }  // namespace vidclf::engine

@@ -1,13 +1,21 @@
-// Classifies whole videos: decode and sample (media), embed and classify (model), on a fixed pool
-// of worker threads so that RPC threads never block on the work.
+// Classifies whole videos in stages, with no thread held for a call's whole life:
+//
+//   admission ──► decode stage ──► backbone batcher ──► head stage ──► answer
+//   (count and     (a pool of       (frames of every     (a pool)
+//    bytes bound)   decoding slots)  call, batched)
+//
+// Frames go to the backbone as they are decoded, so embedding starts while later frames are
+// still being decoded. Decoding and the backbone share one budget of cores: a call decoding alone
+// uses them all, and the backbone takes the cores that decoding leaves free. Every call carries a
+// cancellation token, checked between packets, before batching and before the head.
 #ifndef VIDCLF_SERVER_ENGINE_CLASSIFY_ENGINE_H_
 #define VIDCLF_SERVER_ENGINE_CLASSIFY_ENGINE_H_
 
-#include <deque>
+#include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -19,28 +27,37 @@
 #include "media/byte_stream.h"
 #include "media/clip_decoder.h"
 #include "media/uri_allowlist.h"
+#include "server/engine/admission.h"
+#include "server/engine/backbone_batcher.h"
+#include "server/engine/engine_observer.h"
 #include "server/engine/model_repository.h"
+#include "server/engine/worker_pool.h"
 
 namespace vidclf::engine {
 
 struct EngineOptions {
-  // Threads that run requests; each handles one request at a time.
-  int workers = 2;
-  // Requests waiting for a worker beyond this are refused (RESOURCE_EXHAUSTED).
-  int max_queued_requests = 64;
-  // Most frames one request may ask to be sampled.
+  // The cores that decoding and the backbone share; 0: the machine's.
+  int cores = 0;
+  // Calls decoded at once; 0: as many as there are cores.
+  int decode_slots = 0;
+  // Threads that run heads.
+  int head_threads = 1;
+  // Most frames one call may ask to be sampled.
   int max_sampled_frames = 256;
-  // Decoding limits, budget and decoder threads; each request and its model set the sampling and
-  // preprocessing. One decoder thread per request: the workers already run requests side by side.
-  // The decode budget shrinks to the request's deadline when that comes sooner.
+  // Calls and bytes held at once; past them, calls are refused at once.
+  AdmissionOptions admission;
+  // How frames of different calls are batched for the backbone (max_threads is set from cores).
+  BatcherOptions batching;
+  // Decoding limits and budget; each call and its model set the sampling and preprocessing, the
+  // engine the decoder threads. The decode budget shrinks to the call's deadline when that comes
+  // sooner.
   media::ClipOptions decode = [] {
     media::ClipOptions clip;
     clip.max_input_bytes = 64LL << 20;
-    clip.decoder_threads = 1;
     clip.decode_timeout_ms = 30000;
     return clip;
   }();
-  // URIs that requests may ask the server to pull video from; empty: none.
+  // URIs that calls may ask the server to pull video from; empty: none.
   media::UriAllowlist uri_allowlist;
 };
 
@@ -51,7 +68,7 @@ struct ClassifyInput {
   std::string uri;
   // Or, when set, chunks that a producer appends while the engine decodes them (an upload in
   // progress). The producer closes the stream's reader once `done` has been called, so that a
-  // request refused before decoding does not leave it accepting chunks.
+  // call refused before decoding does not leave it accepting chunks.
   std::shared_ptr<media::ByteStream> stream;
   // Empty selects the default model.
   std::string model;
@@ -65,7 +82,8 @@ struct ClassifyInput {
   }();
   // Attention substitution the model's bundle allows; empty runs the model's own.
   std::string attention;
-  // The work is abandoned with DEADLINE_EXCEEDED once this passes.
+  // The call is refused at once when the queue ahead would outlast it, and abandoned with
+  // DEADLINE_EXCEEDED once it passes.
   absl::Time deadline = absl::InfiniteFuture();
 };
 
@@ -74,48 +92,103 @@ struct ClassifyResult {
   std::string model_version;
   std::vector<std::pair<std::string, float>> top_k;  // highest score first
   std::vector<double> frame_timestamps_seconds;
+  double queue_seconds = 0;
   double decode_seconds = 0;
   double preprocess_seconds = 0;
-  double embed_seconds = 0;
+  double embed_seconds = 0;  // the backbone's time for the batches that held the call's frames
   double head_seconds = 0;
-  double total_seconds = 0;  // from submission, queueing included
+  double total_seconds = 0;  // from admission to the answer
+};
+
+class ClassifyCall;
+
+// What the caller keeps of a call it submitted. Thread-safe.
+class CallHandle {
+ public:
+  explicit CallHandle(std::shared_ptr<ClassifyCall> call) : call_(std::move(call)) {}
+  // Abandons the call: decoding stops at the next packet, its frames leave the backbone's queue
+  // unembedded, and `done` gets `reason` once no stage holds the call any more.
+  void Cancel(const absl::Status& reason);
+  // Holds `bytes` more for the call (an upload's next chunk), within the engine's byte bound:
+  // RESOURCE_EXHAUSTED past it, with nothing taken.
+  absl::Status AddBytes(int64_t bytes);
+
+ private:
+  std::shared_ptr<ClassifyCall> call_;
+};
+
+// The engine's load, for gauges.
+struct EngineLoad {
+  int inflight_calls = 0;
+  int64_t inflight_bytes = 0;
+  int calls_waiting_to_decode = 0;
+  int calls_decoding = 0;
+  int64_t frames_waiting_for_backbone = 0;
 };
 
 class ClassifyEngine {
  public:
   using Callback = std::function<void(absl::StatusOr<ClassifyResult>)>;
 
-  // `repository` must outlive the engine.
-  static absl::StatusOr<std::unique_ptr<ClassifyEngine>> Create(const EngineOptions& options,
-                                                                const ModelRepository* repository);
-  // Finishes the queued requests, then stops the workers.
+  // `observer` (none when null) must outlive the engine.
+  static absl::StatusOr<std::unique_ptr<ClassifyEngine>> Create(
+      const EngineOptions& options, std::shared_ptr<const ModelRepository> repository,
+      EngineObserver* observer = nullptr);
+  // Cancels the calls in flight and waits until each has been answered.
   ~ClassifyEngine();
 
-  // Queues a request; `done` is called exactly once, on a worker thread, or on the caller's thread
-  // when the request is refused at once (queue full: RESOURCE_EXHAUSTED). Thread-safe.
-  void ClassifyAsync(ClassifyInput input, Callback done);
+  // Admits a call and queues it for decoding, or refuses it at once: a bad request
+  // (INVALID_ARGUMENT, NOT_FOUND), a bound passed (RESOURCE_EXHAUSTED), a deadline the queue
+  // would outlast (DEADLINE_EXCEEDED), or draining (UNAVAILABLE). `done` is called exactly once:
+  // on an engine thread, or on this one when the call is refused, and then the handle is null.
+  // Thread-safe.
+  std::unique_ptr<CallHandle> Submit(ClassifyInput input, Callback done);
 
-  // Runs a request on the calling thread. Thread-safe.
-  absl::StatusOr<ClassifyResult> Classify(const ClassifyInput& input) const;
+  // The models served now. A call keeps the model it started with.
+  std::shared_ptr<const ModelRepository> repository() const;
+  // Serves `repository` from now on; calls in flight finish on their models.
+  void ReplaceRepository(std::shared_ptr<const ModelRepository> repository);
 
+  // Refuses every new call with UNAVAILABLE from now on.
+  void StartDraining();
+  // Waits until no call is in flight, or `deadline`; true when none is.
+  bool WaitUntilIdle(absl::Time deadline);
+  // Cancels every call in flight with `reason`.
+  void CancelAll(const absl::Status& reason);
+
+  EngineLoad load() const;
   const EngineOptions& options() const { return options_; }
 
  private:
-  struct Job {
-    ClassifyInput input;
-    Callback done;
-    absl::Time submitted;
-  };
+  friend class ClassifyCall;
 
-  ClassifyEngine(const EngineOptions& options, const ModelRepository* repository);
-  void WorkerLoop();
+  ClassifyEngine(const EngineOptions& options, std::shared_ptr<const ModelRepository> repository,
+                 EngineObserver* observer);
+  // Decodes `call` on a decode slot's thread.
+  void Decode(const std::shared_ptr<ClassifyCall>& call);
+  // Estimated wait for a decode slot, from the calls ahead and recent decoding times.
+  absl::Duration EstimatedDecodeWait() const;
+  // Called by a call as it is answered.
+  void Forget(ClassifyCall* call);
 
   const EngineOptions options_;
-  const ModelRepository* const repository_;
-  absl::Mutex mutex_;  // guards the queue and the stop flag
-  std::deque<Job> queue_ ABSL_GUARDED_BY(mutex_);
-  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
-  std::vector<std::thread> workers_;
+  EngineObserver* const observer_;
+  NullObserver null_observer_;
+  // Shared with the calls, which hand their bytes back when they are destroyed.
+  const std::shared_ptr<Admission> admission_;
+  std::atomic<int> calls_decoding_{0};
+  // Seconds per decode, smoothed; for the deadline estimate.
+  std::atomic<double> recent_decode_seconds_{0};
+
+  mutable absl::Mutex mutex_;
+  std::shared_ptr<const ModelRepository> repository_ ABSL_GUARDED_BY(mutex_);
+  // Every call admitted and not yet answered, for CancelAll and WaitUntilIdle.
+  std::map<const ClassifyCall*, std::weak_ptr<ClassifyCall>> unanswered_ ABSL_GUARDED_BY(mutex_);
+
+  // Stages; destroyed in reverse order: the decode slots first, the head threads last.
+  WorkerPool head_stage_;
+  BackboneBatcher batcher_;
+  WorkerPool decode_stage_;
 };
 
 }  // namespace vidclf::engine

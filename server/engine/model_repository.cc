@@ -12,29 +12,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The versions of one model that hold a model.json, lowest first.
+std::vector<std::string> VersionsOnDisk(const fs::path& model_dir) {
+  std::vector<std::string> versions;
+  for (const fs::directory_entry& entry : fs::directory_iterator(model_dir)) {
+    if (entry.is_directory() && fs::exists(entry.path() / "model.json")) {
+      versions.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(versions.begin(), versions.end(), VersionLess);
+  return versions;
+}
+
+}  // namespace
+
 bool VersionLess(const std::string& a, const std::string& b) {
   int64_t x = 0;
   int64_t y = 0;
   if (absl::SimpleAtoi(a, &x) && absl::SimpleAtoi(b, &y)) return x < y;
   return a < b;
 }
-
-// The directory of the highest version of one model, or empty if it has none.
-fs::path LatestVersion(const fs::path& model_dir) {
-  fs::path latest;
-  std::string latest_version;
-  for (const fs::directory_entry& entry : fs::directory_iterator(model_dir)) {
-    const std::string version = entry.path().filename().string();
-    if (!entry.is_directory() || !fs::exists(entry.path() / "model.json")) continue;
-    if (latest.empty() || VersionLess(latest_version, version)) {
-      latest = entry.path();
-      latest_version = version;
-    }
-  }
-  return latest;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
     const std::string& root, const std::string& default_model,
@@ -46,8 +43,9 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
   std::unique_ptr<ModelRepository> repository(new ModelRepository());
   for (const fs::directory_entry& entry : fs::directory_iterator(root)) {
     if (!entry.is_directory()) continue;
-    const fs::path bundle = LatestVersion(entry.path());
-    if (bundle.empty()) continue;
+    std::vector<std::string> versions = VersionsOnDisk(entry.path());
+    if (versions.empty()) continue;
+    const fs::path bundle = entry.path() / versions.back();
     absl::StatusOr<std::unique_ptr<model::VideoModel>> model =
         model::VideoModel::Load(bundle, inference);
     if (!model.ok()) return model.status();
@@ -57,34 +55,35 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
                                                      "\" but lies in the directory of \"",
                                                      entry.path().filename().string(), "\""));
     }
-    repository->models_[name] = *std::move(model);
+    repository->entries_[name] = Entry{*std::move(model), std::move(versions)};
   }
-  if (repository->models_.empty()) {
+  if (repository->entries_.empty()) {
     return absl::NotFoundError(
         absl::StrCat("no model bundle (<name>/<version>/model.json) in ", root));
   }
   repository->default_model_ =
-      default_model.empty() ? repository->models_.begin()->first : default_model;
+      default_model.empty() ? repository->entries_.begin()->first : default_model;
   if (auto found = repository->Find(""); !found.ok()) return found.status();
   return repository;
 }
 
-absl::StatusOr<const model::VideoModel*> ModelRepository::Find(absl::string_view name) const {
-  if (name.empty()) name = default_model_;
-  auto it = models_.find(name);
-  if (it == models_.end()) {
+absl::StatusOr<const ModelRepository::Entry*> ModelRepository::FindEntry(
+    absl::string_view name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
     std::vector<std::string> names;
-    for (const auto& [known, model] : models_) names.push_back(known);
+    for (const auto& [known, entry] : entries_) names.push_back(known);
     return absl::NotFoundError(absl::StrCat("no model named \"", name,
                                             "\"; this server has: ", absl::StrJoin(names, ", ")));
   }
-  return it->second.get();
+  return &it->second;
 }
 
-std::vector<const model::VideoModel*> ModelRepository::models() const {
-  std::vector<const model::VideoModel*> all;
-  for (const auto& [name, model] : models_) all.push_back(model.get());
-  return all;
+absl::StatusOr<std::shared_ptr<const model::VideoModel>> ModelRepository::Find(
+    absl::string_view name) const {
+  absl::StatusOr<const Entry*> entry = FindEntry(name.empty() ? default_model_ : name);
+  if (!entry.ok()) return entry.status();
+  return (*entry)->model;
 }
 
 }  // namespace vidclf::engine

@@ -1,4 +1,5 @@
-// The models a server serves: every bundle under a repository directory, loaded at start.
+// The models a server serves: every bundle under a repository directory, loaded at start and
+// loaded again, as a new repository, when the server is asked to reload.
 #ifndef VIDCLF_SERVER_ENGINE_MODEL_REPOSITORY_H_
 #define VIDCLF_SERVER_ENGINE_MODEL_REPOSITORY_H_
 
@@ -13,9 +14,15 @@
 
 namespace vidclf::engine {
 
-// Immutable after Load, so any number of threads may call Find at once.
+// Immutable after Load, so any number of threads may call it at once. Models are shared: a call
+// holds its model while it runs, so a reload never pulls one from under a call in flight.
 class ModelRepository {
  public:
+  struct Entry {
+    std::shared_ptr<const model::VideoModel> model;  // the highest version, which is served
+    std::vector<std::string> versions;               // every version on disk, lowest first
+  };
+
   // Loads REPO/<name>/<version>/ for every model name, taking the highest version of each
   // (versions compare as integers when both are numeric, else as text). `default_model` names
   // the model used when a request names none; empty picks the first name in alphabetical order.
@@ -27,17 +34,23 @@ class ModelRepository {
 
   // The model called `name`, or the default model when `name` is empty. NOT_FOUND lists the
   // models there are.
-  absl::StatusOr<const model::VideoModel*> Find(absl::string_view name) const;
+  absl::StatusOr<std::shared_ptr<const model::VideoModel>> Find(absl::string_view name) const;
+  // The entry of model `name` (no default); NOT_FOUND as Find.
+  absl::StatusOr<const Entry*> FindEntry(absl::string_view name) const;
 
-  std::vector<const model::VideoModel*> models() const;
+  // By name.
+  const std::map<std::string, Entry, std::less<>>& entries() const { return entries_; }
   const std::string& default_model() const { return default_model_; }
 
  private:
   ModelRepository() = default;
 
-  std::map<std::string, std::unique_ptr<model::VideoModel>, std::less<>> models_;
+  std::map<std::string, Entry, std::less<>> entries_;
   std::string default_model_;
 };
+
+// Whether version `a` sorts before `b`: as integers when both are numeric, else as text.
+bool VersionLess(const std::string& a, const std::string& b);
 
 }  // namespace vidclf::engine
 

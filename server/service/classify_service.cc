@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -9,6 +10,7 @@
 #include "media/byte_stream.h"
 #include "media/frame_sampler.h"
 #include "server/service/grpc_status.h"
+#include "server/service/model_info.h"
 
 namespace vidclf::service {
 namespace {
@@ -35,6 +37,15 @@ void FillResponse(const engine::ClassifyResult& result, vidclf::v1::ClassifyResp
   timings->set_embed_ms(1e3 * result.embed_seconds);
   timings->set_head_ms(1e3 * result.head_seconds);
   timings->set_total_ms(1e3 * result.total_seconds);
+  timings->set_queue_ms(1e3 * result.queue_seconds);
+}
+
+// Why the engine abandons a call that gRPC cancelled.
+absl::Status CancelledByClient(const grpc::CallbackServerContext& context) {
+  if (std::chrono::system_clock::now() >= context.deadline()) {
+    return absl::DeadlineExceededError("the call's deadline passed");
+  }
+  return absl::CancelledError("the client cancelled the call");
 }
 
 // The request's sampling fields; unset ones stay at their defaults (num_frames 0: the model's).
@@ -108,13 +119,18 @@ class ClassifyService::UploadReactor final
           "ClassifyUpload takes settings in its first message only; a later one had them"));
       return;
     }
-    // Not OK: past the upload limit, or the engine is done with the stream. Either way its
-    // answer, already sent or coming, ends the call, so there is nothing more to read.
-    if (!stream_->Append(message_.chunk()).ok()) return;
+    // Not OK: past a limit, or the engine is done with the stream. Either way its answer, already
+    // sent or coming, ends the call, so there is nothing more to read.
+    if (!Append(message_.chunk())) return;
     StartRead(&message_);
   }
 
-  void OnCancel() override { stream_->Abort(absl::CancelledError("the upload was cancelled")); }
+  void OnCancel() override {
+    const absl::Status reason = CancelledByClient(*context_);
+    stream_->Abort(reason);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (call_ != nullptr) call_->Cancel(reason);
+  }
 
   void OnDone() override { delete this; }
 
@@ -136,12 +152,28 @@ class ClassifyService::UploadReactor final
     }
     input->stream = stream_;
     submitted_ = true;
-    service_->Submit(kMethod, *std::move(input), start_, response_,
-                     [this](const grpc::Status& status) {
-                       stream_->CloseReader();  // refuse the chunks still coming
-                       Finish(status);          // last use of this: OnDone may follow at once
-                     });
+    std::unique_ptr<engine::CallHandle> call = service_->Submit(
+        kMethod, *std::move(input), start_, response_, [this](const grpc::Status& status) {
+          stream_->CloseReader();  // refuse the chunks still coming
+          Finish(status);          // last use of this: OnDone may follow at once
+        });
+    std::lock_guard<std::mutex> lock(mutex_);
+    call_ = std::move(call);
     return true;
+  }
+
+  // Appends a chunk within the engine's byte bound; false when the upload is over (refused, past
+  // a limit, or the engine is done with it).
+  bool Append(const std::string& chunk) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (call_ == nullptr) return false;  // refused at once: already finished
+      if (auto status = call_->AddBytes(static_cast<int64_t>(chunk.size())); !status.ok()) {
+        stream_->Abort(status);
+        return false;
+      }
+    }
+    return stream_->Append(chunk).ok();
   }
 
   ClassifyService* const service_;
@@ -151,23 +183,55 @@ class ClassifyService::UploadReactor final
   const std::shared_ptr<media::ByteStream> stream_;  // shared with the engine's job
   vidclf::v1::ClassifyUploadRequest message_;        // the message being read
   bool submitted_ = false;                           // only read and written in OnReadDone
+  std::mutex mutex_;                                 // guards call_ against OnCancel
+  std::unique_ptr<engine::CallHandle> call_;         // null until submitted, or when refused
+};
+
+// A unary Classify: submits the request, and cancels it in the engine when gRPC cancels the call
+// (the client went away, or the deadline passed).
+class ClassifyService::ClassifyReactor final : public grpc::ServerUnaryReactor {
+ public:
+  ClassifyReactor(ClassifyService* service, grpc::CallbackServerContext* context,
+                  const vidclf::v1::ClassifyRequest* request,
+                  vidclf::v1::ClassifyResponse* response)
+      : context_(context) {
+    const auto start = Clock::now();
+    absl::StatusOr<engine::ClassifyInput> input = InputFromSettings(*request, *context);
+    if (!input.ok()) {
+      Finish(service->Refuse(kMethod, request->model(), start, input.status()));
+      return;
+    }
+    input->video = request->video();  // the request lives until Finish
+    input->uri = request->uri();
+    std::unique_ptr<engine::CallHandle> call =
+        service->Submit(kMethod, *std::move(input), start, response,
+                        [this](const grpc::Status& status) { Finish(status); });
+    std::lock_guard<std::mutex> lock(mutex_);
+    call_ = std::move(call);
+    if (call_ != nullptr && cancelled_) call_->Cancel(CancelledByClient(*context_));
+  }
+
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancelled_ = true;
+    if (call_ != nullptr) call_->Cancel(CancelledByClient(*context_));
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  static constexpr char kMethod[] = "Classify";
+
+  grpc::CallbackServerContext* const context_;
+  std::mutex mutex_;
+  bool cancelled_ = false;                    // OnCancel came, perhaps before the handle
+  std::unique_ptr<engine::CallHandle> call_;  // null when refused at once
 };
 
 grpc::ServerUnaryReactor* ClassifyService::Classify(grpc::CallbackServerContext* context,
                                                     const vidclf::v1::ClassifyRequest* request,
                                                     vidclf::v1::ClassifyResponse* response) {
-  const auto start = Clock::now();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<engine::ClassifyInput> input = InputFromSettings(*request, *context);
-  if (!input.ok()) {
-    reactor->Finish(Refuse("Classify", request->model(), start, input.status()));
-    return reactor;
-  }
-  input->video = request->video();  // the request lives until Finish
-  input->uri = request->uri();
-  Submit("Classify", *std::move(input), start, response,
-         [reactor](const grpc::Status& status) { reactor->Finish(status); });
-  return reactor;
+  return new ClassifyReactor(this, context, request, response);
 }
 
 grpc::ServerReadReactor<vidclf::v1::ClassifyUploadRequest>* ClassifyService::ClassifyUpload(
@@ -175,20 +239,14 @@ grpc::ServerReadReactor<vidclf::v1::ClassifyUploadRequest>* ClassifyService::Cla
   return new UploadReactor(this, context, response);
 }
 
-void ClassifyService::Submit(absl::string_view method, engine::ClassifyInput input,
-                             Clock::time_point start, vidclf::v1::ClassifyResponse* response,
-                             std::function<void(const grpc::Status&)> finish) {
+std::unique_ptr<engine::CallHandle> ClassifyService::Submit(
+    absl::string_view method, engine::ClassifyInput input, Clock::time_point start,
+    vidclf::v1::ClassifyResponse* response, std::function<void(const grpc::Status&)> finish) {
   const std::string model_label = ModelLabel(input.model);
-  engine_->ClassifyAsync(std::move(input), [this, method, start, response, model_label,
+  return engine_->Submit(std::move(input), [this, method, start, response, model_label,
                                             finish = std::move(finish)](
                                                absl::StatusOr<engine::ClassifyResult> result) {
-    if (result.ok()) {
-      FillResponse(*result, response);
-      metrics_->RecordStage(model_label, "decode", result->decode_seconds);
-      metrics_->RecordStage(model_label, "preprocess", result->preprocess_seconds);
-      metrics_->RecordStage(model_label, "embed", result->embed_seconds);
-      metrics_->RecordStage(model_label, "head", result->head_seconds);
-    }
+    if (result.ok()) FillResponse(*result, response);
     metrics_->RecordRequest(method, model_label, absl::StatusCodeToString(result.status().code()),
                             SecondsSince(start));
     finish(ToGrpcStatus(result.status()));
@@ -203,8 +261,33 @@ grpc::Status ClassifyService::Refuse(absl::string_view method, absl::string_view
 }
 
 std::string ClassifyService::ModelLabel(absl::string_view requested_model) const {
-  absl::StatusOr<const model::VideoModel*> model = repository_->Find(requested_model);
+  auto model = engine_->repository()->Find(requested_model);
   return model.ok() ? (*model)->config().name : "unknown";
+}
+
+grpc::ServerUnaryReactor* ClassifyService::ListModels(
+    grpc::CallbackServerContext* context, const vidclf::v1::ListModelsRequest* /*request*/,
+    vidclf::v1::ListModelsResponse* response) {
+  const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
+  for (const auto& [name, entry] : repository->entries()) {
+    *response->add_models() = ModelInfoOf(entry, repository->default_model());
+  }
+  response->set_default_model(repository->default_model());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ClassifyService::GetModel(grpc::CallbackServerContext* context,
+                                                    const vidclf::v1::GetModelRequest* request,
+                                                    vidclf::v1::ModelInfo* response) {
+  const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
+  absl::StatusOr<const engine::ModelRepository::Entry*> entry = repository->FindEntry(
+      request->name().empty() ? repository->default_model() : request->name());
+  if (entry.ok()) *response = ModelInfoOf(**entry, repository->default_model());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(entry.status()));
+  return reactor;
 }
 
 }  // namespace vidclf::service

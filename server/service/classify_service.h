@@ -2,18 +2,19 @@
 //
 // "RPC service implementations remain stateless and perform all lookups of models via the core"
 // (TF Serving's rule, ours too): each RPC converts its request, submits it to the engine, converts
-// the result and status once, and records metrics. No decoding or model code lives here.
+// the result and status once, and records metrics. No decoding or model code lives here. A call
+// the client cancels, or whose deadline passes, is cancelled in the engine too.
 #ifndef VIDCLF_SERVER_SERVICE_CLASSIFY_SERVICE_H_
 #define VIDCLF_SERVER_SERVICE_CLASSIFY_SERVICE_H_
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "server/engine/classify_engine.h"
-#include "server/engine/model_repository.h"
 #include "server/metrics.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
@@ -21,10 +22,9 @@ namespace vidclf::service {
 
 class ClassifyService final : public vidclf::v1::VideoClassifier::CallbackService {
  public:
-  // All three must outlive the service.
-  ClassifyService(engine::ClassifyEngine* engine, const engine::ModelRepository* repository,
-                  ServerMetrics* metrics)
-      : engine_(engine), repository_(repository), metrics_(metrics) {}
+  // Both must outlive the service.
+  ClassifyService(engine::ClassifyEngine* engine, ServerMetrics* metrics)
+      : engine_(engine), metrics_(metrics) {}
 
   grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context,
                                      const vidclf::v1::ClassifyRequest* request,
@@ -33,17 +33,27 @@ class ClassifyService final : public vidclf::v1::VideoClassifier::CallbackServic
   grpc::ServerReadReactor<vidclf::v1::ClassifyUploadRequest>* ClassifyUpload(
       grpc::CallbackServerContext* context, vidclf::v1::ClassifyResponse* response) override;
 
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
+                                       const vidclf::v1::ListModelsRequest* request,
+                                       vidclf::v1::ListModelsResponse* response) override;
+
+  grpc::ServerUnaryReactor* GetModel(grpc::CallbackServerContext* context,
+                                     const vidclf::v1::GetModelRequest* request,
+                                     vidclf::v1::ModelInfo* response) override;
+
  private:
   using Clock = std::chrono::steady_clock;
+  class ClassifyReactor;
   class UploadReactor;
 
-  // Queues `input` on the engine. Once it is done, fills `response`, records the metrics and
-  // calls `finish` with the status to end the RPC with (on a worker thread, or on this one when
-  // the engine refuses the request at once).
-  void Submit(absl::string_view method, engine::ClassifyInput input, Clock::time_point start,
-              vidclf::v1::ClassifyResponse* response,
-              std::function<void(const grpc::Status&)> finish);
-  // Records a request that ended before reaching the engine; returns the status to end it with.
+  // Submits `input` to the engine. Once it is answered, fills `response`, records the metrics and
+  // calls `finish` with the status to end the RPC with (on an engine thread, or on this one when
+  // the engine refuses the call at once, and then the handle is null).
+  std::unique_ptr<engine::CallHandle> Submit(absl::string_view method, engine::ClassifyInput input,
+                                             Clock::time_point start,
+                                             vidclf::v1::ClassifyResponse* response,
+                                             std::function<void(const grpc::Status&)> finish);
+  // Records a call that ended before reaching the engine; returns the status to end it with.
   grpc::Status Refuse(absl::string_view method, absl::string_view requested_model,
                       Clock::time_point start, const absl::Status& status);
   // The metrics label for a requested model: the served model's name, never the raw request
@@ -51,7 +61,6 @@ class ClassifyService final : public vidclf::v1::VideoClassifier::CallbackServic
   std::string ModelLabel(absl::string_view requested_model) const;
 
   engine::ClassifyEngine* const engine_;
-  const engine::ModelRepository* const repository_;
   ServerMetrics* const metrics_;
 };
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A second-language client: Python's grpcio against the real vidclf-server on loopback.
 
-Checks Classify, ClassifyUpload, the health service, server reflection and the /metrics page (with
-promtool).
+Checks Classify, ClassifyUpload, ListModels and GetModel, the health service, server reflection and
+the /metrics page (with promtool).
 Usage: python_client_test.py SERVER_BINARY TRAIN_BINARY PROTO_DIR
 """
 import os
@@ -122,18 +122,22 @@ class PythonClientTest(unittest.TestCase):
         with open(mkv, "rb") as video:
             data = video.read()
         answered = threading.Event()
+        upload_ended = threading.Event()
 
         def messages():
             sampling = self.pb.SamplingOptions(strategy="window", num_frames=3)
             yield self.pb.ClassifyUploadRequest(
                 settings=self.pb.ClassifyRequest(sampling=sampling))
             yield from self.chunks(data[:len(data) // 2], 4096)
-            answered.wait(timeout=60)
+            # Waits for the answer; a server that waited for the end of the upload gets it
+            # after 20 s, with the upload over.
+            answered.wait(timeout=20)
+            upload_ended.set()
 
         future = self.upload(messages())
         try:
-            response = future.result(timeout=30)
-            self.assertFalse(answered.is_set())
+            response = future.result(timeout=60)
+            self.assertFalse(upload_ended.is_set(), "the answer came only once the upload ended")
         finally:
             answered.set()
         self.assertEqual(response.frames_used, 3)
@@ -156,6 +160,29 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(error.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("not a video container", error.exception.details())
         self.assertEqual(self.classify(self.pb.ClassifyRequest(video=self.video)).model, "small")
+
+    def test_list_and_get_models(self):
+        list_models = self.channel.unary_unary(
+            "/vidclf.v1.VideoClassifier/ListModels",
+            request_serializer=self.pb.ListModelsRequest.SerializeToString,
+            response_deserializer=self.pb.ListModelsResponse.FromString)
+        listed = list_models(self.pb.ListModelsRequest(), timeout=10)
+        self.assertEqual([m.name for m in listed.models], ["small"])
+        self.assertEqual(listed.default_model, "small")
+        model = listed.models[0]
+        self.assertEqual(model.head, "gru")
+        self.assertEqual(model.input.num_frames, 4)
+        self.assertEqual(model.streaming.mode, "recurrent")
+        self.assertEqual(list(model.labels),
+                         ["fade_in", "fade_out", "hue_forward", "hue_backward"])
+        get_model = self.channel.unary_unary(
+            "/vidclf.v1.VideoClassifier/GetModel",
+            request_serializer=self.pb.GetModelRequest.SerializeToString,
+            response_deserializer=self.pb.ModelInfo.FromString)
+        self.assertEqual(get_model(self.pb.GetModelRequest(), timeout=10).name, "small")
+        with self.assertRaises(grpc.RpcError) as error:
+            get_model(self.pb.GetModelRequest(name="nope"), timeout=10)
+        self.assertEqual(error.exception.code(), grpc.StatusCode.NOT_FOUND)
 
     def test_health(self):
         check = self.channel.unary_unary(
@@ -180,6 +207,7 @@ class PythonClientTest(unittest.TestCase):
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         page = urllib.request.urlopen(url, timeout=10).read()
         self.assertIn(b'vidclf_requests_total{code="OK",method="Classify",model="small"}', page)
+        self.assertIn(b'vidclf_stage_duration_seconds_bucket{model="small",stage="embed"', page)
         lint = subprocess.run(["promtool", "check", "metrics"], input=page, capture_output=True)
         self.assertEqual(lint.returncode, 0, lint.stdout + lint.stderr)
 

@@ -12,6 +12,7 @@
 #include "model/video_model.h"
 #include "tests/test_util/server_process.h"
 #include "tests/test_util/test_files.h"
+#include "tests/test_util/test_models.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
 namespace vidclf {
@@ -25,31 +26,12 @@ class ServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new std::string(testing::MakeScratchDir("server"));
-    // A tiny bundle: seeded random weights, small frames, so the suite runs in seconds.
-    model::ModelConfig config;
-    config.name = "tiny";
-    config.version = "1";
-    config.labels = {"alpha", "beta", "gamma"};
-    config.input.num_frames = 4;
-    config.input.resize_shorter_side = 64;
-    config.input.crop_size = 64;
-    torch::manual_seed(1);
-    auto model = model::VideoModel::Create(config);
-    ASSERT_TRUE(model.ok()) << model.status();
-    ASSERT_TRUE((*model)->Save(*dir_ + "/repo/tiny/1").ok());
-    // A second model, with a small softmax transformer head, to serve side by side; its bundle
-    // lets callers run it with clustered attention instead.
-    config.name = "tiny-transformer";
-    config.head = "transformer";
-    config.transformer.d_model = 32;
-    config.transformer.num_heads = 2;
-    config.transformer.num_layers = 1;
-    config.transformer.ffn_size = 64;
-    config.transformer.attention.type = "softmax";
-    config.transformer.attention_substitutions = {"clustered", "improved-clustered"};
-    auto transformer = model::VideoModel::Create(config);
-    ASSERT_TRUE(transformer.ok()) << transformer.status();
-    ASSERT_TRUE((*transformer)->Save(*dir_ + "/repo/tiny-transformer/1").ok());
+    // Tiny bundles (seeded random weights, small frames) so the suite runs in seconds: a GRU,
+    // and a softmax transformer whose bundle lets callers run it with clustered attention.
+    testing::SaveModel(testing::TinyConfig(), *dir_ + "/repo/tiny/1");
+    model::ModelConfig transformer = testing::TinyTransformerConfig("tiny-transformer", "softmax");
+    transformer.transformer.attention_substitutions = {"clustered", "improved-clustered"};
+    testing::SaveModel(transformer, *dir_ + "/repo/tiny-transformer/1");
     testing::MakeVideo("-f lavfi -i testsrc2=size=160x120:rate=10 -frames:v 20 -c:v libx264",
                        *dir_ + "/clip.mp4");
     // The same frames in Matroska, which the server decodes while the upload arrives (the MP4

@@ -84,6 +84,24 @@ int ServerProcess::Stop() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+void ServerProcess::Signal(int signal) {
+  if (pid_ > 0) ::kill(pid_, signal);
+}
+
+bool ServerProcess::WaitForOutput(const std::string& text, int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (output_.find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    pollfd poll_fd{stdout_fd_, POLLIN, 0};
+    if (::poll(&poll_fd, 1, 100) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = ::read(stdout_fd_, buffer, sizeof(buffer));
+    if (n <= 0) return output_.find(text) != std::string::npos;
+    output_.append(buffer, n);
+  }
+  return true;
+}
+
 ServerProcess::~ServerProcess() {
   Stop();
   if (stdout_fd_ >= 0) ::close(stdout_fd_);

@@ -29,6 +29,10 @@ class ServerProcess {
   const std::string& output() const { return output_; }
   // Sends SIGTERM and returns the exit status (-1 if it did not exit normally).
   int Stop();
+  // Sends `signal` (SIGHUP, SIGTERM, ...) without waiting.
+  void Signal(int signal);
+  // Reads the server's output until it holds `text`, for up to `seconds`; false if it never does.
+  bool WaitForOutput(const std::string& text, int seconds);
 
  private:
   ServerProcess() = default;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 namespace vidclf::testing {
@@ -26,6 +27,33 @@ void MakeVideo(const std::string& arguments, const std::string& output) {
   const std::string log = RunCommand(
       "ffmpeg -nostdin -y -loglevel error " + arguments + " '" + output + "' 2>&1", &exit_code);
   ASSERT_EQ(exit_code, 0) << "ffmpeg " << arguments << " failed: " << log;
+}
+
+std::string CachedVideo(const std::string& arguments, const std::string& extension) {
+  const std::filesystem::path cache =
+      std::filesystem::path(::testing::TempDir()) / "vidclf_video_cache";
+  std::filesystem::create_directories(cache);
+  const std::filesystem::path path =
+      cache / (std::to_string(std::hash<std::string>()(arguments)) + extension);
+  if (std::filesystem::exists(path)) return path.string();
+  // Made under a name of this process's own, then renamed: tests running side by side may make
+  // the same file at once, and each must see it whole or not at all.
+  const std::string partial = path.string() + "." + std::to_string(::getpid()) + extension;
+  MakeVideo(arguments, partial);
+  std::filesystem::rename(partial, path);
+  return path.string();
+}
+
+std::vector<std::string> DistinctClips(const std::string& dir) {
+  std::vector<std::string> clips;
+  for (const char* source : {"testsrc2", "smptebars", "mandelbrot", "rgbtestsrc"}) {
+    const std::string path = dir + "/" + source + ".mp4";
+    MakeVideo(std::string("-f lavfi -i ") + source +
+                  "=size=160x120:rate=10 -frames:v 30 -c:v libx264 -g 10",
+              path);
+    clips.push_back(ReadFile(path));
+  }
+  return clips;
 }
 
 std::string ReadFile(const std::string& path) {

@@ -319,3 +319,88 @@ TEST_F(ClipDecoderTest, ShowsFramesUprightAsTheContainerSays) {
 
 }  // namespace
 }  // namespace vidclf::media
+
+namespace vidclf::media {
+namespace {
+
+// Keeps what a FrameSink is given.
+class RecordingSink : public FrameSink {
+ public:
+  explicit RecordingSink(int64_t frame_floats, CancellationToken* cancel_after_first = nullptr)
+      : frame_floats_(frame_floats), cancel_after_first_(cancel_after_first) {}
+
+  void StartPass() override {
+    ++passes;
+    frames.clear();
+  }
+  absl::Status Frame(int64_t slot, const float* pixels, double timestamp_seconds) override {
+    slots.push_back(slot);
+    times.push_back(timestamp_seconds);
+    frames.emplace_back(pixels, pixels + frame_floats_);
+    if (cancel_after_first_ != nullptr) {
+      cancel_after_first_->Cancel(absl::CancelledError("the caller went away"));
+    }
+    return absl::OkStatus();
+  }
+
+  int passes = 0;
+  std::vector<int64_t> slots;
+  std::vector<double> times;
+  std::vector<std::vector<float>> frames;
+
+ private:
+  const int64_t frame_floats_;
+  CancellationToken* const cancel_after_first_;
+};
+
+// Frames handed to a sink as they are converted are those of the clip, in order, and the clip
+// keeps no pixels of its own.
+TEST_F(ClipDecoderTest, HandsFramesToASinkAsTheyAreConverted) {
+  const std::string bytes =
+      Video("sink.mp4", "-f lavfi -i testsrc2=size=320x240:rate=10 -frames:v 40 -c:v libx264");
+  const ClipOptions options = SmallFrames(/*num_frames=*/8);
+  absl::StatusOr<DecodedClip> whole = DecodeClip(bytes, options);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+
+  const int64_t frame_floats = 3 * 32 * 32;
+  RecordingSink sink(frame_floats);
+  ClipOptions with_sink = options;
+  with_sink.frame_sink = &sink;
+  absl::StatusOr<DecodedClip> streamed = DecodeClip(bytes, with_sink);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_TRUE(streamed->pixels.empty());
+  EXPECT_EQ(streamed->num_frames, 8);
+  EXPECT_EQ(sink.passes, 1);
+  EXPECT_THAT(sink.slots, ElementsAreArray({0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_THAT(sink.times, ElementsAreArray(whole->timestamps_seconds));
+  ASSERT_EQ(sink.frames.size(), 8u);
+  for (int64_t i = 0; i < 8; ++i) {
+    const std::vector<float> expected(whole->pixels.begin() + i * frame_floats,
+                                      whole->pixels.begin() + (i + 1) * frame_floats);
+    EXPECT_EQ(sink.frames[i], expected) << "frame " << i;
+  }
+}
+
+// A cancelled decode stops at the next packet with the cancellation's reason.
+TEST_F(ClipDecoderTest, StopsOnceCancelled) {
+  const std::string bytes =
+      Video("cancel.mp4", "-f lavfi -i testsrc2=size=320x240:rate=10 -frames:v 200 -c:v libx264");
+  CancellationToken cancellation;
+  RecordingSink sink(3 * 32 * 32, &cancellation);
+  ClipOptions options = SmallFrames(/*num_frames=*/0);  // every frame
+  options.cancellation = &cancellation;
+  options.frame_sink = &sink;
+  absl::StatusOr<DecodedClip> clip = DecodeClip(bytes, options);
+  EXPECT_EQ(clip.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(clip.status().message(), HasSubstr("the caller went away"));
+  EXPECT_LT(sink.frames.size(), 10u);
+
+  CancellationToken before;
+  before.Cancel(absl::CancelledError("never started"));
+  options.cancellation = &before;
+  options.frame_sink = nullptr;
+  EXPECT_EQ(DecodeClip(bytes, options).status().code(), absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace vidclf::media

@@ -1,7 +1,7 @@
 // The path from encoded bytes to frame embeddings, shared by serving and by training so that a
 // head is trained on exactly what the server will feed it.
-#ifndef VIDCLF_SERVER_ENGINE_VIDEO_PIPELINE_H_
-#define VIDCLF_SERVER_ENGINE_VIDEO_PIPELINE_H_
+#ifndef VIDCLF_PIPELINE_VIDEO_PIPELINE_H_
+#define VIDCLF_PIPELINE_VIDEO_PIPELINE_H_
 
 #include <torch/torch.h>
 
@@ -17,7 +17,7 @@
 #include "media/uri_allowlist.h"
 #include "model/video_model.h"
 
-namespace vidclf::engine {
+namespace vidclf::pipeline {
 
 struct EmbeddedVideo {
   torch::Tensor embeddings;  // [T, 512]
@@ -44,6 +44,15 @@ struct VideoSource {
   const media::UriAllowlist* allowlist = nullptr;
 };
 
+// `clip` with its preprocessing replaced by the model's own (resize, crop, mean/std, layout), so
+// that frames reach the backbone exactly as in training.
+media::ClipOptions WithModelPreprocessing(const model::VideoModel& model, media::ClipOptions clip);
+
+// `num_frames` preprocessed frames at `pixels` (media's layout for `channels_last`) as a
+// [num_frames, 3, side, side] tensor that borrows them: channels-last frames become one by
+// permuting the dimensions, without a copy.
+torch::Tensor FramesTensor(float* pixels, int64_t num_frames, int64_t side, bool channels_last);
+
 // Decodes `source` with `clip` (its limits, thread count and num_frames; the preprocessing is
 // replaced by the model's own) and embeds the sampled frames with the model's backbone.
 // DEADLINE_EXCEEDED when `deadline` passes between the stages.
@@ -51,6 +60,6 @@ absl::StatusOr<EmbeddedVideo> DecodeAndEmbed(const model::VideoModel& model,
                                              const VideoSource& source, media::ClipOptions clip,
                                              absl::Time deadline = absl::InfiniteFuture());
 
-}  // namespace vidclf::engine
+}  // namespace vidclf::pipeline
 
-#endif  // VIDCLF_SERVER_ENGINE_VIDEO_PIPELINE_H_
+#endif  // VIDCLF_PIPELINE_VIDEO_PIPELINE_H_

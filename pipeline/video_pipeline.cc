@@ -1,11 +1,11 @@
-#include "server/engine/video_pipeline.h"
+#include "pipeline/video_pipeline.h"
 
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
-namespace vidclf::engine {
+namespace vidclf::pipeline {
 
 absl::StatusOr<media::DecodedClip> VideoSource::Decode(const media::ClipOptions& clip) const {
   if (stream != nullptr) return media::DecodeClipFromStream(*stream, clip);
@@ -13,15 +13,25 @@ absl::StatusOr<media::DecodedClip> VideoSource::Decode(const media::ClipOptions&
   return media::DecodeClip(bytes, clip);
 }
 
-absl::StatusOr<EmbeddedVideo> DecodeAndEmbed(const model::VideoModel& model,
-                                             const VideoSource& source, media::ClipOptions clip,
-                                             absl::Time deadline) {
+media::ClipOptions WithModelPreprocessing(const model::VideoModel& model, media::ClipOptions clip) {
   const model::InputConfig& input = model.config().input;
   clip.preprocess.resize_shorter_side = input.resize_shorter_side;
   clip.preprocess.crop_size = input.crop_size;
   clip.preprocess.mean = input.mean;
   clip.preprocess.std = input.std;
   clip.preprocess.channels_last = model.channels_last();
+  return clip;
+}
+
+torch::Tensor FramesTensor(float* pixels, int64_t num_frames, int64_t side, bool channels_last) {
+  return channels_last ? torch::from_blob(pixels, {num_frames, side, side, 3}).permute({0, 3, 1, 2})
+                       : torch::from_blob(pixels, {num_frames, 3, side, side});
+}
+
+absl::StatusOr<EmbeddedVideo> DecodeAndEmbed(const model::VideoModel& model,
+                                             const VideoSource& source, media::ClipOptions clip,
+                                             absl::Time deadline) {
+  clip = WithModelPreprocessing(model, std::move(clip));
   absl::StatusOr<media::DecodedClip> decoded = source.Decode(clip);
   if (!decoded.ok()) return decoded.status();
   if (absl::Now() >= deadline) {
@@ -33,14 +43,9 @@ absl::StatusOr<EmbeddedVideo> DecodeAndEmbed(const model::VideoModel& model,
   result.preprocess_seconds = decoded->preprocess_seconds;
   result.timestamps_seconds = std::move(decoded->timestamps_seconds);
   const auto start = std::chrono::steady_clock::now();
-  // from_blob borrows the decoded pixels, which outlive the call. Interleaved pixels are already
-  // a channels-last [T, 3, crop, crop] tensor once the dimensions are permuted: no copy.
-  const int64_t side = decoded->crop_size;
-  const torch::Tensor frames =
-      clip.preprocess.channels_last
-          ? torch::from_blob(decoded->pixels.data(), {decoded->num_frames, side, side, 3})
-                .permute({0, 3, 1, 2})
-          : torch::from_blob(decoded->pixels.data(), {decoded->num_frames, 3, side, side});
+  // The tensor borrows the decoded pixels, which outlive the call.
+  const torch::Tensor frames = FramesTensor(decoded->pixels.data(), decoded->num_frames,
+                                            decoded->crop_size, clip.preprocess.channels_last);
   absl::StatusOr<torch::Tensor> embeddings = model.Embed(frames);
   if (!embeddings.ok()) return embeddings.status();
   result.embeddings = *std::move(embeddings);
@@ -49,4 +54,4 @@ absl::StatusOr<EmbeddedVideo> DecodeAndEmbed(const model::VideoModel& model,
   return result;
 }
 
-}  // namespace vidclf::engine
+}  // namespace vidclf::pipeline

@@ -1,0 +1,23 @@
+// Memory that models hold on accelerators, for the server's gauges.
+#ifndef VIDCLF_MODEL_DEVICE_MEMORY_H_
+#define VIDCLF_MODEL_DEVICE_MEMORY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vidclf::model {
+
+struct DeviceMemory {
+  std::string device;  // "cuda:0"
+  std::string kind;    // "allocated" (by tensors) or "reserved" (by LibTorch's caching allocator)
+  int64_t bytes = 0;
+};
+
+// For every CUDA device this process sees, the bytes LibTorch's caching allocator has handed out
+// and holds. Empty without CUDA (a CPU-only LibTorch, or no GPU).
+std::vector<DeviceMemory> CudaMemoryInUse();
+
+}  // namespace vidclf::model
+
+#endif  // VIDCLF_MODEL_DEVICE_MEMORY_H_

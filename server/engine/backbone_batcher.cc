@@ -1,0 +1,157 @@
+#include "server/engine/backbone_batcher.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace vidclf::engine {
+
+BackboneBatcher::BackboneBatcher(const BatcherOptions& options, std::function<int()> decoding_calls,
+                                 EngineObserver* observer)
+    : options_(options), decoding_calls_(std::move(decoding_calls)), observer_(observer) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+BackboneBatcher::~BackboneBatcher() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+void BackboneBatcher::Enqueue(std::shared_ptr<FrameOwner> owner, int pass, int64_t slot,
+                              torch::Tensor pixels) {
+  absl::MutexLock lock(&mutex_);
+  const model::VideoModel* model = &owner->model();
+  queues_[model].push_back(Frame{std::move(owner), pass, slot, std::move(pixels), absl::Now()});
+  ++queued_;
+  ++arrivals_;
+}
+
+int64_t BackboneBatcher::queued_frames() const {
+  absl::MutexLock lock(&mutex_);
+  return queued_;
+}
+
+std::vector<BackboneBatcher::Frame> BackboneBatcher::TakeUnwanted() {
+  std::vector<Frame> unwanted;
+  for (auto& [model, queue] : queues_) {
+    const auto wanted_end = std::stable_partition(
+        queue.begin(), queue.end(), [](const Frame& f) { return f.owner->Wants(f.pass); });
+    std::move(wanted_end, queue.end(), std::back_inserter(unwanted));
+    queue.erase(wanted_end, queue.end());
+  }
+  queued_ -= static_cast<int64_t>(unwanted.size());
+  return unwanted;
+}
+
+void BackboneBatcher::Loop() {
+  absl::MutexLock lock(&mutex_);
+  while (true) {
+    mutex_.Await(absl::Condition(
+        +[](BackboneBatcher* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mutex_) {
+          return self->stopping_ || self->queued_ > 0;
+        },
+        this));
+    std::vector<Frame> unwanted = TakeUnwanted();
+    if (stopping_) {
+      for (auto& [model, queue] : queues_)
+        std::move(queue.begin(), queue.end(), std::back_inserter(unwanted));
+      queues_.clear();
+      queued_ = 0;
+    }
+    if (!unwanted.empty()) {
+      mutex_.Unlock();
+      for (Frame& frame : unwanted) {
+        frame.owner->Embedded(frame.pass, frame.slot,
+                              absl::CancelledError("the frame was no longer wanted"), {});
+      }
+      unwanted.clear();
+      mutex_.Lock();
+    }
+    if (stopping_) return;
+    // The queue whose oldest frame has waited longest goes first.
+    auto oldest = queues_.end();
+    for (auto it = queues_.begin(); it != queues_.end(); ++it) {
+      if (it->second.empty()) continue;
+      if (oldest == queues_.end() ||
+          it->second.front().enqueued < oldest->second.front().enqueued) {
+        oldest = it;
+      }
+    }
+    if (oldest == queues_.end()) continue;
+    Queue& queue = oldest->second;
+    const absl::Time due = queue.front().enqueued + options_.max_queue_delay;
+    const bool full = static_cast<int>(queue.size()) >= options_.max_batch_frames;
+    if (!full && absl::Now() < due && decoding_calls_() > 0) {
+      // Wait for more frames to join, or for the delay to pass.
+      const int64_t seen = arrivals_;
+      struct Arrived {
+        BackboneBatcher* self;
+        int64_t seen;
+      } arrived{this, seen};
+      mutex_.AwaitWithDeadline(absl::Condition(
+                                   +[](Arrived* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                     return a->self->stopping_ || a->self->arrivals_ != a->seen;
+                                   },
+                                   &arrived),
+                               due);
+      continue;
+    }
+    const size_t take = std::min<size_t>(queue.size(), options_.max_batch_frames);
+    std::vector<Frame> batch(std::make_move_iterator(queue.begin()),
+                             std::make_move_iterator(queue.begin() + take));
+    queue.erase(queue.begin(), queue.begin() + take);
+    if (queue.empty()) queues_.erase(oldest);  // a reloaded model's queue goes with it
+    queued_ -= static_cast<int64_t>(take);
+    mutex_.Unlock();
+    Run(std::move(batch));
+    mutex_.Lock();
+  }
+}
+
+void BackboneBatcher::Run(std::vector<Frame> batch) {
+  const absl::Time start = absl::Now();
+  // Decoding keeps about a core per call busy; the backbone takes the rest.
+  const int threads =
+      std::clamp(options_.max_threads - decoding_calls_(), 1, std::max(1, options_.max_threads));
+  if (threads != threads_in_use_) {
+    torch::set_num_threads(threads);
+    threads_in_use_ = threads;
+  }
+  const model::VideoModel& model = batch.front().owner->model();
+  absl::StatusOr<torch::Tensor> embeddings = [&]() -> absl::StatusOr<torch::Tensor> {
+    std::vector<torch::Tensor> pixels;
+    pixels.reserve(batch.size());
+    for (const Frame& frame : batch) pixels.push_back(frame.pixels);
+    try {
+      torch::Tensor frames = torch::stack(pixels);
+      // [B, crop, crop, 3] is a channels-last [B, 3, crop, crop] once permuted: no copy.
+      if (model.channels_last()) frames = frames.permute({0, 3, 1, 2});
+      return model.Embed(frames, options_.max_batch_frames);
+    } catch (const c10::Error& e) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot gather a batch of frames: ", e.what_without_backtrace()));
+    }
+  }();
+  BatchReport report;
+  report.batch_id = ++batches_run_;
+  report.batch_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  report.batch_frames = static_cast<int>(batch.size());
+  observer_->BatchDone(report.batch_frames);
+  if (embeddings.ok()) observer_->FramesEmbedded(report.batch_frames);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Frame& frame = batch[i];
+    report.waited_seconds = absl::ToDoubleSeconds(start - frame.enqueued);
+    frame.owner->Embedded(
+        frame.pass, frame.slot,
+        embeddings.ok() ? absl::StatusOr<torch::Tensor>((*embeddings)[static_cast<int64_t>(i)])
+                        : absl::StatusOr<torch::Tensor>(embeddings.status()),
+        report);
+  }
+}
+
+}  // namespace vidclf::engine

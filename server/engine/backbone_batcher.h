@@ -1,0 +1,114 @@
+// The backbone stage: gathers the frames of every call of the same model into batches, runs the
+// backbone over each batch, and hands every embedding back to the call that owns the frame.
+//
+// A batch runs once max_batch_frames frames of one model wait, once the oldest has waited
+// max_queue_delay, or at once when no call is decoding (no more frames are on their way).
+// Frames whose call no longer wants them (cancelled, failed, past its deadline) leave the queue
+// unembedded. One thread runs the batches, with the intra-op threads that decoding leaves free.
+#ifndef VIDCLF_SERVER_ENGINE_BACKBONE_BATCHER_H_
+#define VIDCLF_SERVER_ENGINE_BACKBONE_BATCHER_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "model/video_model.h"
+#include "server/engine/engine_observer.h"
+
+namespace vidclf::engine {
+
+// What the batcher learnt about a frame's batch.
+struct BatchReport {
+  uint64_t batch_id = 0;      // batches are numbered from 1 in the order they run
+  double waited_seconds = 0;  // in the queue, before its batch started
+  double batch_seconds = 0;   // the backbone's time for the whole batch
+  int batch_frames = 0;
+};
+
+// The call a frame belongs to. Its methods are called on the batcher's thread, sometimes with
+// the batcher's lock held: they must not call the batcher back.
+class FrameOwner {
+ public:
+  virtual ~FrameOwner() = default;
+  // The model whose backbone embeds the frame; frames are batched with those of the same model.
+  virtual const model::VideoModel& model() const = 0;
+  // Whether a frame queued during decoding pass `pass` is still wanted.
+  virtual bool Wants(int pass) const = 0;
+  // Exactly once for every frame queued: its embedding, [512] on the CPU, or why it has none
+  // (CANCELLED when it was no longer wanted, or the backbone's error).
+  virtual void Embedded(int pass, int64_t slot, absl::StatusOr<torch::Tensor> embedding,
+                        const BatchReport& report) = 0;
+};
+
+struct BatcherOptions {
+  // Most frames in one batch.
+  int max_batch_frames = 16;
+  // Longest a frame waits for others to join its batch while calls are still decoding.
+  absl::Duration max_queue_delay = absl::Microseconds(2000);
+  // Intra-op threads the backbone may use (the machine's cores); it takes those that decoding
+  // leaves free, at least one.
+  int max_threads = 1;
+};
+
+// Thread-safe.
+class BackboneBatcher {
+ public:
+  // `decoding_calls` says how many calls are decoding now (each keeps about one core busy);
+  // `observer` must outlive the batcher.
+  BackboneBatcher(const BatcherOptions& options, std::function<int()> decoding_calls,
+                  EngineObserver* observer);
+  // Frames still queued are answered CANCELLED.
+  ~BackboneBatcher();
+  BackboneBatcher(const BackboneBatcher&) = delete;
+  BackboneBatcher& operator=(const BackboneBatcher&) = delete;
+
+  // Queues one preprocessed frame, in media's layout ([crop, crop, 3] when the model runs
+  // channels-last, else [3, crop, crop]). Never blocks.
+  void Enqueue(std::shared_ptr<FrameOwner> owner, int pass, int64_t slot, torch::Tensor pixels);
+
+  int64_t queued_frames() const;
+
+ private:
+  struct Frame {
+    std::shared_ptr<FrameOwner> owner;
+    int pass = 0;
+    int64_t slot = 0;
+    torch::Tensor pixels;
+    absl::Time enqueued;
+  };
+  using Queue = std::deque<Frame>;
+
+  void Loop();
+  // Removes the frames their owners no longer want from every queue.
+  std::vector<Frame> TakeUnwanted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Embeds `batch` (frames of one model) and answers their owners.
+  void Run(std::vector<Frame> batch);
+
+  const BatcherOptions options_;
+  const std::function<int()> decoding_calls_;
+  EngineObserver* const observer_;
+  mutable absl::Mutex mutex_;
+  // One queue per model; a model's frames share its input size.
+  std::map<const model::VideoModel*, Queue> queues_ ABSL_GUARDED_BY(mutex_);
+  int64_t queued_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t arrivals_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  // The batcher thread's own.
+  int threads_in_use_ = 0;
+  uint64_t batches_run_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace vidclf::engine
+
+#endif  // VIDCLF_SERVER_ENGINE_BACKBONE_BATCHER_H_

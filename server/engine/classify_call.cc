@@ -1,0 +1,255 @@
+#include "server/engine/classify_call.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "pipeline/video_pipeline.h"
+
+namespace vidclf::engine {
+
+ClassifyCall::ClassifyCall(ClassifyEngine* engine, ClassifyInput input,
+                           std::shared_ptr<const model::VideoModel> model, int num_frames,
+                           std::shared_ptr<Admission> admission, int64_t bytes_held,
+                           ClassifyEngine::Callback done)
+    : engine_(engine),
+      input_(std::move(input)),
+      model_(std::move(model)),
+      num_frames_(num_frames),
+      admission_(std::move(admission)),
+      admitted_(absl::Now()),
+      bytes_held_(bytes_held),
+      done_(std::move(done)) {
+  if (input_.stream != nullptr) {
+    // A decoder waiting for an upload's next bytes does not poll the token: wake it.
+    cancellation_.OnCancel(
+        [stream = input_.stream, token = &cancellation_] { stream->Abort(token->reason()); });
+  }
+}
+
+ClassifyCall::~ClassifyCall() {
+  absl::MutexLock lock(&mutex_);
+  admission_->Release(bytes_held_, /*call_ended=*/true);
+}
+
+absl::Status ClassifyCall::AddBytes(int64_t bytes) {
+  if (auto status = admission_->AddBytes(bytes); !status.ok()) return status;
+  absl::MutexLock lock(&mutex_);
+  bytes_held_ += bytes;
+  return absl::OkStatus();
+}
+
+void ClassifyCall::Cancel(const absl::Status& reason) {
+  cancellation_.Cancel(reason);
+  bool move_on = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (failure_.ok()) failure_ = reason;
+    // Still waiting for a decode slot: it never touched the input, so it can go at once.
+    if (!decode_started_) decode_over_ = true;
+    move_on = ReadyToMoveOn();
+  }
+  if (move_on) MoveOn();
+}
+
+media::ClipOptions ClassifyCall::ClipOptionsFor(int decoder_threads) const {
+  const EngineOptions& options = engine_->options();
+  media::ClipOptions clip = pipeline::WithModelPreprocessing(*model_, options.decode);
+  clip.sampling = input_.sampling;
+  clip.sampling.num_frames = num_frames_;
+  clip.decoder_threads = decoder_threads;
+  if (input_.deadline != absl::InfiniteFuture()) {
+    const int64_t remaining_ms = absl::ToInt64Milliseconds(input_.deadline - absl::Now());
+    if (clip.decode_timeout_ms <= 0 || remaining_ms < clip.decode_timeout_ms) {
+      clip.decode_timeout_ms = std::max<int64_t>(1, remaining_ms);
+    }
+  }
+  clip.cancellation = &cancellation_;
+  clip.frame_sink = const_cast<ClassifyCall*>(this);
+  return clip;
+}
+
+void ClassifyCall::Decode() {
+  absl::Time started;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (decode_over_) return;  // cancelled while it waited for the slot
+    decode_started_ = true;
+    started = absl::Now();
+    timings_.queue_seconds = absl::ToDoubleSeconds(started - admitted_);
+  }
+  // A call decoding alone takes every core; calls decoding side by side share them.
+  const int decoding = ++engine_->calls_decoding_;
+  const int cores = engine_->options().cores;
+  const media::ClipOptions clip = ClipOptionsFor(std::clamp(cores / decoding, 1, 16));
+  using pipeline::VideoSource;
+  const VideoSource source = input_.stream != nullptr ? VideoSource::Stream(input_.stream.get())
+                             : input_.uri.empty()
+                                 ? VideoSource::Bytes(input_.video)
+                                 : VideoSource::Uri(input_.uri, &engine_->options().uri_allowlist);
+  absl::StatusOr<media::DecodedClip> decoded = source.Decode(clip);
+  --engine_->calls_decoding_;
+  const double decode_seconds = absl::ToDoubleSeconds(absl::Now() - started);
+  const double recent = engine_->recent_decode_seconds_.load();
+  engine_->recent_decode_seconds_ =
+      recent == 0 ? decode_seconds : 0.8 * recent + 0.2 * decode_seconds;
+  if (decoded.ok()) engine_->observer_->FramesDecoded(decoded->frames_decoded);
+
+  bool move_on = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    decode_over_ = true;
+    if (!decoded.ok()) {
+      // A cancelled decode reports the cancellation's reason, which failure_ already holds.
+      if (failure_.ok()) failure_ = decoded.status();
+    } else {
+      timings_.decode_seconds = decoded->decode_seconds;
+      timings_.preprocess_seconds = decoded->preprocess_seconds;
+      clip_ = *std::move(decoded);
+    }
+    move_on = ReadyToMoveOn();
+  }
+  if (move_on) MoveOn();
+}
+
+void ClassifyCall::StartPass() {
+  absl::MutexLock lock(&mutex_);
+  ++pass_;
+  embeddings_.clear();
+}
+
+absl::Status ClassifyCall::Frame(int64_t slot, const float* pixels, double /*timestamp_seconds*/) {
+  int pass = 0;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (!failure_.ok()) return failure_;
+    ++frames_out_;
+    pass = pass_;
+  }
+  // The pixels are the decoder's until this returns: copy them into a frame of our own, in
+  // media's layout, which the batcher stacks into its batch.
+  const int64_t side = model_->config().input.crop_size;
+  const std::vector<int64_t> shape = model_->channels_last() ? std::vector<int64_t>{side, side, 3}
+                                                             : std::vector<int64_t>{3, side, side};
+  torch::Tensor frame = torch::empty(shape, torch::kFloat);
+  std::memcpy(frame.data_ptr<float>(), pixels, sizeof(float) * frame.numel());
+  engine_->batcher_.Enqueue(shared_from_this(), pass, slot, std::move(frame));
+  return absl::OkStatus();
+}
+
+bool ClassifyCall::Wants(int pass) const {
+  absl::MutexLock lock(&mutex_);
+  return failure_.ok() && pass == pass_ && absl::Now() < input_.deadline;
+}
+
+void ClassifyCall::Embedded(int pass, int64_t slot, absl::StatusOr<torch::Tensor> embedding,
+                            const BatchReport& report) {
+  bool move_on = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    --frames_out_;
+    if (embedding.ok() && pass == pass_) {
+      if (slot >= static_cast<int64_t>(embeddings_.size())) embeddings_.resize(slot + 1);
+      embeddings_[slot] = *std::move(embedding);
+      timings_.queue_seconds = std::max(timings_.queue_seconds, report.waited_seconds);
+      if (report.batch_id != last_batch_id_) {  // frames of one batch share its time
+        timings_.embed_seconds += report.batch_seconds;
+        last_batch_id_ = report.batch_id;
+      }
+    } else if (!embedding.ok() && failure_.ok() && pass == pass_) {
+      // Unwanted only because the deadline passed, or the backbone failed.
+      failure_ = absl::Now() >= input_.deadline
+                     ? absl::DeadlineExceededError("the deadline passed before embedding")
+                     : embedding.status();
+    }
+    move_on = ReadyToMoveOn();
+  }
+  if (move_on) MoveOn();
+}
+
+bool ClassifyCall::ReadyToMoveOn() {
+  if (!decode_over_ || frames_out_ > 0 || moved_on_) return false;
+  moved_on_ = true;
+  return true;
+}
+
+void ClassifyCall::MoveOn() {
+  absl::Status failure;
+  {
+    absl::MutexLock lock(&mutex_);
+    failure = failure_;
+  }
+  if (!failure.ok()) {
+    Answer(failure);
+    return;
+  }
+  engine_->head_stage_.Run([self = shared_from_this()] { self->RunHead(); });
+}
+
+void ClassifyCall::RunHead() {
+  if (cancellation_.cancelled()) return Answer(cancellation_.reason());
+  if (absl::Now() >= input_.deadline) {
+    return Answer(absl::DeadlineExceededError("the deadline passed before the head"));
+  }
+  ClassifyResult result;
+  torch::Tensor embeddings;
+  {
+    absl::MutexLock lock(&mutex_);
+    result = timings_;
+    result.frame_timestamps_seconds = clip_.timestamps_seconds;
+    const int64_t frames = clip_.num_frames;
+    const bool complete = frames > 0 && static_cast<int64_t>(embeddings_.size()) >= frames &&
+                          std::all_of(embeddings_.begin(), embeddings_.begin() + frames,
+                                      [](const torch::Tensor& e) { return e.defined(); });
+    if (complete) {
+      embeddings = torch::stack(
+          std::vector<torch::Tensor>(embeddings_.begin(), embeddings_.begin() + frames));
+    }
+  }
+  if (!embeddings.defined())
+    return Answer(absl::InternalError("a decoded frame was never embedded"));
+  const model::ModelConfig& config = model_->config();
+  const absl::Time head_start = absl::Now();
+  const int64_t num_frames = embeddings.size(0);
+  absl::StatusOr<torch::Tensor> probabilities = model_->Classify(
+      embeddings.unsqueeze(0), torch::full({1}, num_frames, torch::kLong), input_.attention);
+  if (!probabilities.ok()) return Answer(probabilities.status());
+  result.head_seconds = absl::ToDoubleSeconds(absl::Now() - head_start);
+
+  result.model = config.name;
+  result.model_version = config.version;
+  const int64_t num_labels = static_cast<int64_t>(config.labels.size());
+  const int64_t k = std::min<int64_t>(input_.top_k > 0 ? input_.top_k : 5, num_labels);
+  const auto [scores, indices] = probabilities->squeeze(0).topk(k);
+  for (int64_t i = 0; i < k; ++i) {
+    result.top_k.emplace_back(config.labels[indices[i].item<int64_t>()], scores[i].item<float>());
+  }
+  Answer(std::move(result));
+}
+
+void ClassifyCall::Answer(absl::StatusOr<ClassifyResult> result) {
+  ClassifyEngine::Callback done;
+  {
+    absl::MutexLock lock(&mutex_);
+    done = std::move(done_);
+    done_ = nullptr;
+    embeddings_.clear();  // nothing the answer needs
+  }
+  if (!done) return;
+  if (result.ok()) {
+    result->total_seconds = absl::ToDoubleSeconds(absl::Now() - admitted_);
+    EngineObserver& observer = *engine_->observer_;
+    const std::string& name = model_->config().name;
+    observer.StageDone(name, Stage::kQueue, result->queue_seconds);
+    observer.StageDone(name, Stage::kDecode, result->decode_seconds);
+    observer.StageDone(name, Stage::kPreprocess, result->preprocess_seconds);
+    observer.StageDone(name, Stage::kEmbed, result->embed_seconds);
+    observer.StageDone(name, Stage::kHead, result->head_seconds);
+  }
+  done(std::move(result));
+  engine_->Forget(this);
+}
+
+}  // namespace vidclf::engine

@@ -1,0 +1,53 @@
+// How the engine reports what it does, without knowing who listens: the server's metrics
+// implement this interface, tests may count with it, and stages never include Prometheus.
+#ifndef VIDCLF_SERVER_ENGINE_ENGINE_OBSERVER_H_
+#define VIDCLF_SERVER_ENGINE_ENGINE_OBSERVER_H_
+
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+
+namespace vidclf::engine {
+
+// The stages a call passes through. Queue: from admission until decoding starts, plus the
+// longest wait of one of its frames for the backbone. Preprocess overlaps decode (frames are
+// converted on a thread of their own), and embed overlaps both.
+enum class Stage { kQueue, kDecode, kPreprocess, kEmbed, kHead };
+absl::string_view StageName(Stage stage);
+
+// Why a call was refused without being queued.
+enum class Refusal {
+  kRequests,  // the in-flight call limit
+  kBytes,     // the in-flight byte limit (uploads, decoded frames)
+  kDeadline,  // its deadline falls before the queue ahead of it would clear
+  kDraining,  // the server is shutting down
+};
+absl::string_view RefusalName(Refusal refusal);
+
+// Every method may be called from any engine thread, at once: implementations are thread-safe
+// and quick.
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  // A call that succeeded spent `seconds` in `stage`; `model` is a served model's name.
+  virtual void StageDone(absl::string_view model, Stage stage, double seconds) = 0;
+  // The backbone ran one batch of `frames` frames, from any number of calls.
+  virtual void BatchDone(int frames) = 0;
+  virtual void FramesDecoded(int64_t frames) = 0;
+  virtual void FramesEmbedded(int64_t frames) = 0;
+  virtual void Refused(Refusal refusal) = 0;
+};
+
+// Listens to nothing.
+class NullObserver : public EngineObserver {
+ public:
+  void StageDone(absl::string_view, Stage, double) override {}
+  void BatchDone(int) override {}
+  void FramesDecoded(int64_t) override {}
+  void FramesEmbedded(int64_t) override {}
+  void Refused(Refusal) override {}
+};
+
+}  // namespace vidclf::engine
+
+#endif  // VIDCLF_SERVER_ENGINE_ENGINE_OBSERVER_H_

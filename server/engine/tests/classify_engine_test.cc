@@ -1,0 +1,329 @@
+// The engine on its own, with real FFmpeg decoding of files made by the ffmpeg CLI and a real
+// (small, seeded) model: batching across calls, cancellation, admission, deadlines, drain and
+// reload.
+#include "server/engine/classify_engine.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "model/video_model.h"
+#include "tests/test_util/test_files.h"
+#include "tests/test_util/test_models.h"
+
+namespace vidclf::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Counts what the engine reports.
+class CountingObserver : public EngineObserver {
+ public:
+  void StageDone(absl::string_view, Stage, double) override {}
+  void BatchDone(int frames) override {
+    absl::MutexLock lock(&mutex_);
+    batch_sizes_.push_back(frames);
+  }
+  void FramesDecoded(int64_t) override {}
+  void FramesEmbedded(int64_t frames) override { embedded_ += frames; }
+  void Refused(Refusal refusal) override {
+    absl::MutexLock lock(&mutex_);
+    ++refused_[refusal];
+  }
+
+  std::vector<int> batch_sizes() const {
+    absl::MutexLock lock(&mutex_);
+    return batch_sizes_;
+  }
+  int refused(Refusal refusal) const {
+    absl::MutexLock lock(&mutex_);
+    const auto it = refused_.find(refusal);
+    return it == refused_.end() ? 0 : it->second;
+  }
+  int64_t embedded() const { return embedded_; }
+
+ private:
+  mutable absl::Mutex mutex_;
+  std::vector<int> batch_sizes_;
+  std::map<Refusal, int> refused_;
+  std::atomic<int64_t> embedded_{0};
+};
+
+// A video whose uniform sampling decodes all of it (one keyframe, no B-frames): 2000 frames at
+// 720p in 5 MB, about 2 s of decoding on one core.
+constexpr char kLongVideo[] =
+    "-f lavfi -i testsrc2=size=1280x720:rate=25 -frames:v 2000 -c:v libx264 -preset superfast "
+    "-crf 45 -g 100000 -bf 0";
+
+class ClassifyEngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(testing::MakeScratchDir("engine"));
+    testing::SaveModel(testing::TinyConfig(), *dir_ + "/repo/tiny/1");
+    model::ModelConfig second = testing::TinyConfig();
+    second.version = "2";
+    testing::SaveModel(second, *dir_ + "/repo2/tiny/2", /*seed=*/2);
+    *videos_ = testing::DistinctClips(*dir_);
+    *long_video_ = testing::ReadFile(testing::CachedVideo(kLongVideo, ".mp4"));
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+
+  static std::shared_ptr<const ModelRepository> Repository(const std::string& name = "repo") {
+    auto repository = ModelRepository::Load(*dir_ + "/" + name, "");
+    EXPECT_TRUE(repository.ok()) << repository.status();
+    return repository.ok() ? std::shared_ptr<const ModelRepository>(*std::move(repository))
+                           : nullptr;
+  }
+
+  static std::unique_ptr<ClassifyEngine> Engine(EngineOptions options,
+                                                EngineObserver* observer = nullptr) {
+    auto engine = ClassifyEngine::Create(options, Repository(), observer);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return engine.ok() ? *std::move(engine) : nullptr;
+  }
+
+  // A call whose answer arrives in a future.
+  struct Pending {
+    std::unique_ptr<CallHandle> handle;
+    std::future<absl::StatusOr<ClassifyResult>> answer;
+  };
+  static Pending Submit(ClassifyEngine& engine, ClassifyInput input) {
+    auto promise = std::make_shared<std::promise<absl::StatusOr<ClassifyResult>>>();
+    Pending pending;
+    pending.answer = promise->get_future();
+    pending.handle = engine.Submit(std::move(input), [promise](absl::StatusOr<ClassifyResult> r) {
+      promise->set_value(std::move(r));
+    });
+    return pending;
+  }
+  static ClassifyInput Input(const std::string& video) {
+    ClassifyInput input;
+    input.video = video;
+    input.top_k = 3;  // every label, so that all scores can be compared
+    return input;
+  }
+  // A stage thread lets go of a call just after answering it: wait a little for that.
+  static void ExpectNothingHeld(const ClassifyEngine& engine) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (engine.load().inflight_calls > 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    EXPECT_EQ(engine.load().inflight_calls, 0);
+    EXPECT_EQ(engine.load().inflight_bytes, 0);
+  }
+  static std::map<std::string, float> Scores(const ClassifyResult& result) {
+    std::map<std::string, float> scores;
+    for (const auto& [label, score] : result.top_k) scores[label] = score;
+    return scores;
+  }
+
+  static std::string* dir_;
+  static std::vector<std::string>* videos_;
+  static std::string* long_video_;
+};
+
+std::string* ClassifyEngineTest::dir_ = nullptr;
+std::vector<std::string>* ClassifyEngineTest::videos_ = new std::vector<std::string>();
+std::string* ClassifyEngineTest::long_video_ = new std::string();
+
+// Many calls at once, batched across calls, get the answers each gets alone with batches of one.
+TEST_F(ClassifyEngineTest, BatchesAcrossCallsWithTheAnswersOfCallsAlone) {
+  EngineOptions alone_options;
+  alone_options.batching.max_batch_frames = 1;
+  std::unique_ptr<ClassifyEngine> alone = Engine(alone_options);
+  ASSERT_NE(alone, nullptr);
+  std::vector<std::map<std::string, float>> expected;
+  for (const std::string& video : *videos_) {
+    auto answer = Submit(*alone, Input(video)).answer.get();
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    expected.push_back(Scores(*answer));
+  }
+
+  EngineOptions batched_options;
+  batched_options.batching.max_batch_frames = 16;
+  batched_options.batching.max_queue_delay = absl::Milliseconds(50);
+  CountingObserver observer;
+  std::unique_ptr<ClassifyEngine> batched = Engine(batched_options, &observer);
+  ASSERT_NE(batched, nullptr);
+  std::vector<Pending> pending;
+  for (int round = 0; round < 4; ++round) {
+    for (const std::string& video : *videos_) pending.push_back(Submit(*batched, Input(video)));
+  }
+  for (size_t i = 0; i < pending.size(); ++i) {
+    auto answer = pending[i].answer.get();
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    const std::map<std::string, float> scores = Scores(*answer);
+    for (const auto& [label, score] : expected[i % videos_->size()]) {
+      EXPECT_NEAR(scores.at(label), score, 1e-4) << "call " << i << ", " << label;
+    }
+    EXPECT_EQ(answer->frame_timestamps_seconds.size(), 4u);
+  }
+  EXPECT_EQ(observer.embedded(), 16 * 4);
+  const std::vector<int> sizes = observer.batch_sizes();
+  EXPECT_GT(*std::max_element(sizes.begin(), sizes.end()), 4)
+      << "no batch mixed the frames of several calls";
+  pending.clear();  // the handles hold the calls, as the service's reactors do
+  ExpectNothingHeld(*batched);
+}
+
+// Cancelled calls stop: the one decoding stops at its next packet, the ones waiting never start;
+// their frames and bytes are given back, and a short call after them is not held up.
+TEST_F(ClassifyEngineTest, CancelledCallsStopAndHandBackWhatTheyHeld) {
+  EngineOptions options;
+  options.decode_slots = 1;
+  std::unique_ptr<ClassifyEngine> engine = Engine(options);
+  ASSERT_NE(engine, nullptr);
+
+  const absl::Time alone_start = absl::Now();
+  ASSERT_TRUE(Submit(*engine, Input(*long_video_)).answer.get().ok());
+  const absl::Duration long_call = absl::Now() - alone_start;
+
+  std::vector<Pending> cancelled;
+  for (int i = 0; i < 4; ++i) cancelled.push_back(Submit(*engine, Input(*long_video_)));
+  EXPECT_EQ(engine->load().inflight_calls, 4);
+  EXPECT_GT(engine->load().inflight_bytes, 4 * static_cast<int64_t>(long_video_->size()));
+  absl::SleepFor(absl::Milliseconds(100));
+  const absl::Time cancelled_at = absl::Now();
+  for (Pending& call : cancelled) call.handle->Cancel(absl::CancelledError("client went away"));
+  for (Pending& call : cancelled) {
+    auto answer = call.answer.get();
+    EXPECT_EQ(answer.status().code(), absl::StatusCode::kCancelled) << answer.status();
+  }
+  EXPECT_LT(absl::Now() - cancelled_at, long_call / 2)
+      << "a cancelled call went on decoding; a whole call takes " << long_call;
+  cancelled.clear();  // the handles hold the calls, as the service's reactors do
+  ExpectNothingHeld(*engine);
+
+  const absl::Time short_start = absl::Now();
+  ASSERT_TRUE(Submit(*engine, Input((*videos_)[0])).answer.get().ok());
+  EXPECT_LT(absl::Now() - short_start, long_call / 2);
+}
+
+// Past the bound on calls or on bytes, calls are refused at once and nothing is queued.
+TEST_F(ClassifyEngineTest, RefusesPastItsBoundsAtOnce) {
+  EngineOptions options;
+  options.decode_slots = 1;
+  options.admission.max_inflight_calls = 2;
+  CountingObserver observer;
+  std::unique_ptr<ClassifyEngine> engine = Engine(options, &observer);
+  ASSERT_NE(engine, nullptr);
+  std::vector<Pending> admitted;
+  admitted.push_back(Submit(*engine, Input(*long_video_)));
+  admitted.push_back(Submit(*engine, Input(*long_video_)));
+  Pending refused = Submit(*engine, Input((*videos_)[0]));
+  EXPECT_EQ(refused.handle, nullptr);
+  ASSERT_EQ(refused.answer.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  const auto answer = refused.answer.get();
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(answer.status().message(), HasSubstr("2 calls are in flight"));
+  EXPECT_EQ(observer.refused(Refusal::kRequests), 1);
+  for (Pending& call : admitted) call.handle->Cancel(absl::CancelledError("done"));
+  for (Pending& call : admitted) call.answer.get();
+  admitted.clear();
+
+  options.admission.max_inflight_calls = 64;
+  options.admission.max_inflight_bytes = static_cast<int64_t>(long_video_->size()) + (1 << 20);
+  engine = Engine(options, &observer);
+  admitted.push_back(Submit(*engine, Input(*long_video_)));
+  Pending too_big = Submit(*engine, Input(*long_video_));
+  EXPECT_EQ(too_big.handle, nullptr);
+  EXPECT_EQ(too_big.answer.get().status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(observer.refused(Refusal::kBytes), 1);
+  admitted[0].handle->Cancel(absl::CancelledError("done"));
+  admitted[0].answer.get();
+}
+
+// A deadline that has passed, or that the queue ahead would outlast, is refused at once; one that
+// passes while the call waits abandons it.
+TEST_F(ClassifyEngineTest, RefusesOrAbandonsCallsPastTheirDeadline) {
+  EngineOptions options;
+  options.decode_slots = 1;
+  CountingObserver observer;
+  std::unique_ptr<ClassifyEngine> engine = Engine(options, &observer);
+  ASSERT_NE(engine, nullptr);
+  ClassifyInput expired = Input((*videos_)[0]);
+  expired.deadline = absl::Now() - absl::Seconds(1);
+  EXPECT_EQ(Submit(*engine, expired).answer.get().status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+
+  // Teach the engine how long the long video takes, then queue two behind one.
+  ASSERT_TRUE(Submit(*engine, Input(*long_video_)).answer.get().ok());
+  std::vector<Pending> ahead;
+  for (int i = 0; i < 3; ++i) ahead.push_back(Submit(*engine, Input(*long_video_)));
+  ClassifyInput hopeless = Input((*videos_)[0]);
+  hopeless.deadline = absl::Now() + absl::Milliseconds(200);
+  Pending refused = Submit(*engine, hopeless);
+  EXPECT_EQ(refused.handle, nullptr);
+  EXPECT_EQ(refused.answer.get().status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(observer.refused(Refusal::kDeadline), 2);
+  for (Pending& call : ahead) call.handle->Cancel(absl::CancelledError("done"));
+  for (Pending& call : ahead) call.answer.get();
+
+  ClassifyInput expires_while_decoding = Input(*long_video_);
+  expires_while_decoding.deadline = absl::Now() + absl::Milliseconds(300);
+  EXPECT_EQ(Submit(*engine, expires_while_decoding).answer.get().status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+// Draining refuses new calls with UNAVAILABLE and lets those in flight finish.
+TEST_F(ClassifyEngineTest, DrainingFinishesCallsInFlightAndRefusesNewOnes) {
+  std::unique_ptr<ClassifyEngine> engine = Engine({});
+  ASSERT_NE(engine, nullptr);
+  std::vector<Pending> inflight;
+  for (const std::string& video : *videos_) inflight.push_back(Submit(*engine, Input(video)));
+  engine->StartDraining();
+  Pending refused = Submit(*engine, Input((*videos_)[0]));
+  EXPECT_EQ(refused.answer.get().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(engine->WaitUntilIdle(absl::Now() + absl::Seconds(60)));
+  for (Pending& call : inflight) EXPECT_TRUE(call.answer.get().ok());
+}
+
+// A new repository serves the calls submitted after it; a call in flight keeps its model.
+TEST_F(ClassifyEngineTest, ReplacesTheRepositoryWithoutDroppingCalls) {
+  std::unique_ptr<ClassifyEngine> engine = Engine({});
+  ASSERT_NE(engine, nullptr);
+  Pending before = Submit(*engine, Input(*long_video_));
+  engine->ReplaceRepository(Repository("repo2"));
+  auto after = Submit(*engine, Input((*videos_)[0])).answer.get();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->model_version, "2");
+  auto first = before.answer.get();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->model_version, "1");
+}
+
+// Versions compare as numbers when both are, so 10 is served before 9; all are listed.
+TEST(ModelRepositoryTest, ServesTheHighestVersionAndListsThemAll) {
+  const std::string dir = testing::MakeScratchDir("versions");
+  model::ModelConfig config = testing::TinyConfig();
+  config.name = "m";
+  for (const char* version : {"2", "10", "9"}) {
+    config.version = version;
+    testing::SaveModel(config, dir + "/m/" + version);
+  }
+  std::filesystem::create_directories(dir + "/m/11-not-a-bundle");
+  auto repository = ModelRepository::Load(dir, "");
+  ASSERT_TRUE(repository.ok()) << repository.status();
+  auto entry = (*repository)->FindEntry("m");
+  ASSERT_TRUE(entry.ok());
+  EXPECT_EQ((*entry)->model->config().version, "10");
+  EXPECT_THAT((*entry)->versions, ::testing::ElementsAre("2", "9", "10"));
+  EXPECT_TRUE(VersionLess("9", "10"));
+  EXPECT_TRUE(VersionLess("10", "a"));
+  EXPECT_EQ((*repository)->Find("other").status().code(), absl::StatusCode::kNotFound);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace vidclf::engine
