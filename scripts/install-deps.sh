@@ -9,6 +9,8 @@ packages=(
   # RPC and configuration
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   nlohmann-json3-dev
+  # command lines of the three executables
+  libcli11-dev
   # media
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev ffmpeg
   # model; OpenBLAS because LibTorch's matmuls run ~30x slower on the reference BLAS

@@ -13,6 +13,7 @@
 #include <prometheus/registry.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -23,10 +24,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/command_line.h"
 #include "media/uri_allowlist.h"
 #include "model/video_model.h"
 #include "server/engine/classify_engine.h"
@@ -39,38 +38,100 @@ extern "C" {
 #include <libavutil/log.h>
 }
 
-ABSL_FLAG(std::string, model_repository, "", "Directory of model bundles: DIR/<name>/<version>/.");
-ABSL_FLAG(std::string, default_model, "", "Model for requests that name none (default: first).");
-ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on.");
-ABSL_FLAG(int, grpc_port, 50051, "gRPC port; 0 picks a free one (printed at start).");
-ABSL_FLAG(int, metrics_port, 9464, "Prometheus /metrics port; 0 picks a free one.");
-ABSL_FLAG(std::string, device, "auto", "auto (first CUDA GPU if any, else CPU), cpu or cuda:N.");
-ABSL_FLAG(std::string, precision, "fp32", "Backbone precision: fp32, or on CUDA fp16 or bf16.");
-ABSL_FLAG(
-    std::string, memory_format, "channels-last",
-    "Backbone layout: channels-last (faster on CPU too; docs/backbone-benchmark.md) or nchw.");
-ABSL_FLAG(int, cores, 0,
-          "Cores that decoding and the backbone share (0: the machine's). A call decoding alone "
-          "uses them all; the backbone takes those that decoding leaves free.");
-ABSL_FLAG(int, decode_slots, 0, "Calls decoded at once (0: one per core).");
-ABSL_FLAG(int, max_batch_frames, 16, "Most frames, from any calls, in one backbone batch.");
-ABSL_FLAG(int, max_queue_delay_us, 2000,
-          "Longest a frame waits for others to join its batch while calls are decoding.");
-ABSL_FLAG(int, max_inflight_requests, 64,
-          "Calls in flight at once; past it, calls get RESOURCE_EXHAUSTED at once.");
-ABSL_FLAG(int, max_inflight_mib, 1024,
-          "MiB that calls in flight may hold (payloads, uploads, decoded frames); past it, calls "
-          "get RESOURCE_EXHAUSTED at once.");
-ABSL_FLAG(int, max_upload_mib, 64, "Largest accepted video upload, in MiB.");
-ABSL_FLAG(int, decode_timeout_ms, 30000,
-          "Wall-clock budget for decoding one video (DEADLINE_EXCEEDED past it); 0: none.");
-ABSL_FLAG(int, drain_timeout_s, 30,
-          "On SIGTERM or SIGINT, seconds given to calls in flight before they are cancelled.");
-ABSL_FLAG(std::vector<std::string>, allow_uri, {},
-          "Comma-separated URI prefixes that requests may ask the server to pull video from, "
-          "e.g. https://media.example.com/clips/,file:///srv/videos/ (default: none).");
-ABSL_FLAG(std::string, media_log_level, "error",
-          "FFmpeg's log level on stderr: quiet, error, warning, info or debug.");
+// The command line: every field is a --flag with dashes for underscores.
+struct ServerFlags {
+  std::string model_repository;
+  std::string default_model;
+  std::string host = "0.0.0.0";
+  int grpc_port = 50051;
+  int metrics_port = 9464;
+  std::string device = "auto";
+  std::string precision = "fp32";
+  std::string memory_format = "channels-last";
+  int cores = 0;
+  int decode_slots = 0;
+  int max_batch_frames = 16;
+  int max_queue_delay_us = 2000;
+  int max_inflight_requests = 64;
+  int max_inflight_mib = 1024;
+  int max_upload_mib = 64;
+  int decode_timeout_ms = 30000;
+  int drain_timeout_s = 30;
+  std::vector<std::string> allow_uri;
+  std::string media_log_level = "error";
+};
+
+void AddServerFlags(CLI::App& app, ServerFlags* flags) {
+  app.add_option("--model-repository", flags->model_repository,
+                 "Directory of model bundles: DIR/<name>/<version>/.")
+      ->required();
+  app.add_option("--default-model", flags->default_model,
+                 "Model for requests that name none (default: the first by name).");
+  app.add_option("--host", flags->host, "Address to listen on.")->capture_default_str();
+  app.add_option("--grpc-port", flags->grpc_port,
+                 "gRPC port; 0 picks a free one (printed at start).")
+      ->capture_default_str();
+  app.add_option("--metrics-port", flags->metrics_port,
+                 "Prometheus /metrics port; 0 picks a free one.")
+      ->capture_default_str();
+  app.add_option("--device", flags->device,
+                 "auto (the first CUDA GPU if any, else the CPU), cpu or cuda:N.")
+      ->capture_default_str();
+  app.add_option("--precision", flags->precision,
+                 "Backbone precision: fp32, or on CUDA fp16 or bf16.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  app.add_option("--memory-format", flags->memory_format,
+                 "Backbone layout: channels-last (faster on CPU too; "
+                 "docs/backbone-benchmark.md) or nchw.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"channels-last", "nchw"}));
+  app.add_option("--cores", flags->cores,
+                 "Cores that decoding and the backbone share (0: the machine's). A call decoding "
+                 "alone uses them all; the backbone takes those that decoding leaves free.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--decode-slots", flags->decode_slots, "Calls decoded at once (0: one per core).")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-batch-frames", flags->max_batch_frames,
+                 "Most frames, from any calls, in one backbone batch.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-queue-delay-us", flags->max_queue_delay_us,
+                 "Longest a frame waits for others to join its batch while calls are decoding.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-inflight-requests", flags->max_inflight_requests,
+                 "Calls in flight at once; past it, calls get RESOURCE_EXHAUSTED at once.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-inflight-mib", flags->max_inflight_mib,
+                 "MiB that calls in flight may hold (payloads, uploads, decoded frames); past "
+                 "it, calls get RESOURCE_EXHAUSTED at once.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-upload-mib", flags->max_upload_mib, "Largest accepted video, in MiB.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--decode-timeout-ms", flags->decode_timeout_ms,
+                 "Wall-clock budget for decoding one video (DEADLINE_EXCEEDED past it); 0: none.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--drain-timeout-s", flags->drain_timeout_s,
+                 "On SIGTERM or SIGINT, seconds given to calls in flight before they are "
+                 "cancelled.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--allow-uri", flags->allow_uri,
+                 "Comma-separated URI prefixes that requests may ask the server to pull video "
+                 "from, e.g. https://media.example.com/clips/,file:///srv/videos/ (default: "
+                 "none).")
+      ->delimiter(',');
+  app.add_option("--media-log-level", flags->media_log_level, "FFmpeg's log level on stderr.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"quiet", "error", "warning", "info", "debug"}));
+}
 
 namespace {
 
@@ -104,33 +165,25 @@ int NextSignal() {
   }
 }
 
-absl::StatusOr<int> MediaLogLevel(const std::string& name) {
+// FFmpeg's level for --media-log-level, whose values CLI11 has checked.
+int MediaLogLevel(const std::string& name) {
   static const auto& kLevels = *new std::map<std::string, int>{{"quiet", AV_LOG_QUIET},
                                                                {"error", AV_LOG_ERROR},
                                                                {"warning", AV_LOG_WARNING},
                                                                {"info", AV_LOG_INFO},
                                                                {"debug", AV_LOG_DEBUG}};
-  const auto found = kLevels.find(name);
-  if (found == kLevels.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--media-log-level must be quiet, error, warning, info or debug, not '", name, "'"));
-  }
-  return found->second;
+  return kLevels.at(name);
 }
 
-// Resolves --device (so that the log names the device actually used) and --memory-format.
-absl::StatusOr<vidclf::model::InferenceOptions> InferenceOptionsFromFlags() {
-  absl::StatusOr<torch::Device> device = vidclf::model::ResolveDevice(absl::GetFlag(FLAGS_device));
+// Resolves --device, so that the log names the device actually used.
+absl::StatusOr<vidclf::model::InferenceOptions> InferenceOptionsFromFlags(
+    const ServerFlags& flags) {
+  absl::StatusOr<torch::Device> device = vidclf::model::ResolveDevice(flags.device);
   if (!device.ok()) return device.status();
   vidclf::model::InferenceOptions options;
   options.device = device->str();
-  options.precision = absl::GetFlag(FLAGS_precision);
-  const std::string memory_format = absl::GetFlag(FLAGS_memory_format);
-  if (memory_format != "channels-last" && memory_format != "nchw") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown --memory-format \"", memory_format, "\"; use channels-last or nchw"));
-  }
-  options.channels_last = memory_format == "channels-last";
+  options.precision = flags.precision;
+  options.channels_last = flags.memory_format == "channels-last";
   return options;
 }
 
@@ -142,19 +195,15 @@ void PrintModels(const vidclf::engine::ModelRepository& repository) {
   }
 }
 
-int Run() {
+int Run(const ServerFlags& flags) {
   using vidclf::engine::ClassifyEngine;
   using vidclf::engine::ModelRepository;
-  const std::string repository_dir = absl::GetFlag(FLAGS_model_repository);
-  if (repository_dir.empty()) {
-    std::cerr << "vidclf-server: --model-repository DIR is required\n";
-    return 2;
-  }
-  int cores = absl::GetFlag(FLAGS_cores);
+  const std::string& repository_dir = flags.model_repository;
+  int cores = flags.cores;
   if (cores <= 0) cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::cout << vidclf::model::ConfigureTorchThreads(cores) << std::endl;
 
-  absl::StatusOr<vidclf::model::InferenceOptions> inference = InferenceOptionsFromFlags();
+  absl::StatusOr<vidclf::model::InferenceOptions> inference = InferenceOptionsFromFlags(flags);
   if (!inference.ok()) {
     std::cerr << "vidclf-server: " << inference.status().message() << "\n";
     return 2;
@@ -162,7 +211,7 @@ int Run() {
   std::cout << "models run on " << inference->device << " in " << inference->precision << ", "
             << (inference->channels_last ? "channels-last" : "NCHW") << std::endl;
   absl::StatusOr<std::unique_ptr<ModelRepository>> repository =
-      ModelRepository::Load(repository_dir, absl::GetFlag(FLAGS_default_model), *inference);
+      ModelRepository::Load(repository_dir, flags.default_model, *inference);
   if (!repository.ok()) {
     std::cerr << "vidclf-server: " << repository.status().message() << "\n";
     return 1;
@@ -170,31 +219,23 @@ int Run() {
   PrintModels(**repository);
 
   absl::StatusOr<vidclf::media::UriAllowlist> allowlist =
-      vidclf::media::UriAllowlist::Parse(absl::GetFlag(FLAGS_allow_uri));
+      vidclf::media::UriAllowlist::Parse(flags.allow_uri);
   if (!allowlist.ok()) {
     std::cerr << "vidclf-server: --allow-uri: " << allowlist.status().message() << "\n";
     return 2;
   }
-  if (auto level = MediaLogLevel(absl::GetFlag(FLAGS_media_log_level)); level.ok()) {
-    av_log_set_level(*level);
-  } else {
-    std::cerr << "vidclf-server: " << level.status().message() << "\n";
-    return 2;
-  }
+  av_log_set_level(MediaLogLevel(flags.media_log_level));
 
   vidclf::engine::EngineOptions engine_options;
   engine_options.uri_allowlist = *std::move(allowlist);
   engine_options.cores = cores;
-  engine_options.decode_slots = absl::GetFlag(FLAGS_decode_slots);
-  engine_options.batching.max_batch_frames = absl::GetFlag(FLAGS_max_batch_frames);
-  engine_options.batching.max_queue_delay =
-      absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
-  engine_options.admission.max_inflight_calls = absl::GetFlag(FLAGS_max_inflight_requests);
-  engine_options.admission.max_inflight_bytes =
-      static_cast<int64_t>(absl::GetFlag(FLAGS_max_inflight_mib)) << 20;
-  engine_options.decode.max_input_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_max_upload_mib))
-                                          << 20;
-  engine_options.decode.decode_timeout_ms = absl::GetFlag(FLAGS_decode_timeout_ms);
+  engine_options.decode_slots = flags.decode_slots;
+  engine_options.batching.max_batch_frames = flags.max_batch_frames;
+  engine_options.batching.max_queue_delay = absl::Microseconds(flags.max_queue_delay_us);
+  engine_options.admission.max_inflight_calls = flags.max_inflight_requests;
+  engine_options.admission.max_inflight_bytes = static_cast<int64_t>(flags.max_inflight_mib) << 20;
+  engine_options.decode.max_input_bytes = static_cast<int64_t>(flags.max_upload_mib) << 20;
+  engine_options.decode.decode_timeout_ms = flags.decode_timeout_ms;
   auto registry = std::make_shared<prometheus::Registry>();
   vidclf::ServerMetrics metrics(*registry);
   absl::StatusOr<std::unique_ptr<ClassifyEngine>> engine =
@@ -204,10 +245,10 @@ int Run() {
     return 2;
   }
 
-  const std::string host = absl::GetFlag(FLAGS_host);
+  const std::string host = flags.host;
   absl::StatusOr<std::unique_ptr<vidclf::MetricsHttpServer>> metrics_server =
       vidclf::MetricsHttpServer::Start(
-          host, absl::GetFlag(FLAGS_metrics_port),
+          host, flags.metrics_port,
           {registry, vidclf::MakeEngineCollector(engine->get()), vidclf::MakeProcessCollector()});
   if (!metrics_server.ok()) {
     std::cerr << "vidclf-server: " << metrics_server.status().message() << "\n";
@@ -219,7 +260,7 @@ int Run() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(absl::StrCat(host, ":", absl::GetFlag(FLAGS_grpc_port)),
+  builder.AddListeningPort(absl::StrCat(host, ":", flags.grpc_port),
                            grpc::InsecureServerCredentials(), &grpc_port);
   // The upload is one message: allow the configured maximum plus room for the other fields.
   builder.SetMaxReceiveMessageSize(
@@ -227,8 +268,7 @@ int Run() {
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
-    std::cerr << "vidclf-server: cannot listen on " << host << ":" << absl::GetFlag(FLAGS_grpc_port)
-              << "\n";
+    std::cerr << "vidclf-server: cannot listen on " << host << ":" << flags.grpc_port << "\n";
     return 1;
   }
   // Health answers for the whole server ("") and for our service by name, as probes may ask either.
@@ -247,7 +287,7 @@ int Run() {
   while (NextSignal() == SIGHUP) {
     std::cout << "SIGHUP: reloading the model repository " << repository_dir << std::endl;
     absl::StatusOr<std::unique_ptr<ModelRepository>> reloaded =
-        ModelRepository::Load(repository_dir, absl::GetFlag(FLAGS_default_model), *inference);
+        ModelRepository::Load(repository_dir, flags.default_model, *inference);
     if (!reloaded.ok()) {
       std::cerr << "vidclf-server: reload failed, still serving the models loaded before: "
                 << reloaded.status().message() << std::endl;
@@ -258,7 +298,7 @@ int Run() {
     std::cout << "model repository reloaded" << std::endl;
   }
 
-  const absl::Duration drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  const absl::Duration drain_timeout = absl::Seconds(flags.drain_timeout_s);
   std::cout << "draining: refusing new calls, up to " << absl::FormatDuration(drain_timeout)
             << " for " << (*engine)->load().inflight_calls << " calls in flight" << std::endl;
   server->GetHealthCheckService()->SetServingStatus(false);
@@ -281,8 +321,9 @@ int Run() {
 
 int main(int argc, char** argv) {
   HandleSignals();
-  vidclf::ParseCommandLine(argc, argv,
-                           "vidclf-server --model-repository DIR [--grpc-port 50051] "
-                           "[--metrics-port 9464] [--device auto|cpu|cuda:N]");
-  return Run();
+  CLI::App app("vidclf-server: serves the models of a repository over gRPC.");
+  ServerFlags flags;
+  AddServerFlags(app, &flags);
+  CLI11_PARSE(app, argc, argv);
+  return Run(flags);
 }

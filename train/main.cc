@@ -7,6 +7,7 @@
 // --backbone-archive embeds with torchvision weights instead (model/scripts/export_resnet18.py).
 #include <torch/torch.h>
 
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -14,9 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
-#include "common/command_line.h"
 #include "media/video_encoder.h"
 #include "model/resnet18_archive.h"
 #include "model/train/head_trainer.h"
@@ -24,25 +23,71 @@
 #include "pipeline/video_pipeline.h"
 #include "train/synthetic_videos.h"
 
-ABSL_FLAG(std::string, output_repository, "", "Model repository to write the bundle into.");
-ABSL_FLAG(std::string, name, "demo", "Model name.");
-ABSL_FLAG(std::string, version, "1", "Model version.");
-ABSL_FLAG(int, videos_per_class, 40, "Synthetic videos per class.");
-ABSL_FLAG(double, test_fraction, 0.25, "Share of each class held out for the test accuracy.");
-ABSL_FLAG(int, num_frames, 16, "Frames sampled per video.");
-ABSL_FLAG(int, crop_size, 112, "Side of the square frames the backbone sees.");
-ABSL_FLAG(int, resize_shorter_side, 128, "Shorter side before the centre crop.");
-ABSL_FLAG(std::string, head, "gru", "Temporal head: gru or transformer.");
-ABSL_FLAG(std::string, attention, "softmax", "Transformer attention mechanism (see docs).");
-ABSL_FLAG(int, d_model, 512, "Transformer width.");
-ABSL_FLAG(int, num_layers, 6, "Transformer encoder layers.");
-ABSL_FLAG(int, epochs, 60, "Training epochs of the head.");
-ABSL_FLAG(double, learning_rate, 0, "Adam learning rate (0: 3e-3 for gru, 3e-4 for transformer).");
-ABSL_FLAG(int, seed, 7, "Seeds the videos, the backbone's weights and the training.");
-ABSL_FLAG(std::string, samples_dir, "", "If set, writes one held-out video per class here.");
-ABSL_FLAG(std::string, backbone_archive, "",
-          "ResNet18 weights from model/scripts/export_resnet18.py to embed with (and ship in "
-          "backbone.pt) instead of seeded random ones.");
+// The command line: every field is a --flag with dashes for underscores.
+struct TrainFlags {
+  std::string output_repository;
+  std::string name = "demo";
+  std::string version = "1";
+  int videos_per_class = 40;
+  double test_fraction = 0.25;
+  int num_frames = 16;
+  int crop_size = 112;
+  int resize_shorter_side = 128;
+  std::string head = "gru";
+  std::string attention = "softmax";
+  int d_model = 512;
+  int num_layers = 6;
+  int epochs = 60;
+  double learning_rate = 0;
+  int seed = 7;
+  std::string samples_dir;
+  std::string backbone_archive;
+};
+
+void AddTrainFlags(CLI::App& app, TrainFlags* flags) {
+  app.add_option("--output-repository", flags->output_repository,
+                 "Model repository to write the bundle into.")
+      ->required();
+  app.add_option("--name", flags->name, "Model name.")->capture_default_str();
+  app.add_option("--version", flags->version, "Model version.")->capture_default_str();
+  app.add_option("--videos-per-class", flags->videos_per_class, "Synthetic videos per class.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--test-fraction", flags->test_fraction,
+                 "Share of each class held out for the test accuracy.")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--num-frames", flags->num_frames, "Frames sampled per video.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--crop-size", flags->crop_size, "Side of the square frames the backbone sees.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--resize-shorter-side", flags->resize_shorter_side,
+                 "Shorter side before the centre crop.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--head", flags->head, "Temporal head.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gru", "transformer"}));
+  app.add_option("--attention", flags->attention, "Transformer attention mechanism (see docs).")
+      ->capture_default_str();
+  app.add_option("--d-model", flags->d_model, "Transformer width.")->capture_default_str();
+  app.add_option("--num-layers", flags->num_layers, "Transformer encoder layers.")
+      ->capture_default_str();
+  app.add_option("--epochs", flags->epochs, "Training epochs of the head.")->capture_default_str();
+  app.add_option("--learning-rate", flags->learning_rate,
+                 "Adam learning rate (0: 3e-3 for gru, 3e-4 for transformer).")
+      ->capture_default_str();
+  app.add_option("--seed", flags->seed,
+                 "Seeds the videos, the backbone's weights and the training.")
+      ->capture_default_str();
+  app.add_option("--samples-dir", flags->samples_dir,
+                 "If set, writes one held-out video per class here.");
+  app.add_option("--backbone-archive", flags->backbone_archive,
+                 "ResNet18 weights from model/scripts/export_resnet18.py to embed with (and ship "
+                 "in backbone.pt) instead of seeded random ones.");
+}
 
 namespace {
 
@@ -63,28 +108,28 @@ struct Split {
   }
 };
 
-int Run() {
-  const std::string repository = absl::GetFlag(FLAGS_output_repository);
+int Run(const TrainFlags& flags) {
+  const std::string repository = flags.output_repository;
   if (repository.empty()) {
     std::cerr << "vidclf-train: --output-repository DIR is required\n";
     return 2;
   }
-  const uint64_t seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
+  const uint64_t seed = static_cast<uint64_t>(flags.seed);
   std::cout << vidclf::model::ConfigureTorchThreads(
                    static_cast<int>(std::thread::hardware_concurrency()))
             << std::endl;
 
   vidclf::model::ModelConfig config;
-  config.name = absl::GetFlag(FLAGS_name);
-  config.version = absl::GetFlag(FLAGS_version);
+  config.name = flags.name;
+  config.version = flags.version;
   config.labels = vidclf::train::SyntheticLabels();
-  config.input.num_frames = absl::GetFlag(FLAGS_num_frames);
-  config.input.crop_size = absl::GetFlag(FLAGS_crop_size);
-  config.input.resize_shorter_side = absl::GetFlag(FLAGS_resize_shorter_side);
-  config.head = absl::GetFlag(FLAGS_head);
-  config.transformer.d_model = absl::GetFlag(FLAGS_d_model);
-  config.transformer.num_layers = absl::GetFlag(FLAGS_num_layers);
-  config.transformer.attention.type = absl::GetFlag(FLAGS_attention);
+  config.input.num_frames = flags.num_frames;
+  config.input.crop_size = flags.crop_size;
+  config.input.resize_shorter_side = flags.resize_shorter_side;
+  config.head = flags.head;
+  config.transformer.d_model = flags.d_model;
+  config.transformer.num_layers = flags.num_layers;
+  config.transformer.attention.type = flags.attention;
   // Positions the attention must accept: up to the 256 frames a request may ask the server to
   // sample (its default limit), plus a class token.
   config.transformer.attention.max_length = std::max(config.input.num_frames, 256) + 1;
@@ -96,7 +141,7 @@ int Run() {
   }
   // Loaded before embedding: the head is trained on these weights' embeddings, and Save writes
   // them into the bundle's backbone.pt.
-  const std::string backbone_archive = absl::GetFlag(FLAGS_backbone_archive);
+  const std::string backbone_archive = flags.backbone_archive;
   if (!backbone_archive.empty()) {
     if (auto status = vidclf::model::LoadResNet18Archive(backbone_archive, (*model)->backbone());
         !status.ok()) {
@@ -106,10 +151,9 @@ int Run() {
     std::cout << "backbone weights from " << backbone_archive << std::endl;
   }
 
-  const int per_class = absl::GetFlag(FLAGS_videos_per_class);
-  const int test_per_class =
-      std::max(1, static_cast<int>(per_class * absl::GetFlag(FLAGS_test_fraction)));
-  const std::string samples_dir = absl::GetFlag(FLAGS_samples_dir);
+  const int per_class = flags.videos_per_class;
+  const int test_per_class = std::max(1, static_cast<int>(per_class * flags.test_fraction));
+  const std::string samples_dir = flags.samples_dir;
   if (!samples_dir.empty()) std::filesystem::create_directories(samples_dir);
   vidclf::media::ClipOptions clip;
   clip.sampling.num_frames = config.input.num_frames;
@@ -124,8 +168,8 @@ int Run() {
         std::cerr << "vidclf-train: " << video.status().message() << "\n";
         return 1;
       }
-      auto embedded =
-          vidclf::pipeline::DecodeAndEmbed(**model, vidclf::pipeline::VideoSource::Bytes(*video), clip);
+      auto embedded = vidclf::pipeline::DecodeAndEmbed(
+          **model, vidclf::pipeline::VideoSource::Bytes(*video), clip);
       if (!embedded.ok()) {
         std::cerr << "vidclf-train: " << embedded.status().message() << "\n";
         return 1;
@@ -143,9 +187,9 @@ int Run() {
   }
 
   vidclf::model::HeadTrainingOptions training;
-  training.epochs = absl::GetFlag(FLAGS_epochs);
+  training.epochs = flags.epochs;
   training.seed = seed;
-  training.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  training.learning_rate = flags.learning_rate;
   if (training.learning_rate <= 0) training.learning_rate = config.head == "gru" ? 3e-3 : 3e-4;
   training.on_epoch = [&training](int epoch, double loss) {
     if ((epoch + 1) % 10 == 0 || epoch + 1 == training.epochs) {
@@ -191,6 +235,9 @@ int Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  vidclf::ParseCommandLine(argc, argv, "vidclf-train --output-repository DIR [--name demo]");
-  return Run();
+  CLI::App app("vidclf-train: builds a model bundle from the project's own synthetic videos.");
+  TrainFlags flags;
+  AddTrainFlags(app, &flags);
+  CLI11_PARSE(app, argc, argv);
+  return Run(flags);
 }

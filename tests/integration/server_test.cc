@@ -384,6 +384,57 @@ TEST_F(ServerTest, HealthServiceAnswersServing) {
   EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
+// `vidclf models` lists what `ListModels` returns; `vidclf bench` loads the server and reports.
+TEST_F(ServerTest, ListsModelsAndBenchmarksWithTheCommandLineClient) {
+  int exit_code = 0;
+  std::string output = Client("models --json", &exit_code);
+  ASSERT_EQ(exit_code, 0) << output;
+  nlohmann::json json = nlohmann::json::parse(output);
+  ASSERT_EQ(json["models"].size(), 2u);
+  EXPECT_EQ(json["models"][0]["name"], "tiny");
+  EXPECT_EQ(json["models"][1]["attention_substitutions"][0], "clustered");
+  output = Client("models tiny-transformer", &exit_code);
+  ASSERT_EQ(exit_code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("attention     softmax, substitutions: clustered"));
+  output = Client("models nope", &exit_code);
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_THAT(output, HasSubstr("NOT_FOUND"));
+
+  output = Client("bench " + *dir_ + "/clip.mp4 " + *dir_ + "/clip.mkv --concurrency 1,3 " +
+                      "--requests 6 --json --metrics-url http://127.0.0.1:" +
+                      std::to_string(server_->metrics_port()) + "/metrics",
+                  &exit_code);
+  ASSERT_EQ(exit_code, 0) << output;
+  json = nlohmann::json::parse(output);
+  ASSERT_EQ(json["levels"].size(), 2u);
+  for (const auto& level : json["levels"]) {
+    EXPECT_EQ(level["requests"], 6);
+    EXPECT_EQ(level["errors"], 0);
+    EXPECT_GT(level["clips_per_s"].get<double>(), 0);
+    EXPECT_DOUBLE_EQ(level["frames_per_s"].get<double>(), 4 * level["clips_per_s"].get<double>());
+    EXPECT_LE(level["p50_ms"].get<double>(), level["p99_ms"].get<double>());
+    EXPECT_GT(level["server_rss_bytes"].get<double>(), 0);
+    EXPECT_GE(level["batch_frames_mean"].get<double>(), 1);
+  }
+  EXPECT_EQ(json["levels"][1]["concurrency"], 3);
+}
+
+// Every executable explains itself with --help and refuses an unknown option.
+TEST_F(ServerTest, CommandLinesHaveHelp) {
+  int exit_code = 0;
+  std::string output =
+      testing::RunCommand(std::string(VIDCLF_CLIENT_BINARY) + " bench --help 2>&1", &exit_code);
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_THAT(output, HasSubstr("--concurrency"));
+  output = testing::RunCommand(std::string(VIDCLF_SERVER_BINARY) + " --help 2>&1", &exit_code);
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_THAT(output, HasSubstr("--max-batch-frames"));
+  output = testing::RunCommand(
+      std::string(VIDCLF_CLIENT_BINARY) + " classify clip.mp4 --frobnicate 2>&1", &exit_code);
+  EXPECT_NE(exit_code, 0);
+  EXPECT_THAT(output, HasSubstr("frobnicate"));
+}
+
 TEST_F(ServerTest, MetricsPassPromtoolAndCountRequestsByCode) {
   v1::ClassifyResponse response;
   Call(v1::ClassifyRequest(), &response);  // one INVALID_ARGUMENT for certain

@@ -1,0 +1,89 @@
+#include "client/models_command.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <iostream>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "vidclf/v1/video_classifier.grpc.pb.h"
+
+namespace vidclf::client {
+namespace {
+
+std::string Json(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+void PrintModel(const vidclf::v1::ModelInfo& model) {
+  const auto& input = model.input();
+  std::cout << absl::StrFormat(
+      "%s version %s%s\n  versions      %s\n  labels        %s\n  input         %d frames, "
+      "shorter side %d, crop %d, %s sampling\n  head          %s %s\n",
+      model.name(), model.version(), model.is_default() ? " (default)" : "",
+      absl::StrJoin(model.versions(), ", "), absl::StrJoin(model.labels(), ", "),
+      input.num_frames(), input.resize_shorter_side(), input.crop_size(), input.default_sampling(),
+      model.head(), model.head_options_json());
+  if (!model.attention().empty()) {
+    std::cout << absl::StrFormat("  attention     %s, substitutions: %s\n", model.attention(),
+                                 model.attention_substitutions().empty()
+                                     ? "none"
+                                     : absl::StrJoin(model.attention_substitutions(), ", "));
+  }
+  const auto& streaming = model.streaming();
+  std::cout << "  streams       "
+            << (streaming.mode() == "recurrent"
+                    ? std::string("recurrent step (constant cost per frame)")
+                    : absl::StrFormat("sliding window of %d frames every %d",
+                                      streaming.window_frames(), streaming.stride_frames()))
+            << "\n";
+}
+
+}  // namespace
+
+int RunModels(const std::string& name, bool json, const ConnectionOptions& connection) {
+  auto stub = vidclf::v1::VideoClassifier::NewStub(Connect(connection));
+  grpc::ClientContext context;
+  SetDeadline(context, connection);
+  if (!name.empty()) {
+    vidclf::v1::GetModelRequest request;
+    request.set_name(name);
+    vidclf::v1::ModelInfo model;
+    const grpc::Status status = stub->GetModel(&context, request, &model);
+    if (!status.ok()) return Fail(status, connection);
+    if (json) {
+      std::cout << Json(model) << "\n";
+    } else {
+      PrintModel(model);
+    }
+    return 0;
+  }
+  vidclf::v1::ListModelsResponse models;
+  const grpc::Status status = stub->ListModels(&context, vidclf::v1::ListModelsRequest(), &models);
+  if (!status.ok()) return Fail(status, connection);
+  if (json) {
+    std::cout << Json(models) << "\n";
+    return 0;
+  }
+  for (const vidclf::v1::ModelInfo& model : models.models()) PrintModel(model);
+  return 0;
+}
+
+int RunHealth(const ConnectionOptions& connection) {
+  auto stub = grpc::health::v1::Health::NewStub(Connect(connection));
+  grpc::ClientContext context;
+  SetDeadline(context, connection);
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status = stub->Check(&context, request, &response);
+  if (!status.ok()) return Fail(status, connection);
+  std::cout << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()) << "\n";
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
+}
+
+}  // namespace vidclf::client

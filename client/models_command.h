@@ -1,0 +1,20 @@
+// vidclf models and vidclf health: what a server serves, and whether it serves.
+#ifndef VIDCLF_CLIENT_MODELS_COMMAND_H_
+#define VIDCLF_CLIENT_MODELS_COMMAND_H_
+
+#include <string>
+
+#include "client/connection.h"
+
+namespace vidclf::client {
+
+// Lists the server's models as a table, or, with `name`, describes that one; `json` prints the
+// messages as JSON instead.
+int RunModels(const std::string& name, bool json, const ConnectionOptions& connection);
+
+// Prints the health service's answer; exit code 0 only for SERVING.
+int RunHealth(const ConnectionOptions& connection);
+
+}  // namespace vidclf::client
+
+#endif  // VIDCLF_CLIENT_MODELS_COMMAND_H_
