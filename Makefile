@@ -8,7 +8,8 @@ GRPC_PORT ?= 50051
 METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build model-repository serve test sanitize bench-attention bench-backbone bench-media clean
+.PHONY: deps build model-repository serve test sanitize bench-attention bench-backbone bench-media \
+  bench-serving clean
 
 deps:
 	./scripts/install-deps.sh
@@ -47,6 +48,15 @@ bench-backbone: build
 # then times sparse sampling and all-frames decoding against the ffmpeg CLI).
 bench-media: build
 	$(BUILD_DIR)/bin/vidclf-media-bench --seconds 60 --rounds 5
+
+# Writes docs/serving-benchmark.md: vidclf-server (batched and not) against a careful Python
+# pipeline (PyAV + torchvision, the same weights) and the machine's limit, side by side, at
+# concurrency 1 to 16 (about half an hour on two cores; not part of the tests).
+bench-serving: model-repository
+	/usr/bin/python3 bench/serving/run_benchmark.py --server-binary $(BUILD_DIR)/bin/vidclf-server \
+	  --client-binary $(BUILD_DIR)/bin/vidclf --train-binary $(BUILD_DIR)/bin/vidclf-train \
+	  --repository $(MODEL_REPOSITORY) --output docs/serving-benchmark.md \
+	  --work-dir $(BUILD_DIR)/serving-bench
 
 # Writes docs/attention-benchmark.md and .png (about 10 minutes on two cores; not part of the tests).
 bench-attention: build

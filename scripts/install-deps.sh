@@ -21,8 +21,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-grpcio python3-protobuf
   # real-world sample videos and images for tests/unit/decode_matrix_test.cc
   python3-imageio
-  # torchvision interop test (model/scripts/export_resnet18.py)
-  python3-torchvision
+  # torchvision interop test (model/scripts/export_resnet18.py), and the Python reference
+  # pipeline of the serving benchmark (bench/serving/), which decodes with PyAV
+  python3-torchvision python3-av
   # benchmark charts
   python3-matplotlib
   # media sanitizer and fuzzing build (scripts/media-sanitizer-check.sh): clang, its ASan, UBSan

@@ -391,15 +391,25 @@ def _worker_classify(path):
     return int(np.argmax(probabilities)), {k: v for k, v in info.items() if k.endswith("_s")}
 
 
-def _worker_ready():
+def _worker_ready(_):
+    time.sleep(0.2)
     return os.getpid()
 
 
 def percentile(values, q):
-    """Nearest-rank percentile (q in [0, 100]) of a non-empty list."""
+    """Percentile q (0 to 100) of a non-empty list, interpolating linearly between the two
+    nearest ranks (the method `vidclf bench` uses, so that the two are read alike)."""
     ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
+    rank = q / 100.0 * (len(ordered) - 1)
+    low = int(math.floor(rank))
+    high = min(len(ordered) - 1, low + 1)
+    return ordered[low] + (rank - low) * (ordered[high] - ordered[low])
+
+
+def requests_for(concurrency, requests):
+    """Requests per level: `requests`, or when it is 0 the rule of `vidclf bench` (8 per
+    concurrency, at least 16)."""
+    return requests if requests > 0 else max(16, 8 * concurrency)
 
 
 def run_level(executor, files, concurrency, requests):
@@ -467,6 +477,10 @@ def bench(args):
     if not concurrencies or min(concurrencies) < 1:
         raise SystemExit("--concurrency needs positive integers")
     files = [os.path.abspath(f) for f in args.bench]
+    # Each worker's OpenMP and OpenBLAS pools get --threads threads (read when torch loads in
+    # the spawned worker), so that W workers of T threads use W * T cores.
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
     # Spawned workers: forking a process whose OpenMP pool has started can hang.
     context = multiprocessing.get_context("spawn")
     executor = concurrent.futures.ProcessPoolExecutor(
@@ -474,11 +488,15 @@ def bench(args):
         initargs=(args.model_dir, args.threads, args.decoder_threads, args.resize,
                   args.skip_nonref, not args.nchw, files[0]))
     try:
-        # Start every worker (each loads the model and classifies one clip) before timing.
-        list(executor.map(_worker_ready, range(args.workers * 4)))
+        # Start every worker (each loads the model and classifies one clip) before timing: a
+        # task runs only in a worker whose initializer has finished.
+        ready = set()
+        while len(ready) < args.workers:
+            ready.update(executor.map(_worker_ready, range(args.workers)))
         results = []
         for concurrency in concurrencies:
-            results.append(run_level(executor, files, concurrency, args.requests))
+            results.append(run_level(executor, files, concurrency,
+                                     requests_for(concurrency, args.requests)))
     finally:
         executor.shutdown(wait=True)
     settings = {
@@ -530,7 +548,8 @@ def main(argv=None):
     parser.add_argument("--top-k", type=int, default=4)
     parser.add_argument("--concurrency", default="1",
                         help="concurrent requesters; a comma list runs one level each")
-    parser.add_argument("--requests", type=int, default=32, help="requests per level")
+    parser.add_argument("--requests", type=int, default=0,
+                        help="requests per level (0: 8 per concurrency, at least 16)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes")
     parser.add_argument("--threads", type=int, default=max(1, os.cpu_count() or 1),
                         help="torch threads per worker (default: the machine's cores)")
