@@ -259,7 +259,7 @@ int Run(const ServerFlags& flags) {
   }
 
   // Busy until the last call in flight is answered and destroyed.
-  vidclf::IdleMemoryReleaser releaser(
+  auto releaser = std::make_unique<vidclf::IdleMemoryReleaser>(
       [engine = engine->get()] { return engine->load().inflight_calls > 0; }, absl::Seconds(1));
   vidclf::service::ClassifyService service(engine->get(), &metrics);
   grpc::EnableDefaultHealthCheckService(true);
@@ -318,6 +318,9 @@ int Run(const ServerFlags& flags) {
   }
   // Every call has its answer; give the RPCs a moment to send them, then stop.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // What reads the engine goes before it.
+  releaser.reset();
+  metrics_server->reset();
   engine->reset();
   std::cout << "stopped" << std::endl;
   return 0;
