@@ -112,7 +112,7 @@ std::unique_ptr<CallHandle> ClassifyEngine::Submit(ClassifyInput input, Callback
     absl::MutexLock lock(&mutex_);
     unanswered_[call.get()] = call;
   }
-  decode_stage_.Run([this, call] { call->Decode(); });
+  decode_stage_.Run([call] { call->Decode(); });
   return std::make_unique<CallHandle>(std::move(call));
 }
 
