@@ -51,12 +51,12 @@ bench-media: build
 
 # Writes docs/serving-benchmark.md: vidclf-server (batched and not) against a careful Python
 # pipeline (PyAV + torchvision, the same weights) and the machine's limit, side by side, at
-# concurrency 1 to 16 (about 12 minutes on two cores; not part of the tests).
+# concurrency 1 to 16 (about 20 minutes on two cores; not part of the tests).
 bench-serving: model-repository
 	/usr/bin/python3 bench/serving/run_benchmark.py --server-binary $(BUILD_DIR)/bin/vidclf-server \
 	  --client-binary $(BUILD_DIR)/bin/vidclf --train-binary $(BUILD_DIR)/bin/vidclf-train \
 	  --repository $(MODEL_REPOSITORY) --output docs/serving-benchmark.md \
-	  --work-dir $(BUILD_DIR)/serving-bench --rounds 2
+	  --work-dir $(BUILD_DIR)/serving-bench --rounds 2 --requests-per-level 48
 
 # Writes docs/attention-benchmark.md and .png (about 10 minutes on two cores; not part of the tests).
 bench-attention: build
