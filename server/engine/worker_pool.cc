@@ -26,11 +26,6 @@ int WorkerPool::queued() const {
   return static_cast<int>(tasks_.size());
 }
 
-int WorkerPool::running() const {
-  absl::MutexLock lock(&mutex_);
-  return running_;
-}
-
 void WorkerPool::Loop() {
   absl::MutexLock lock(&mutex_);
   while (true) {
@@ -42,12 +37,10 @@ void WorkerPool::Loop() {
     if (tasks_.empty()) return;  // stopping, and nothing is left to do
     std::function<void()> task = std::move(tasks_.front());
     tasks_.pop_front();
-    ++running_;
     mutex_.Unlock();
     task();
     task = nullptr;  // what the task captured goes before the next one starts
     mutex_.Lock();
-    --running_;
   }
 }
 

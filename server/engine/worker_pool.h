@@ -23,16 +23,14 @@ class WorkerPool {
 
   void Run(std::function<void()> task);
 
-  // Tasks waiting for a thread, and tasks running.
+  // Tasks waiting for a thread.
   int queued() const;
-  int running() const;
 
  private:
   void Loop();
 
   mutable absl::Mutex mutex_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mutex_);
-  int running_ ABSL_GUARDED_BY(mutex_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   std::vector<std::thread> threads_;
 };
