@@ -9,7 +9,7 @@ METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
 
 .PHONY: deps build model-repository serve test sanitize bench-attention bench-backbone bench-media \
-  bench-serving clean
+  bench-serving bench-streaming clean
 
 deps:
 	./scripts/install-deps.sh
@@ -35,8 +35,8 @@ test: build
 	JOBS=$(JOBS) ./scripts/media-sanitizer-check.sh
 
 # media/ built with clang, ASan and UBSan (no LibTorch, no gRPC) in build-sanitize/: the media
-# tests with leak checks, then libFuzzer on DecodeClip for FUZZ_SECONDS (60). About 3 minutes
-# on two cores.
+# tests with leak checks, then libFuzzer on DecodeClip for FUZZ_SECONDS (60) and on the
+# single-picture path for IMAGE_FUZZ_SECONDS (20). About 3.5 minutes on two cores.
 sanitize: deps
 	JOBS=$(JOBS) ./scripts/media-sanitizer-check.sh
 
@@ -57,6 +57,15 @@ bench-serving: model-repository
 	  --client-binary $(BUILD_DIR)/bin/vidclf --train-binary $(BUILD_DIR)/bin/vidclf-train \
 	  --repository $(MODEL_REPOSITORY) --output docs/serving-benchmark.md \
 	  --work-dir $(BUILD_DIR)/serving-bench --rounds 2 --requests-per-level 48
+
+# Writes docs/streaming-benchmark.md: how many real-time 25 fps camera feeds one server keeps
+# up with, embedding every frame and every 4th; the streaming machinery against the backbone
+# alone; memory per feed; a recurrent step against softmax (about 10 minutes; not a test).
+bench-streaming: model-repository
+	/usr/bin/python3 bench/streaming/run_benchmark.py --server $(BUILD_DIR)/bin/vidclf-server \
+	  --client $(BUILD_DIR)/bin/vidclf --backbone-bench $(BUILD_DIR)/bin/vidclf-backbone-bench \
+	  --step-bench $(BUILD_DIR)/bin/vidclf-step-bench --model-repository $(MODEL_REPOSITORY) \
+	  --output docs/streaming-benchmark.md
 
 # Writes docs/attention-benchmark.md and .png (about 10 minutes on two cores; not part of the tests).
 bench-attention: build

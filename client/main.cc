@@ -4,6 +4,11 @@
 //                   [--sampling uniform|fps|window|all] [--fps R] [--stride-frames S]
 //                   [--start-seconds T] [--attention TYPE] [--json]
 //   vidclf upload FILE|- [the options of classify] [--chunk-kib K]
+//   vidclf stream SOURCE [--server ADDR] [--model NAME] [--attention TYPE] [--top-k K]
+//                 [--emit-every-frames N | --emit-every-seconds S] [--embed-stride N]
+//                 [--realtime] [--json] [--input-format F] [--input-option KEY=VALUE]...
+//                 [--chunk-kib K] [--timeout-seconds T]
+//   vidclf watch URI [the options of stream but the feed's] [--max-reconnects N]
 //   vidclf models [NAME] [--json]
 //   vidclf health
 //   vidclf bench FILE... [--concurrency 1,2,4,8,16] [--requests N] [--rate R]
@@ -12,13 +17,19 @@
 // A URI (anything with "://") is sent for the server to pull, within the server's --allow-uri.
 // `upload` streams the file (or standard input, "-") in chunks as it reads them, so the server
 // decodes while the video arrives: `ffmpeg -i CAMERA -f mpegts - | vidclf upload - --sampling
-// window --num-frames 16` classifies 16 frames of a live feed.
+// window --num-frames 16` classifies 16 frames of a live feed. `stream` follows a feed (a camera
+// such as /dev/video0, a URL, a file, or "-") and prints the server's predictions until it ends
+// or Ctrl-C stops it. `watch` has the server pull the source itself and follow it again when it
+// drops.
 #include <CLI/CLI.hpp>
 #include <string>
 
 #include "client/bench_command.h"
 #include "client/classify_command.h"
 #include "client/models_command.h"
+#include "client/stream_command.h"
+#include "client/watch_command.h"
+#include "media/libav_settings.h"
 
 int main(int argc, char** argv) {
   using namespace vidclf::client;
@@ -44,6 +55,27 @@ int main(int argc, char** argv) {
                    "Largest chunk sent, in KiB; a pipe sends what has come.")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+
+  StreamOptions stream_options;
+  std::string stream_source;
+  CLI::App* stream = app.add_subcommand(
+      "stream", "Follow a live feed and print the server's predictions as they come.");
+  stream
+      ->add_option("source", stream_source,
+                   "A camera (/dev/video0), a URL (rtsp://, http://, ...), a file, or - for "
+                   "standard input.")
+      ->required();
+  AddStreamOptions(stream, &stream_options);
+
+  WatchOptions watch_options;
+  std::string watch_uri;
+  CLI::App* watch = app.add_subcommand(
+      "watch",
+      "Ask the server to follow a live source it pulls itself (an allowed URI) and print its "
+      "predictions, and each drop and reconnection, as they come.");
+  watch->add_option("uri", watch_uri, "rtsp://, http://, file://, ... (the server's --allow-uri).")
+      ->required();
+  AddWatchOptions(watch, &watch_options);
 
   ConnectionOptions models_connection;
   std::string model_name;
@@ -77,8 +109,11 @@ int main(int argc, char** argv) {
                     "(http://host:port/metrics).");
 
   CLI11_PARSE(app, argc, argv);
+  vidclf::media::ConfigureLibav({});  // the allocation cap, for the sources `stream` reads
   if (*classify) return RunClassify(source, classify_options);
   if (*upload) return RunUpload(upload_path, upload_options);
+  if (*stream) return RunStream(stream_source, stream_options);
+  if (*watch) return RunWatch(watch_uri, watch_options);
   if (*models) return RunModels(model_name, models_json, models_connection);
   if (*health) return RunHealth(health_connection);
   bench_options.json = bench_options.classify.json;

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace vidclf::media {
 namespace {
@@ -187,12 +188,27 @@ absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenUri(const std::string& uri
                                                           Clock::time_point deadline,
                                                           const UriInputChecks& checks,
                                                           const CancellationToken* cancellation) {
+  return OpenUriUntil(uri, allowlist, deadline, Clock::duration::max(), checks, cancellation);
+}
+
+absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenLiveUri(
+    const std::string& uri, const UriAllowlist& allowlist, Clock::duration stall_timeout,
+    const UriInputChecks& checks, const CancellationToken* cancellation) {
+  return OpenUriUntil(uri, allowlist, Clock::time_point::max(), stall_timeout, checks,
+                      cancellation);
+}
+
+absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenUriUntil(
+    const std::string& uri, const UriAllowlist& allowlist, Clock::time_point deadline,
+    Clock::duration stall_timeout, const UriInputChecks& checks,
+    const CancellationToken* cancellation) {
   if (auto status = allowlist.Check(uri); !status.ok()) return status;
   std::unique_ptr<Demuxer> demuxer(new Demuxer());
   demuxer->cancellation_ = cancellation;
   demuxer->allowlist_ = &allowlist;
   demuxer->uri_ = uri;
   demuxer->deadline_ = deadline;
+  demuxer->stall_timeout_ = stall_timeout;
   AVFormatContext* format = avformat_alloc_context();
   if (format == nullptr) return absl::ResourceExhaustedError("out of memory");
   format->opaque = demuxer.get();
@@ -268,6 +284,10 @@ absl::Status Demuxer::ReadError() const {
   if (past_deadline_) {
     return absl::DeadlineExceededError("the source did not deliver the video within the budget");
   }
+  if (stalled_) {
+    return absl::UnavailableError(absl::StrCat(
+        "'", uri_, "' sent nothing for ", absl::FormatDuration(absl::FromChrono(stall_timeout_))));
+  }
   return absl::OkStatus();
 }
 
@@ -322,6 +342,7 @@ int Demuxer::ReadSource(void* opaque, uint8_t* buffer, int size) {
     if (n == 0) return AVERROR_EOF;
     if (n < 0) return n;
     self->source_position_ += n;
+    self->NoteProgress();
   }
   self->fragment_guard_->SeekTo(self->position_);
   n = self->PassGuard(buffer, n);
@@ -344,7 +365,12 @@ int64_t Demuxer::SeekSource(void* opaque, int64_t offset, int whence) {
 
 int Demuxer::Interrupt(void* opaque) {
   auto* self = static_cast<Demuxer*>(opaque);
-  if (Clock::now() >= self->deadline_) self->past_deadline_ = true;
+  const Clock::time_point now = Clock::now();
+  if (now >= self->deadline_) self->past_deadline_ = true;
+  if (self->stall_timeout_ != Clock::duration::max() &&
+      now - self->last_progress_ >= self->stall_timeout_) {
+    self->stalled_ = true;
+  }
   // RTSP follows a redirect by itself, past max_redirects and OpenNested, rewriting the URL; stop
   // it before it sends the new host anything.
   if (self->refused_.ok() && self->format_ != nullptr && self->format_->url != nullptr &&
@@ -353,7 +379,7 @@ int Demuxer::Interrupt(void* opaque) {
         "'", self->uri_, "' redirects to '", self->format_->url, "'; redirects are not followed"));
   }
   const bool cancelled = self->cancellation_ != nullptr && self->cancellation_->cancelled();
-  return self->past_deadline_ || cancelled || !self->refused_.ok() ? 1 : 0;
+  return self->past_deadline_ || self->stalled_ || cancelled || !self->refused_.ok() ? 1 : 0;
 }
 
 int Demuxer::OpenNested(AVFormatContext* format, AVIOContext** io, const char* url, int flags,

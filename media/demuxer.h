@@ -63,11 +63,22 @@ class Demuxer {
       const std::string& uri, const UriAllowlist& allowlist, Clock::time_point deadline,
       const UriInputChecks& checks, const CancellationToken* cancellation = nullptr);
 
+  // As OpenUri, for a live source followed without a deadline: opening, and every read after
+  // it, gives up with UNAVAILABLE once the source has sent nothing for `stall_timeout`. Progress
+  // is each read of the source's bytes, and each NoteProgress().
+  static absl::StatusOr<std::unique_ptr<Demuxer>> OpenLiveUri(
+      const std::string& uri, const UriAllowlist& allowlist, Clock::duration stall_timeout,
+      const UriInputChecks& checks, const CancellationToken* cancellation = nullptr);
+
   ~Demuxer();
   Demuxer(const Demuxer&) = delete;
   Demuxer& operator=(const Demuxer&) = delete;
 
   AVFormatContext* format() const { return format_; }
+
+  // The source delivered something (a packet, say): restarts the stall timeout of a live URI.
+  // Sources whose demuxer opens its own connections (RTSP) make progress only through this.
+  void NoteProgress() { last_progress_ = Clock::now(); }
 
   // Why a read failed, when the reason lies outside libav: the stream input's read_error() or
   // its fragment guard's, a nested URI the allowlist refused, a redirect, the deadline, or a
@@ -115,9 +126,18 @@ class Demuxer {
   decltype(AVFormatContext::io_open) default_io_open_ = nullptr;
   absl::Status refused_;
 
+  // OpenUri and OpenLiveUri.
+  static absl::StatusOr<std::unique_ptr<Demuxer>> OpenUriUntil(
+      const std::string& uri, const UriAllowlist& allowlist, Clock::time_point deadline,
+      Clock::duration stall_timeout, const UriInputChecks& checks,
+      const CancellationToken* cancellation);
+
   Clock::time_point deadline_ = Clock::time_point::max();
+  Clock::duration stall_timeout_ = Clock::duration::max();
+  Clock::time_point last_progress_ = Clock::now();
   const CancellationToken* cancellation_ = nullptr;
   bool past_deadline_ = false;
+  bool stalled_ = false;
   AVIOContext* io_ = nullptr;
   AVFormatContext* format_ = nullptr;
 };

@@ -249,7 +249,10 @@ absl::Status FrameConverter::Convert(const AVFrame& frame, float* out) {
         absl::StrCat("cannot convert pixel format ", name ? name : "unknown", " to RGB"));
   }
   SetColourspace(frame);
-  const int rgb_stride = kRgbBytes * rgb_width;
+  // Rows padded to 16 pixels: where no resize is needed (a picture already the crop's size),
+  // swscale's unscaled SIMD YUV-to-RGB writes whole blocks of 8 pixels, past the end of a row
+  // whose width is not a multiple of 8, and past the buffer on the last row.
+  const int rgb_stride = kRgbBytes * ((rgb_width + 15) / 16 * 16);
   rgb_.resize(static_cast<size_t>(rgb_stride) * rgb_height);
   uint8_t* destination[4] = {rgb_.data(), nullptr, nullptr, nullptr};
   int destination_stride[4] = {rgb_stride, 0, 0, 0};

@@ -326,12 +326,20 @@ absl::StatusOr<torch::Tensor> VideoModel::Classify(const torch::Tensor& embeddin
   }
 }
 
+absl::StatusOr<bool> VideoModel::HasRecurrentStep(absl::string_view attention) const {
+  absl::StatusOr<TemporalHead*> head = HeadFor(attention);
+  if (!head.ok()) return head.status();
+  return (*head)->has_recurrent_step();
+}
+
 absl::StatusOr<std::pair<torch::Tensor, HeadState>> VideoModel::StreamStep(
-    const torch::Tensor& embeddings, const HeadState& state) const {
+    const torch::Tensor& embeddings, const HeadState& state, absl::string_view attention) const {
+  absl::StatusOr<TemporalHead*> head = HeadFor(attention);
+  if (!head.ok()) return head.status();
   try {
     torch::InferenceMode inference;
     auto [logits, next] =
-        StepHead(*head_, config_.streaming, embeddings.to(device_, torch::kFloat), state);
+        StepHead(**head, config_.streaming, embeddings.to(device_, torch::kFloat), state);
     return std::make_pair(torch::softmax(logits, /*dim=*/-1).to(torch::kCPU), std::move(next));
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(

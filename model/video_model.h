@@ -82,9 +82,14 @@ class VideoModel {
   // Streams frames into the head (heads/head_stream.h; the sliding window comes from the
   // config): embeddings [B, T, 512] are the next frames of B streams whose earlier frames produced
   // `state`. Returns the current probabilities [B, C] on the CPU and the next state. Each
-  // stream's state belongs to one caller at a time.
-  absl::StatusOr<std::pair<torch::Tensor, HeadState>> StreamStep(const torch::Tensor& embeddings,
-                                                                 const HeadState& state) const;
+  // stream's state belongs to one caller at a time. `attention` as for Classify.
+  absl::StatusOr<std::pair<torch::Tensor, HeadState>> StreamStep(
+      const torch::Tensor& embeddings, const HeadState& state,
+      absl::string_view attention = "") const;
+
+  // Whether StreamStep with `attention` continues the state exactly at a constant cost per frame
+  // (see has_recurrent_step); errors as Classify's for an attention the bundle does not allow.
+  absl::StatusOr<bool> HasRecurrentStep(absl::string_view attention) const;
 
  private:
   VideoModel(ModelConfig config, ResNet18 backbone, std::shared_ptr<TemporalHead> head,

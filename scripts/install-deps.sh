@@ -13,6 +13,8 @@ packages=(
   libcli11-dev
   # media
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev ffmpeg
+  # cameras (V4L2) for `vidclf stream`
+  libavdevice-dev
   # model; OpenBLAS because LibTorch's matmuls run ~30x slower on the reference BLAS
   libtorch-dev libopenblas0-pthread
   # metrics

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # media/ under AddressSanitizer (with LeakSanitizer) and UndefinedBehaviorSanitizer: builds a
 # media-only tree with clang (no LibTorch, no gRPC), runs media_unit_tests with leak checks and a
-# cap on single allocations, then fuzzes DecodeClip with libFuzzer for a bounded time from a seed
-# corpus made here with the ffmpeg CLI. Any test failure, sanitizer report, leak, crash or fuzzer
-# timeout fails the script. `make sanitize` runs it; so does `make test`, after the other tests.
+# cap on single allocations, then fuzzes DecodeClip and ImageFrameDecoder with libFuzzer for a
+# bounded time each from seed corpora made here with the ffmpeg CLI. Any test failure, sanitizer
+# report, leak, crash or fuzzer timeout fails the script. `make sanitize` runs it; so does
+# `make test`, after the other tests.
 #
-# Environment: SANITIZE_BUILD_DIR (build-sanitize), FUZZ_SECONDS (60), FUZZ_SEED (1), JOBS (nproc),
-# DETECT_LEAKS=0 to run where LeakSanitizer cannot (it needs ptrace), saying so loudly.
+# Environment: SANITIZE_BUILD_DIR (build-sanitize), FUZZ_SECONDS (60, DecodeClip),
+# IMAGE_FUZZ_SECONDS (20, ImageFrameDecoder), FUZZ_SEED (1), JOBS (nproc), DETECT_LEAKS=0 to run
+# where LeakSanitizer cannot (it needs ptrace), saying so loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_dir=${SANITIZE_BUILD_DIR:-build-sanitize}
 fuzz_seconds=${FUZZ_SECONDS:-60}
+image_fuzz_seconds=${IMAGE_FUZZ_SECONDS:-20}
 jobs=${JOBS:-$(nproc)}
 # Debian bookworm's clang; its sanitizer and libFuzzer runtimes are in libclang-rt-14-dev.
 cc=clang-14
@@ -81,12 +84,12 @@ if [ "$tests_status" -ne 0 ]; then
     ctest --test-dir "$build_dir" --timeout 300 --rerun-failed --output-on-failure || true
 fi
 
-step "seed corpus"
+step "seed corpora"
 seeds=$build_dir/fuzz-seeds
-corpus=$build_dir/fuzz-corpus
-artifacts=$build_dir/fuzz-artifacts
-rm -rf "$seeds" "$corpus" "$artifacts"
-mkdir -p "$seeds" "$corpus" "$artifacts"
+image_seeds=$build_dir/image-fuzz-seeds
+rm -rf "$seeds" "$image_seeds" "$build_dir"/fuzz-corpus "$build_dir"/fuzz-artifacts \
+  "$build_dir"/image-fuzz-corpus "$build_dir"/image-fuzz-artifacts
+mkdir -p "$seeds" "$image_seeds"
 seed() {  # seed NAME SIZE FRAMES FFMPEG_OUTPUT_ARGUMENTS...
   local name=$1 size=$2 frames=$3
   shift 3
@@ -114,30 +117,59 @@ make_seeds() {
   seed anim.gif 32x24 3
   seed frame.png 32x24 1 -f image2pipe -c:v png
 }
+# The image fuzzer's first byte picks the path (image_frame_fuzzer.cc): 0 for an encoded picture,
+# 1 for a raw RGB24 frame, then its width and height less one.
+make_image_seeds() {
+  local picture
+  for picture in png:png jpeg:mjpeg; do
+    { printf '\000'
+      ffmpeg -nostdin -loglevel error -f lavfi -i testsrc2=size=32x24 -frames:v 1 \
+        -f image2pipe -c:v "${picture#*:}" -
+    } > "$image_seeds/${picture%%:*}"
+  done
+  { printf '\001\017\013'  # 16x12
+    ffmpeg -nostdin -loglevel error -f lavfi -i testsrc2=size=16x12 -frames:v 1 \
+      -f rawvideo -pix_fmt rgb24 -
+  } > "$image_seeds/rgb24"
+}
 timed seeds make_seeds
-echo "   $(ls "$seeds" | wc -l) seeds, $(du -sk "$seeds" | cut -f1) KiB"
+timed image_seeds make_image_seeds
+echo "   $(ls "$seeds" | wc -l) + $(ls "$image_seeds" | wc -l) seeds," \
+  "$(du -sk "$seeds" "$image_seeds" | awk '{ k += $1 } END { print k }') KiB"
+
+# run_fuzzer NAME SECONDS SEED_DIR OUTPUT: runs $build_dir/bin/NAME from the seeds with a fixed
+# random seed, so that every machine makes the same mutations (a slower one stops earlier), growing
+# $build_dir/OUTPUT-corpus and writing failing inputs to OUTPUT-artifacts, its log to OUTPUT.log.
+# Allocations are capped by -rss_limit_mb (-malloc_limit_mb defaults to it). On a failure it reruns
+# each failing input with full allocation stacks. Returns the fuzzer's exit status.
+run_fuzzer() {
+  local name=$1 seconds=$2 seed_dir=$3 status=0
+  local corpus=$build_dir/$4-corpus artifacts=$build_dir/$4-artifacts log=$build_dir/$4.log
+  mkdir -p "$corpus" "$artifacts"
+  ASAN_OPTIONS=$asan_options "$build_dir/bin/$name" -seed="${FUZZ_SEED:-1}" \
+    -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/" "$corpus" "$seed_dir" > "$log" 2>&1 || status=$?
+  grep -E '^#[0-9]+ +DONE|^stat::' "$log" || true
+  if [ "$status" -ne 0 ]; then
+    tail -n 60 "$log" >&2
+    for input in "$artifacts"/*; do
+      [ -f "$input" ] || continue
+      step "rerunning $input with full allocation stacks"
+      ASAN_OPTIONS="$asan_options:fast_unwind_on_malloc=0" "$build_dir/bin/$name" \
+        -rss_limit_mb=2048 -timeout=10 "$input" 2>&1 | tail -n 60 >&2 || true
+    done
+    echo "media-sanitizer-check: $name failed (exit $status); inputs in $artifacts," \
+      "reproduce with $build_dir/bin/$name FILE; full log $log" >&2
+  fi
+  return "$status"
+}
 
 step "fuzz DecodeClip for $fuzz_seconds s"
-fuzz_log=$build_dir/fuzz.log
 fuzz_status=0
-# Every run starts from the seeds with a fixed random seed: the same mutations on every machine (a
-# slower one stops earlier). Allocations are capped by -rss_limit_mb (-malloc_limit_mb defaults
-# to it).
-ASAN_OPTIONS=$asan_options timed fuzz "$build_dir/bin/decode_clip_fuzzer" -seed="${FUZZ_SEED:-1}" \
-  -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-  -artifact_prefix="$artifacts/" "$corpus" "$seeds" > "$fuzz_log" 2>&1 || fuzz_status=$?
-grep -E '^#[0-9]+ +DONE|^stat::' "$fuzz_log" || true
-if [ "$fuzz_status" -ne 0 ]; then
-  tail -n 60 "$fuzz_log" >&2
-  for input in "$artifacts"/*; do
-    [ -f "$input" ] || continue
-    step "rerunning $input with full allocation stacks"
-    ASAN_OPTIONS="$asan_options:fast_unwind_on_malloc=0" "$build_dir/bin/decode_clip_fuzzer" \
-      -rss_limit_mb=2048 -timeout=10 "$input" 2>&1 | tail -n 60 >&2 || true
-  done
-  echo "media-sanitizer-check: the fuzzer failed (exit $fuzz_status); inputs in $artifacts," \
-    "reproduce with $build_dir/bin/decode_clip_fuzzer FILE; full log $fuzz_log" >&2
-fi
+timed fuzz run_fuzzer decode_clip_fuzzer "$fuzz_seconds" "$seeds" fuzz || fuzz_status=$?
+step "fuzz ImageFrameDecoder for $image_fuzz_seconds s"
+timed image_fuzz run_fuzzer image_frame_fuzzer "$image_fuzz_seconds" "$image_seeds" image-fuzz ||
+  fuzz_status=$?
 if [ "$tests_status" -ne 0 ]; then
   echo "media-sanitizer-check: media_unit_tests failed under ASan/UBSan (see above)" >&2
 fi

@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "media/libav_settings.h"
 #include "media/uri_allowlist.h"
 #include "model/video_model.h"
 #include "server/engine/classify_engine.h"
@@ -59,6 +60,10 @@ struct ServerFlags {
   int max_upload_mib = 64;
   int decode_timeout_ms = 30000;
   int drain_timeout_s = 30;
+  int max_streams = 16;
+  int stream_idle_timeout_s = 30;
+  double source_stall_timeout_s = 10;
+  int source_reconnects = 5;
   std::vector<std::string> allow_uri;
   std::string media_log_level = "error";
 };
@@ -123,6 +128,26 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
   app.add_option("--drain-timeout-s", flags->drain_timeout_s,
                  "On SIGTERM or SIGINT, seconds given to calls in flight before they are "
                  "cancelled.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-streams", flags->max_streams,
+                 "Live streams (StreamClassify, WatchSource) followed at once; past it, a new one "
+                 "gets "
+                 "RESOURCE_EXHAUSTED.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--stream-idle-timeout-s", flags->stream_idle_timeout_s,
+                 "A live stream that sends nothing for this long is ended (DEADLINE_EXCEEDED) "
+                 "and its state freed.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--source-stall-timeout-s", flags->source_stall_timeout_s,
+                 "A source pulled by WatchSource that sends nothing for this long has dropped.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--source-reconnects", flags->source_reconnects,
+                 "Failed attempts in a row to follow a dropped WatchSource source again before "
+                 "its call ends with UNAVAILABLE; also the most a call may ask for.")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--allow-uri", flags->allow_uri,
@@ -227,7 +252,9 @@ int Run(const ServerFlags& flags) {
     std::cerr << "vidclf-server: --allow-uri: " << allowlist.status().message() << "\n";
     return 2;
   }
-  av_log_set_level(MediaLogLevel(flags.media_log_level));
+  vidclf::media::LibavSettings libav;
+  libav.log_level = MediaLogLevel(flags.media_log_level);
+  vidclf::media::ConfigureLibav(libav);  // before any thread decodes
 
   vidclf::engine::EngineOptions engine_options;
   engine_options.uri_allowlist = *std::move(allowlist);
@@ -239,6 +266,11 @@ int Run(const ServerFlags& flags) {
   engine_options.admission.max_inflight_bytes = static_cast<int64_t>(flags.max_inflight_mib) << 20;
   engine_options.decode.max_input_bytes = static_cast<int64_t>(flags.max_upload_mib) << 20;
   engine_options.decode.decode_timeout_ms = flags.decode_timeout_ms;
+  engine_options.max_streams = flags.max_streams;
+  engine_options.stream_idle_timeout = absl::Seconds(flags.stream_idle_timeout_s);
+  engine_options.stream_resources.source_stall_timeout =
+      absl::Seconds(flags.source_stall_timeout_s);
+  engine_options.stream_resources.max_source_reconnects = flags.source_reconnects;
   auto registry = std::make_shared<prometheus::Registry>();
   vidclf::ServerMetrics metrics(*registry);
   absl::StatusOr<std::unique_ptr<ClassifyEngine>> engine =
@@ -258,9 +290,13 @@ int Run(const ServerFlags& flags) {
     return 1;
   }
 
-  // Busy until the last call in flight is answered and destroyed.
+  // Busy until the last call in flight is answered and destroyed, and the last stream ends.
   auto releaser = std::make_unique<vidclf::IdleMemoryReleaser>(
-      [engine = engine->get()] { return engine->load().inflight_calls > 0; }, absl::Seconds(1));
+      [engine = engine->get()] {
+        const vidclf::engine::EngineLoad load = engine->load();
+        return load.inflight_calls > 0 || !load.active_streams.empty();
+      },
+      absl::Seconds(1));
   vidclf::service::ClassifyService service(engine->get(), &metrics);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -305,8 +341,9 @@ int Run(const ServerFlags& flags) {
   }
 
   const absl::Duration drain_timeout = absl::Seconds(flags.drain_timeout_s);
-  std::cout << "draining: refusing new calls, up to " << absl::FormatDuration(drain_timeout)
-            << " for " << (*engine)->load().inflight_calls << " calls in flight" << std::endl;
+  std::cout << "draining: refusing new calls and ending live streams, up to "
+            << absl::FormatDuration(drain_timeout) << " for " << (*engine)->load().inflight_calls
+            << " calls in flight" << std::endl;
   server->GetHealthCheckService()->SetServingStatus(false);
   (*engine)->StartDraining();
   if (!(*engine)->WaitUntilIdle(absl::Now() + drain_timeout)) {

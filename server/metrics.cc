@@ -76,8 +76,20 @@ class EngineCollector : public prometheus::Collectable {
            {"head", config.head},
            {"attention", config.head == "transformer" ? config.transformer.attention.type : ""}});
     }
+    prometheus::MetricFamily streams =
+        Family("vidclf_active_streams", "Live streams open (StreamClassify), by model.");
+    for (const auto& [name, entry] : engine_->repository()->entries()) {
+      const auto open = load.active_streams.find(name);
+      AddSample(streams, open == load.active_streams.end() ? 0 : open->second, {{"model", name}});
+    }
+    for (const auto& [name, open] : load.active_streams) {  // a model a reload took away
+      if (engine_->repository()->entries().count(name) == 0) {
+        AddSample(streams, open, {{"model", name}});
+      }
+    }
     std::vector<prometheus::MetricFamily> families = {
         queue,
+        streams,
         Gauge("vidclf_inflight_requests", "Calls admitted and not yet answered.",
               load.inflight_calls),
         Gauge("vidclf_inflight_bytes",
@@ -194,9 +206,33 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
                            .Add({})),
       refused_(prometheus::BuildCounter()
                    .Name("vidclf_rejected_total")
-                   .Help("Calls refused without being queued, by reason: requests or bytes (a "
-                         "bound), deadline (the queue would outlast it), draining.")
-                   .Register(registry)) {}
+                   .Help("Calls and streams refused without being queued, by reason: requests "
+                         "or bytes (a bound), deadline (the queue would outlast it), draining, "
+                         "streams (the live stream bound).")
+                   .Register(registry)),
+      stream_frames_(prometheus::BuildCounter()
+                         .Name("vidclf_stream_frames_total")
+                         .Help("Frames of live streams handed to the backbone.")
+                         .Register(registry)
+                         .Add({})),
+      stream_update_latency_(
+          prometheus::BuildHistogram()
+              .Name("vidclf_stream_update_latency_seconds")
+              .Help("From the arrival of the newest frame a stream prediction covers to the "
+                    "prediction being sent.")
+              .Register(registry)
+              .Add({}, LatencyBuckets())),
+      stream_dropped_predictions_(prometheus::BuildCounter()
+                                      .Name("vidclf_stream_dropped_predictions_total")
+                                      .Help("Stream predictions dropped because the client had "
+                                            "not read the previous one yet.")
+                                      .Register(registry)
+                                      .Add({})),
+      source_reconnects_(prometheus::BuildCounter()
+                             .Name("vidclf_source_reconnects_total")
+                             .Help("Attempts to follow a watched source again after it dropped.")
+                             .Register(registry)
+                             .Add({})) {}
 
 void ServerMetrics::RecordRequest(absl::string_view method, absl::string_view model,
                                   absl::string_view code, double seconds) {
@@ -227,6 +263,20 @@ void ServerMetrics::FramesEmbedded(int64_t frames) {
 
 void ServerMetrics::Refused(engine::Refusal refusal) {
   refused_.Add({{"reason", std::string(engine::RefusalName(refusal))}}).Increment();
+}
+
+void ServerMetrics::StreamFrames(int64_t frames) {
+  stream_frames_.Increment(static_cast<double>(frames));
+}
+
+void ServerMetrics::SourceReconnect() { source_reconnects_.Increment(); }
+
+void ServerMetrics::RecordStreamUpdate(double latency_seconds) {
+  stream_update_latency_.Observe(latency_seconds);
+}
+
+void ServerMetrics::RecordDroppedPredictions(int64_t predictions) {
+  stream_dropped_predictions_.Increment(static_cast<double>(predictions));
 }
 
 std::shared_ptr<prometheus::Collectable> MakeEngineCollector(const engine::ClassifyEngine* engine) {

@@ -36,6 +36,13 @@ class ServerMetrics : public engine::EngineObserver {
   void FramesDecoded(int64_t frames) override;
   void FramesEmbedded(int64_t frames) override;
   void Refused(engine::Refusal refusal) override;
+  void StreamFrames(int64_t frames) override;
+  void SourceReconnect() override;
+
+  // A stream prediction was handed to gRPC `latency_seconds` after its newest frame arrived.
+  void RecordStreamUpdate(double latency_seconds);
+  // Stream predictions dropped for a client that did not read in time.
+  void RecordDroppedPredictions(int64_t predictions);
 
  private:
   prometheus::Family<prometheus::Counter>& requests_;
@@ -45,11 +52,16 @@ class ServerMetrics : public engine::EngineObserver {
   prometheus::Counter& frames_decoded_;
   prometheus::Counter& frames_embedded_;
   prometheus::Family<prometheus::Counter>& refused_;
+  prometheus::Counter& stream_frames_;
+  prometheus::Histogram& stream_update_latency_;
+  prometheus::Counter& stream_dropped_predictions_;
+  prometheus::Counter& source_reconnects_;
 };
 
-// Reads the engine's gauges at each scrape: vidclf_queue_depth{stage}, vidclf_inflight_requests,
-// vidclf_inflight_bytes, vidclf_model_info{model,version,head,attention} and
-// vidclf_device_memory_bytes{device,kind} (CUDA only). `engine` must outlive it.
+// Reads the engine's gauges at each scrape: vidclf_queue_depth{stage},
+// vidclf_active_streams{model}, vidclf_inflight_requests, vidclf_inflight_bytes,
+// vidclf_model_info{model,version,head,attention} and vidclf_device_memory_bytes{device,kind}
+// (CUDA only). `engine` must outlive it.
 std::shared_ptr<prometheus::Collectable> MakeEngineCollector(const engine::ClassifyEngine* engine);
 
 // Reports this process's resident and virtual memory, CPU time, start time and file descriptors

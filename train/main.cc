@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "media/libav_settings.h"
 #include "media/video_encoder.h"
 #include "model/resnet18_archive.h"
 #include "model/train/head_trainer.h"
@@ -239,5 +240,6 @@ int main(int argc, char** argv) {
   TrainFlags flags;
   AddTrainFlags(app, &flags);
   CLI11_PARSE(app, argc, argv);
+  vidclf::media::ConfigureLibav({});  // the allocation cap, before any thread decodes
   return Run(flags);
 }

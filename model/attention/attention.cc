@@ -32,4 +32,11 @@ void CheckAttentionInputs(const torch::Tensor& queries, const torch::Tensor& key
   }
 }
 
+std::pair<torch::Tensor, AttentionState> AttentionMechanism::forward_chunk(
+    const torch::Tensor& /*queries*/, const torch::Tensor& /*keys*/,
+    const torch::Tensor& /*values*/, const AttentionState& /*state*/) {
+  TORCH_CHECK(false, name(),
+              " has no recurrent form (causal-linear has); stream it over a sliding window");
+}
+
 }  // namespace vidclf::model::attention

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace vidclf::model::attention {
 
@@ -59,6 +60,14 @@ struct AttentionOptions {
   uint64_t seed = 0;
 };
 
+// What a mechanism with a recurrent form carries from one chunk of a stream to the next: the
+// kernel sums of causal linear attention, of a size that does not grow with the positions seen.
+// Undefined tensors mean nothing seen yet.
+struct AttentionState {
+  torch::Tensor s;  // [B, H, E, M]: sum of phi(K_j) V_j^T
+  torch::Tensor z;  // [B, H, E]: sum of phi(K_j)
+};
+
 // Base of all mechanisms. A torch::nn::Module, so mechanisms with learned weights (Linformer's E
 // and F) register them and travel with the head's weights.
 class AttentionMechanism : public torch::nn::Module {
@@ -67,6 +76,20 @@ class AttentionMechanism : public torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& queries, const torch::Tensor& keys,
                                 const torch::Tensor& values,
                                 const torch::Tensor& key_padding_mask) = 0;
+
+  // Whether forward_chunk continues a sequence exactly, at a cost per position that does not grow
+  // with the positions seen (causal-linear).
+  virtual bool has_recurrent_form() const { return false; }
+
+  // Streaming form: queries, keys [B, H, T, E] and values [B, H, T, M] are the next T positions
+  // of the sequences whose earlier positions produced `state` (default-constructed for a fresh
+  // start; every position is real). Returns this chunk's output [B, H, T, M], equal to forward()
+  // over the whole sequence at these positions, and the state to pass with the next chunk.
+  // Throws c10::Error unless has_recurrent_form(), or when the state does not fit the input.
+  virtual std::pair<torch::Tensor, AttentionState> forward_chunk(const torch::Tensor& queries,
+                                                                 const torch::Tensor& keys,
+                                                                 const torch::Tensor& values,
+                                                                 const AttentionState& state);
 };
 
 // The score scale `options` asks for: options.scale, or 1/sqrt(head_dim) when it is 0.

@@ -8,9 +8,9 @@
 
 namespace vidclf::model::attention {
 
-std::pair<torch::Tensor, CausalLinearState> CausalLinearAttentionFromFeatures(
+std::pair<torch::Tensor, AttentionState> CausalLinearAttentionFromFeatures(
     const torch::Tensor& phi_q, const torch::Tensor& phi_k, const torch::Tensor& values,
-    double epsilon, const CausalLinearState& state) {
+    double epsilon, const AttentionState& state) {
   const int64_t batch = phi_q.size(0), heads = phi_q.size(1), length = phi_q.size(2);
   const int64_t features = phi_q.size(3), value_dim = values.size(3);
   TORCH_CHECK(state.s.defined() == state.z.defined(),
@@ -66,13 +66,13 @@ torch::Tensor CausalLinearAttention::forward(const torch::Tensor& queries,
               queries.size(2), ", S = ", keys.size(2));
   return CausalLinearAttentionFromFeatures(
              EluFeatureMap(queries), ZeroPaddedKeys(EluFeatureMap(keys), key_padding_mask),
-             ZeroPaddedKeys(values, key_padding_mask), options_.epsilon, CausalLinearState{})
+             ZeroPaddedKeys(values, key_padding_mask), options_.epsilon, AttentionState{})
       .first;
 }
 
-std::pair<torch::Tensor, CausalLinearState> CausalLinearAttention::forward_chunk(
+std::pair<torch::Tensor, AttentionState> CausalLinearAttention::forward_chunk(
     const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-    const CausalLinearState& state) {
+    const AttentionState& state) {
   CheckAttentionInputs(q, k, v, torch::Tensor());
   TORCH_CHECK(q.size(2) == k.size(2),
               "causal-linear attention chunks need as many queries as keys; got ", q.size(2),

@@ -30,19 +30,13 @@ namespace vidclf::model::attention {
 // updates balance the two costs for head widths around 64.
 inline constexpr int64_t kCausalLinearBlock = 64;
 
-// The recurrent state after some prefix of a sequence. Undefined tensors mean nothing seen yet.
-struct CausalLinearState {
-  torch::Tensor s;  // [B, H, E, M]: sum of phi(K_j) V_j^T
-  torch::Tensor z;  // [B, H, E]: sum of phi(K_j)
-};
-
 // Causal normalised kernel attention from already-mapped features phi_q, phi_k [B, H, T, D] (>= 0,
 // padded rows already zero) and values [B, H, T, M], continuing from `state` (of the same B, H, D
 // and M; undefined for a fresh start). Returns the output [B, H, T, M] and the state after the
 // chunk. Shared with causal cosFormer.
-std::pair<torch::Tensor, CausalLinearState> CausalLinearAttentionFromFeatures(
+std::pair<torch::Tensor, AttentionState> CausalLinearAttentionFromFeatures(
     const torch::Tensor& phi_q, const torch::Tensor& phi_k, const torch::Tensor& values,
-    double epsilon, const CausalLinearState& state);
+    double epsilon, const AttentionState& state);
 
 class CausalLinearAttention : public AttentionMechanism {
  public:
@@ -53,14 +47,12 @@ class CausalLinearAttention : public AttentionMechanism {
                         const torch::Tensor& values,
                         const torch::Tensor& key_padding_mask) override;
 
-  // Streaming form: q, k [B, H, T, E] and v [B, H, T, M] are the next T positions of the
-  // sequences whose earlier positions produced `state` (undefined s and z: a fresh start; every
-  // position is real). Returns this chunk's output [B, H, T, M] and the state to pass with the next
-  // chunk. Throws c10::Error if B, H, E or M differ from the state's.
-  std::pair<torch::Tensor, CausalLinearState> forward_chunk(const torch::Tensor& q,
-                                                            const torch::Tensor& k,
-                                                            const torch::Tensor& v,
-                                                            const CausalLinearState& state);
+  // The state is (S, Z) above. Throws c10::Error if B, H, E or M differ from the state's.
+  bool has_recurrent_form() const override { return true; }
+  std::pair<torch::Tensor, AttentionState> forward_chunk(const torch::Tensor& q,
+                                                         const torch::Tensor& k,
+                                                         const torch::Tensor& v,
+                                                         const AttentionState& state) override;
 
  private:
   AttentionOptions options_;

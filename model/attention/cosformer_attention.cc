@@ -47,7 +47,7 @@ torch::Tensor CosformerAttention::forward(const torch::Tensor& queries, const to
   TORCH_CHECK(queries.size(2) == keys.size(2),
               "causal cosformer attention needs as many queries as keys (L == S); got L = ",
               queries.size(2), ", S = ", keys.size(2));
-  return CausalLinearAttentionFromFeatures(phi_q, phi_k, v, options_.epsilon, CausalLinearState{})
+  return CausalLinearAttentionFromFeatures(phi_q, phi_k, v, options_.epsilon, AttentionState{})
       .first;
 }
 

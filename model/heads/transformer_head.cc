@@ -43,12 +43,10 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
       mechanism->forward(SplitHeads(query(x)), SplitHeads(key(x)), SplitHeads(value(x)), mask));
 }
 
-std::pair<torch::Tensor, attention::CausalLinearState> SelfAttentionImpl::step(
-    const torch::Tensor& x, const attention::CausalLinearState& state) {
-  auto* causal_linear = dynamic_cast<attention::CausalLinearAttention*>(mechanism.get());
-  TORCH_CHECK(causal_linear != nullptr, "only causal-linear self-attention has a recurrent step");
-  auto [mixed, next_state] = causal_linear->forward_chunk(SplitHeads(query(x)), SplitHeads(key(x)),
-                                                          SplitHeads(value(x)), state);
+std::pair<torch::Tensor, attention::AttentionState> SelfAttentionImpl::step(
+    const torch::Tensor& x, const attention::AttentionState& state) {
+  auto [mixed, next_state] = mechanism->forward_chunk(SplitHeads(query(x)), SplitHeads(key(x)),
+                                                      SplitHeads(value(x)), state);
   return {MergeHeads(mixed), std::move(next_state)};
 }
 
@@ -70,9 +68,9 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   return AddSublayers(x, [&](const torch::Tensor& t) { return self_attention(t, mask); });
 }
 
-std::pair<torch::Tensor, attention::CausalLinearState> EncoderLayerImpl::step(
-    const torch::Tensor& x, const attention::CausalLinearState& state) {
-  attention::CausalLinearState next_state;
+std::pair<torch::Tensor, attention::AttentionState> EncoderLayerImpl::step(
+    const torch::Tensor& x, const attention::AttentionState& state) {
+  attention::AttentionState next_state;
   const torch::Tensor y = AddSublayers(x, [&](const torch::Tensor& t) {
     torch::Tensor attended;
     std::tie(attended, next_state) = self_attention->step(t, state);
@@ -165,14 +163,17 @@ torch::Tensor TransformerHeadImpl::forward(const torch::Tensor& embeddings,
 }
 
 bool TransformerHeadImpl::has_recurrent_step() const {
-  return options.attention().type == "causal-linear";
+  for (const auto& layer : *layers) {
+    if (!layer->as<EncoderLayer>()->self_attention->mechanism->has_recurrent_form()) return false;
+  }
+  return true;
 }
 
 std::pair<torch::Tensor, HeadState> TransformerHeadImpl::step(const torch::Tensor& embeddings,
                                                               const HeadState& state) {
   TORCH_CHECK(has_recurrent_step(), "a transformer head with ", options.attention().type,
-              " attention has no recurrent step (only causal-linear has); stream it over a "
-              "sliding window");
+              " attention has no recurrent step (its mechanism has no recurrent form); stream it "
+              "over a sliding window");
   torch::Tensor x = CheckAndStandardise(embeddings, "transformer head");
   TORCH_CHECK(x.size(1) >= 1, "transformer head step needs at least one new frame");
   const auto num_layers = static_cast<size_t>(options.num_layers());
@@ -185,7 +186,7 @@ std::pair<torch::Tensor, HeadState> TransformerHeadImpl::step(const torch::Tenso
               .to(x.device(), x.dtype());
   HeadState next{state.frames_seen + x.size(1), {}};
   for (size_t i = 0; i < num_layers; ++i) {
-    attention::CausalLinearState layer_state;
+    attention::AttentionState layer_state;
     if (!state.tensors.empty()) layer_state = {state.tensors[2 * i], state.tensors[2 * i + 1]};
     auto [y, layer_next] = layers[i]->as<EncoderLayer>()->step(x, layer_state);
     x = y;

@@ -17,7 +17,6 @@
 #include <utility>
 
 #include "model/attention/attention.h"
-#include "model/attention/causal_linear_attention.h"
 #include "model/heads/temporal_head.h"
 
 namespace vidclf::model {
@@ -61,10 +60,10 @@ class SelfAttentionImpl : public torch::nn::Module {
                     std::shared_ptr<attention::AttentionMechanism> mechanism);
   // x: [B, T, d_model]; mask: [B, T] bool, true for valid frames. Returns [B, T, d_model].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
-  // Streaming form for causal-linear mechanisms: x [B, T, d_model] are the next frames after those
-  // that produced `state`. Throws c10::Error for any other mechanism.
-  std::pair<torch::Tensor, attention::CausalLinearState> step(
-      const torch::Tensor& x, const attention::CausalLinearState& state);
+  // Streaming form, for a mechanism with a recurrent form: x [B, T, d_model] are the next frames
+  // after those that produced `state`. Throws c10::Error for any other mechanism.
+  std::pair<torch::Tensor, attention::AttentionState> step(const torch::Tensor& x,
+                                                           const attention::AttentionState& state);
 
   int64_t num_heads;
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, output{nullptr};
@@ -83,8 +82,8 @@ class EncoderLayerImpl : public torch::nn::Module {
                    std::shared_ptr<attention::AttentionMechanism> mechanism);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
   // See SelfAttentionImpl::step: everything but attention works frame by frame.
-  std::pair<torch::Tensor, attention::CausalLinearState> step(
-      const torch::Tensor& x, const attention::CausalLinearState& state);
+  std::pair<torch::Tensor, attention::AttentionState> step(const torch::Tensor& x,
+                                                           const attention::AttentionState& state);
 
   bool pre_norm;
   SelfAttention self_attention{nullptr};
@@ -107,9 +106,9 @@ class TransformerHeadImpl : public TemporalHead {
   // See TemporalHead::forward.
   torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& lengths) override;
 
-  // Recurrent with causal-linear attention (which implies mean pooling): the state holds each
-  // layer's (S, Z) and the running sum of the last layer's outputs, whose mean is the pooled
-  // vector. Positions continue from the frames seen.
+  // Recurrent when every layer's mechanism has a recurrent form (causal-linear, which implies
+  // mean pooling): the state holds each layer's (S, Z) and the running sum of the last layer's
+  // outputs, whose mean is the pooled vector. Positions continue from the frames seen.
   bool has_recurrent_step() const override;
   std::pair<torch::Tensor, HeadState> step(const torch::Tensor& embeddings,
                                            const HeadState& state) override;

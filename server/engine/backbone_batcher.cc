@@ -1,6 +1,7 @@
 #include "server/engine/backbone_batcher.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,10 +24,16 @@ BackboneBatcher::~BackboneBatcher() {
 }
 
 void BackboneBatcher::Enqueue(std::shared_ptr<FrameOwner> owner, int pass, int64_t slot,
-                              torch::Tensor pixels) {
-  absl::MutexLock lock(&mutex_);
+                              const float* pixels) {
+  // The pixels are the caller's until this returns: copy them, outside the lock.
   const model::VideoModel* model = &owner->model();
-  queues_[model].push_back(Frame{std::move(owner), pass, slot, std::move(pixels), absl::Now()});
+  const int64_t side = model->config().input.crop_size;
+  const std::vector<int64_t> shape = model->channels_last() ? std::vector<int64_t>{side, side, 3}
+                                                            : std::vector<int64_t>{3, side, side};
+  torch::Tensor frame = torch::empty(shape, torch::kFloat);
+  std::memcpy(frame.data_ptr<float>(), pixels, sizeof(float) * frame.numel());
+  absl::MutexLock lock(&mutex_);
+  queues_[model].push_back(Frame{std::move(owner), pass, slot, std::move(frame), absl::Now()});
   ++queued_;
   ++arrivals_;
 }

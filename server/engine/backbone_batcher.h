@@ -72,9 +72,9 @@ class BackboneBatcher {
   BackboneBatcher(const BackboneBatcher&) = delete;
   BackboneBatcher& operator=(const BackboneBatcher&) = delete;
 
-  // Queues one preprocessed frame, in media's layout ([crop, crop, 3] when the model runs
-  // channels-last, else [3, crop, crop]). Never blocks.
-  void Enqueue(std::shared_ptr<FrameOwner> owner, int pass, int64_t slot, torch::Tensor pixels);
+  // Queues a copy of one preprocessed frame at `pixels`, in media's layout ([crop, crop, 3] when
+  // the model runs channels-last, else [3, crop, crop]). Never blocks.
+  void Enqueue(std::shared_ptr<FrameOwner> owner, int pass, int64_t slot, const float* pixels);
 
   int64_t queued_frames() const;
 

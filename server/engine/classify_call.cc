@@ -1,7 +1,6 @@
 #include "server/engine/classify_call.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -128,14 +127,7 @@ absl::Status ClassifyCall::Frame(int64_t slot, const float* pixels, double /*tim
     ++frames_out_;
     pass = pass_;
   }
-  // The pixels are the decoder's until this returns: copy them into a frame of our own, in
-  // media's layout, which the batcher stacks into its batch.
-  const int64_t side = model_->config().input.crop_size;
-  const std::vector<int64_t> shape = model_->channels_last() ? std::vector<int64_t>{side, side, 3}
-                                                             : std::vector<int64_t>{3, side, side};
-  torch::Tensor frame = torch::empty(shape, torch::kFloat);
-  std::memcpy(frame.data_ptr<float>(), pixels, sizeof(float) * frame.numel());
-  engine_->batcher_.Enqueue(shared_from_this(), pass, slot, std::move(frame));
+  engine_->batcher_.Enqueue(shared_from_this(), pass, slot, pixels);
   return absl::OkStatus();
 }
 

@@ -37,10 +37,17 @@ absl::StatusOr<std::unique_ptr<ClassifyEngine>> ClassifyEngine::Create(
   if (options.cores < 0 || options.decode_slots < 0 || options.head_threads < 1 ||
       options.max_sampled_frames < 1 || options.admission.max_inflight_calls < 0 ||
       options.admission.max_inflight_bytes < 0 || options.batching.max_batch_frames < 1 ||
-      options.batching.max_queue_delay < absl::ZeroDuration()) {
+      options.batching.max_queue_delay < absl::ZeroDuration() || options.max_streams < 0 ||
+      options.stream_idle_timeout <= absl::ZeroDuration() ||
+      options.stream_resources.max_buffered_bytes < 1 ||
+      options.stream_resources.max_buffered_pictures < 1 ||
+      options.stream_resources.max_frames_in_flight < 1 ||
+      options.stream_resources.source_stall_timeout <= absl::ZeroDuration() ||
+      options.stream_resources.max_source_reconnects < 0) {
     return absl::InvalidArgumentError(
-        "engine needs cores, decode slots, in-flight limits and queue delay >= 0, and head "
-        "threads, max sampled frames and max batch frames >= 1");
+        "engine needs cores, decode slots, in-flight limits, queue delay, max streams and "
+        "source reconnects >= 0, stream idle and source stall timeouts > 0, and head threads, "
+        "max sampled frames, max batch frames and stream buffers >= 1");
   }
   if (repository == nullptr) return absl::InvalidArgumentError("engine needs a model repository");
   return std::unique_ptr<ClassifyEngine>(
@@ -57,12 +64,19 @@ ClassifyEngine::ClassifyEngine(const EngineOptions& options,
       head_stage_(options.head_threads),
       batcher_(
           options.batching, [this] { return calls_decoding_.load(); }, observer_),
-      decode_stage_(options.decode_slots) {}
+      decode_stage_(options.decode_slots),
+      stream_watchdog_([this] { WatchStreams(); }) {}
 
 ClassifyEngine::~ClassifyEngine() {
   StartDraining();
   CancelAll(absl::UnavailableError("the server is stopping"));
   WaitUntilIdle(absl::InfiniteFuture());
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+  }
+  stream_watchdog_.join();
+  SweepStreams();
 }
 
 std::unique_ptr<CallHandle> ClassifyEngine::Submit(ClassifyInput input, Callback done) {
@@ -116,6 +130,86 @@ std::unique_ptr<CallHandle> ClassifyEngine::Submit(ClassifyInput input, Callback
   return std::make_unique<CallHandle>(std::move(call));
 }
 
+absl::StatusOr<std::shared_ptr<StreamSession>> ClassifyEngine::OpenStream(
+    const StreamOptions& options, StreamListener* listener) {
+  if (auto status = ValidateStreamOptions(options); !status.ok()) return status;
+  if (options.input == StreamOptions::Input::kUri) {
+    if (auto status = options_.uri_allowlist.Check(options.uri); !status.ok()) return status;
+  }
+  absl::StatusOr<std::shared_ptr<const model::VideoModel>> model =
+      repository()->Find(options.model);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<bool> recurrent = (*model)->HasRecurrentStep(options.attention);
+  if (!recurrent.ok()) return recurrent.status();
+  StreamResources resources = options_.stream_resources;
+  resources.batcher = &batcher_;
+  resources.head_stage = &head_stage_;
+  resources.observer = observer_;
+  resources.uri_allowlist = &options_.uri_allowlist;
+  StreamOptions resolved = options;
+  if (resolved.max_reconnects < 0 || resolved.max_reconnects > resources.max_source_reconnects) {
+    resolved.max_reconnects = resources.max_source_reconnects;
+  }
+  auto session = std::make_shared<StreamSession>(std::move(resolved), *std::move(model), *recurrent,
+                                                 resources, listener);
+  {
+    absl::MutexLock lock(&mutex_);
+    // Checked under the lock, so that StartDraining, which sets it before taking the lock to end
+    // the streams open, never misses one.
+    if (admission_->draining()) {
+      observer_->Refused(Refusal::kDraining);
+      return absl::UnavailableError("the server is draining; connect to another replica");
+    }
+    const int open = static_cast<int>(std::count_if(
+        streams_.begin(), streams_.end(), [](const auto& stream) { return !stream->ended(); }));
+    if (open >= options_.max_streams) {
+      observer_->Refused(Refusal::kStreams);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("this server follows ", options_.max_streams,
+                       " streams already (--max-streams); retry later or on another replica"));
+    }
+    streams_.push_back(session);
+  }
+  session->Start();
+  return session;
+}
+
+void ClassifyEngine::WatchStreams() {
+  absl::MutexLock lock(&mutex_);
+  // Sweeps often enough that an ended stream's thread and memory go soon after it ends, and an
+  // idle one ends within a tenth of its timeout.
+  const absl::Duration period =
+      std::min(absl::Milliseconds(250), options_.stream_idle_timeout / 10);
+  while (!mutex_.AwaitWithTimeout(absl::Condition(&stopping_), period)) {
+    mutex_.Unlock();
+    SweepStreams();
+    mutex_.Lock();
+  }
+}
+
+void ClassifyEngine::SweepStreams() {
+  const StreamClock::time_point idle_cutoff =
+      StreamClock::now() - absl::ToChronoNanoseconds(options_.stream_idle_timeout);
+  std::vector<std::shared_ptr<StreamSession>> ended;
+  std::vector<std::shared_ptr<StreamSession>> idle;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto keep = std::partition(streams_.begin(), streams_.end(),
+                               [](const auto& stream) { return !stream->ended(); });
+    ended.assign(std::make_move_iterator(keep), std::make_move_iterator(streams_.end()));
+    streams_.erase(keep, streams_.end());
+    for (const auto& stream : streams_) {
+      if (stream->IdleSince(idle_cutoff)) idle.push_back(stream);
+    }
+  }
+  for (const auto& stream : ended) stream->Join();  // outside the lock: it may take a moment
+  for (const auto& stream : idle) {
+    stream->Cancel(absl::DeadlineExceededError(
+        absl::StrCat("the stream sent nothing for ",
+                     absl::FormatDuration(options_.stream_idle_timeout), " (idle timeout)")));
+  }
+}
+
 absl::Duration ClassifyEngine::EstimatedDecodeWait() const {
   const int ahead = decode_stage_.queued();
   if (ahead == 0) return absl::ZeroDuration();
@@ -137,15 +231,32 @@ void ClassifyEngine::ReplaceRepository(std::shared_ptr<const ModelRepository> re
   repository_ = std::move(repository);
 }
 
-void ClassifyEngine::StartDraining() { admission_->StartDraining(); }
+void ClassifyEngine::StartDraining() {
+  admission_->StartDraining();
+  std::vector<std::shared_ptr<StreamSession>> streams;
+  {
+    absl::MutexLock lock(&mutex_);
+    streams = streams_;
+  }
+  for (const auto& stream : streams) {
+    stream->Cancel(absl::UnavailableError("the server is draining; reconnect to another replica"));
+  }
+}
 
 bool ClassifyEngine::WaitUntilIdle(absl::Time deadline) {
-  absl::MutexLock lock(&mutex_);
-  return mutex_.AwaitWithDeadline(absl::Condition(
-                                      +[](ClassifyEngine* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-                                           self->mutex_) { return self->unanswered_.empty(); },
-                                      this),
-                                  deadline);
+  // Streams end on their own threads, with no condition to wait on here: poll.
+  while (true) {
+    {
+      absl::MutexLock lock(&mutex_);
+      if (unanswered_.empty() && std::all_of(streams_.begin(), streams_.end(),
+                                             [](const auto& stream) { return stream->ended(); })) {
+        return true;
+      }
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return false;
+    absl::SleepFor(std::min(absl::Milliseconds(10), deadline - now));
+  }
 }
 
 void ClassifyEngine::CancelAll(const absl::Status& reason) {
@@ -166,6 +277,10 @@ EngineLoad ClassifyEngine::load() const {
   load.calls_waiting_to_decode = decode_stage_.queued();
   load.calls_decoding = calls_decoding_.load();
   load.frames_waiting_for_backbone = batcher_.queued_frames();
+  absl::MutexLock lock(&mutex_);
+  for (const auto& stream : streams_) {
+    if (!stream->ended()) ++load.active_streams[stream->model_name()];
+  }
   return load;
 }
 

@@ -1,4 +1,5 @@
-// Classifies whole videos in stages, with no thread held for a call's whole life:
+// Classifies whole videos in stages, with no thread held for a call's whole life, and follows
+// live streams through the same backbone batcher and head stage (stream_session.h):
 //
 //   admission ──► decode stage ──► backbone batcher ──► head stage ──► answer
 //   (count and     (a pool of       (frames of every     (a pool)
@@ -16,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -31,6 +33,7 @@
 #include "server/engine/backbone_batcher.h"
 #include "server/engine/engine_observer.h"
 #include "server/engine/model_repository.h"
+#include "server/engine/stream_session.h"
 #include "server/engine/worker_pool.h"
 
 namespace vidclf::engine {
@@ -59,6 +62,12 @@ struct EngineOptions {
   }();
   // URIs that calls may ask the server to pull video from; empty: none.
   media::UriAllowlist uri_allowlist;
+  // Live streams followed at once; past it, a new one is refused with RESOURCE_EXHAUSTED.
+  int max_streams = 16;
+  // A stream with no input for this long is ended with DEADLINE_EXCEEDED.
+  absl::Duration stream_idle_timeout = absl::Seconds(30);
+  // What each stream may hold (its batcher, head stage and observer are the engine's).
+  StreamResources stream_resources;
 };
 
 struct ClassifyInput {
@@ -124,6 +133,8 @@ struct EngineLoad {
   int calls_waiting_to_decode = 0;
   int calls_decoding = 0;
   int64_t frames_waiting_for_backbone = 0;
+  // Live streams open, by model.
+  std::map<std::string, int> active_streams;
 };
 
 class ClassifyEngine {
@@ -149,9 +160,18 @@ class ClassifyEngine {
   // Serves `repository` from now on; calls in flight finish on their models.
   void ReplaceRepository(std::shared_ptr<const ModelRepository> repository);
 
-  // Refuses every new call with UNAVAILABLE from now on.
+  // Opens a live stream that `listener` hears (see StreamSession): predictions as the feed goes,
+  // then OnEnd exactly once. Refused at once with INVALID_ARGUMENT (bad options), NOT_FOUND (no
+  // such model), RESOURCE_EXHAUSTED (max_streams open), PERMISSION_DENIED (a URI not allowed) or
+  // UNAVAILABLE (draining); `listener` is not called then. Thread-safe.
+  absl::StatusOr<std::shared_ptr<StreamSession>> OpenStream(const StreamOptions& options,
+                                                            StreamListener* listener);
+
+  // Refuses every new call and stream with UNAVAILABLE from now on, and ends the streams open
+  // with UNAVAILABLE at once: a live feed never ends by itself, so its client should reconnect
+  // to another replica rather than wait for the drain.
   void StartDraining();
-  // Waits until no call is in flight, or `deadline`; true when none is.
+  // Waits until no call is in flight and no stream is open, or `deadline`; true when none is.
   bool WaitUntilIdle(absl::Time deadline);
   // Cancels every call in flight with `reason`.
   void CancelAll(const absl::Status& reason);
@@ -170,6 +190,10 @@ class ClassifyEngine {
   absl::Duration EstimatedDecodeWait() const;
   // Called by a call as it is answered.
   void Forget(ClassifyCall* call);
+  // The stream watchdog: ends idle streams and joins the threads of those that ended.
+  void WatchStreams();
+  // Joins and forgets the streams that have ended, and ends idle ones.
+  void SweepStreams();
 
   const EngineOptions options_;
   EngineObserver* const observer_;
@@ -184,11 +208,15 @@ class ClassifyEngine {
   std::shared_ptr<const ModelRepository> repository_ ABSL_GUARDED_BY(mutex_);
   // Every call admitted and not yet answered, for CancelAll and WaitUntilIdle.
   std::map<const ClassifyCall*, std::weak_ptr<ClassifyCall>> unanswered_ ABSL_GUARDED_BY(mutex_);
+  // Every stream opened and not yet joined.
+  std::vector<std::shared_ptr<StreamSession>> streams_ ABSL_GUARDED_BY(mutex_);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
 
   // Stages; destroyed in reverse order: the decode slots first, the head threads last.
   WorkerPool head_stage_;
   BackboneBatcher batcher_;
   WorkerPool decode_stage_;
+  std::thread stream_watchdog_;
 };
 
 }  // namespace vidclf::engine

@@ -28,6 +28,8 @@ absl::string_view RefusalName(Refusal refusal) {
       return "deadline";
     case Refusal::kDraining:
       return "draining";
+    case Refusal::kStreams:
+      return "streams";
   }
   return "unknown";
 }

@@ -21,6 +21,7 @@ enum class Refusal {
   kBytes,     // the in-flight byte limit (uploads, decoded frames)
   kDeadline,  // its deadline falls before the queue ahead of it would clear
   kDraining,  // the server is shutting down
+  kStreams,   // the live stream limit
 };
 absl::string_view RefusalName(Refusal refusal);
 
@@ -36,6 +37,10 @@ class EngineObserver {
   virtual void FramesDecoded(int64_t frames) = 0;
   virtual void FramesEmbedded(int64_t frames) = 0;
   virtual void Refused(Refusal refusal) = 0;
+  // Frames of live streams handed to the backbone.
+  virtual void StreamFrames(int64_t frames) = 0;
+  // A stream following a source the server pulls tries to reach it again after a drop.
+  virtual void SourceReconnect() = 0;
 };
 
 // Listens to nothing.
@@ -46,6 +51,8 @@ class NullObserver : public EngineObserver {
   void FramesDecoded(int64_t) override {}
   void FramesEmbedded(int64_t) override {}
   void Refused(Refusal) override {}
+  void StreamFrames(int64_t) override {}
+  void SourceReconnect() override {}
 };
 
 }  // namespace vidclf::engine

@@ -11,6 +11,8 @@
 #include "media/frame_sampler.h"
 #include "server/service/grpc_status.h"
 #include "server/service/model_info.h"
+#include "server/service/stream_reactor.h"
+#include "server/service/watch_reactor.h"
 
 namespace vidclf::service {
 namespace {
@@ -263,6 +265,16 @@ grpc::Status ClassifyService::Refuse(absl::string_view method, absl::string_view
 std::string ClassifyService::ModelLabel(absl::string_view requested_model) const {
   auto model = engine_->repository()->Find(requested_model);
   return model.ok() ? (*model)->config().name : "unknown";
+}
+
+grpc::ServerBidiReactor<vidclf::v1::StreamClassifyRequest, vidclf::v1::StreamPrediction>*
+ClassifyService::StreamClassify(grpc::CallbackServerContext* context) {
+  return NewStreamReactor(engine_, metrics_, context);
+}
+
+grpc::ServerWriteReactor<vidclf::v1::WatchSourceResponse>* ClassifyService::WatchSource(
+    grpc::CallbackServerContext* context, const vidclf::v1::WatchSourceRequest* request) {
+  return NewWatchReactor(engine_, metrics_, context, *request);
 }
 
 grpc::ServerUnaryReactor* ClassifyService::ListModels(

@@ -41,6 +41,12 @@ class ClassifyService final : public vidclf::v1::VideoClassifier::CallbackServic
                                      const vidclf::v1::GetModelRequest* request,
                                      vidclf::v1::ModelInfo* response) override;
 
+  grpc::ServerBidiReactor<vidclf::v1::StreamClassifyRequest, vidclf::v1::StreamPrediction>*
+  StreamClassify(grpc::CallbackServerContext* context) override;
+
+  grpc::ServerWriteReactor<vidclf::v1::WatchSourceResponse>* WatchSource(
+      grpc::CallbackServerContext* context, const vidclf::v1::WatchSourceRequest* request) override;
+
  private:
   using Clock = std::chrono::steady_clock;
   class ClassifyReactor;

@@ -31,18 +31,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// The value of the first sample of `name` (with any labels) on a /metrics page; -1 if absent.
-double MetricValue(const std::string& page, const std::string& name) {
-  std::istringstream lines(page);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind(name, 0) == 0 && line.size() > name.size() &&
-        (line[name.size()] == ' ' || line[name.size()] == '{')) {
-      return std::stod(line.substr(line.rfind(' ') + 1));
-    }
-  }
-  return -1;
-}
-
 // A loopback port that was free a moment ago.
 int FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -166,9 +154,9 @@ TEST_F(EngineServerTest, ConcurrentClientsGetTheAnswersOfSequentialCalls) {
     }
   }
   const std::string metrics = Metrics(*server);
-  EXPECT_EQ(MetricValue(metrics, "vidclf_frames_embedded_total"), 64);
+  EXPECT_EQ(testing::MetricValue(metrics, "vidclf_frames_embedded_total"), 64);
   // Some batch held frames of several calls.
-  EXPECT_LT(MetricValue(metrics, "vidclf_batch_frames_count"), 64);
+  EXPECT_LT(testing::MetricValue(metrics, "vidclf_batch_frames_count"), 64);
 }
 
 // Cancelled calls and calls whose deadline passes stop at once and give back their place and
@@ -203,11 +191,11 @@ TEST_F(EngineServerTest, CancelledAndExpiredCallsStopAndFreeWhatTheyHeld) {
   std::string metrics;
   while (absl::Now() < released_by) {
     metrics = Metrics(*server);
-    if (MetricValue(metrics, "vidclf_inflight_requests") == 0) break;
+    if (testing::MetricValue(metrics, "vidclf_inflight_requests") == 0) break;
     absl::SleepFor(absl::Milliseconds(20));
   }
-  EXPECT_EQ(MetricValue(metrics, "vidclf_inflight_requests"), 0) << metrics;
-  EXPECT_EQ(MetricValue(metrics, "vidclf_inflight_bytes"), 0) << metrics;
+  EXPECT_EQ(testing::MetricValue(metrics, "vidclf_inflight_requests"), 0) << metrics;
+  EXPECT_EQ(testing::MetricValue(metrics, "vidclf_inflight_bytes"), 0) << metrics;
 
   const absl::Time short_start = absl::Now();
   ASSERT_TRUE(Classify(*server, Request((*videos_)[0]), &response).ok());
@@ -224,8 +212,8 @@ TEST_F(EngineServerTest, OverloadIsRefusedAtOnceWithinTheBounds) {
   std::atomic<bool> loading{true};
   std::thread watcher([&] {
     while (loading) {
-      most_bytes =
-          std::max(most_bytes.load(), MetricValue(Metrics(*server), "vidclf_inflight_bytes"));
+      most_bytes = std::max(most_bytes.load(),
+                            testing::MetricValue(Metrics(*server), "vidclf_inflight_bytes"));
       absl::SleepFor(absl::Milliseconds(10));
     }
   });
@@ -271,6 +259,16 @@ TEST_F(EngineServerTest, DrainsOnSigterm) {
       return Classify(*server, Request((*videos_)[i]), &response);
     }));
   }
+  // The short calls must queue for the one decoding slot ahead of the long ones, or one of them
+  // could wait behind them past the drain timeout.
+  auto wait_for_inflight = [&](int count) {
+    const absl::Time wait_until = absl::Now() + absl::Seconds(10);
+    while (testing::MetricValue(Metrics(*server), "vidclf_inflight_requests") < count &&
+           absl::Now() < wait_until) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  };
+  wait_for_inflight(3);
   // Long enough to outlast the drain timeout: six long calls on one decoding slot.
   std::vector<std::future<grpc::Status>> too_long;
   for (int i = 0; i < 6; ++i) {
@@ -279,17 +277,16 @@ TEST_F(EngineServerTest, DrainsOnSigterm) {
       return Classify(*server, Request(*long_video_), &response);
     }));
   }
-  const absl::Time wait_until = absl::Now() + absl::Seconds(10);
-  while (MetricValue(Metrics(*server), "vidclf_inflight_requests") < 9 &&
-         absl::Now() < wait_until) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  wait_for_inflight(9);
   server->Signal(SIGTERM);
   ASSERT_TRUE(server->WaitForOutput("draining", 10)) << server->output();
   v1::ClassifyResponse response;
   const grpc::Status late = Classify(*server, Request((*videos_)[0]), &response);
   EXPECT_EQ(late.error_code(), grpc::StatusCode::UNAVAILABLE) << late.error_message();
-  for (auto& call : inflight) EXPECT_TRUE(call.get().ok());
+  for (auto& call : inflight) {
+    const grpc::Status status = call.get();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
   int cancelled = 0;
   for (auto& call : too_long) {
     const grpc::Status status = call.get();
@@ -391,7 +388,7 @@ TEST_F(EngineServerTest, PrometheusScrapesTheServer) {
         "vidclf_inflight_requests", "vidclf_inflight_bytes", "vidclf_frames_decoded_total",
         "vidclf_frames_embedded_total", "vidclf_model_info", "process_open_fds",
         "process_resident_memory_bytes"}) {
-    EXPECT_GE(MetricValue(Metrics(*server), family), 0) << family;
+    EXPECT_GE(testing::MetricValue(Metrics(*server), family), 0) << family;
   }
 
   std::ofstream(prometheus_dir + "/prometheus.yml")

@@ -144,6 +144,40 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual([round(t, 3) for t in response.frame_timestamps_seconds],
                          [0.0, 0.04, 0.08])
 
+    def test_stream_classify(self):
+        # A feed of 20 MPEG-TS frames, then the end of the feed: one prediction per frame, in
+        # frame order, the last one for all 20 (none dropped: this client reads as they come).
+        ts = os.path.join(self.tmp.name, "feed.ts")
+        subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                        "testsrc2=size=160x120:rate=25", "-frames:v", "20", "-c:v", "libx264",
+                        "-f", "mpegts", ts], check=True)
+        with open(ts, "rb") as feed:
+            data = feed.read()
+        call = self.channel.stream_stream(
+            "/vidclf.v1.VideoClassifier/StreamClassify",
+            request_serializer=self.pb.StreamClassifyRequest.SerializeToString,
+            response_deserializer=self.pb.StreamPrediction.FromString)
+        config = self.pb.StreamConfig(top_k=2, input=self.pb.StreamConfig.CONTAINER)
+        messages = [self.pb.StreamClassifyRequest(config=config)]
+        messages += [self.pb.StreamClassifyRequest(chunk=data[i:i + 2000])
+                     for i in range(0, len(data), 2000)]
+        predictions = list(call(iter(messages), timeout=60))
+        self.assertEqual(sum(p.dropped_before for p in predictions) + len(predictions), 20)
+        self.assertEqual([p.last_frame for p in predictions],
+                         sorted({p.last_frame for p in predictions}))
+        last = predictions[-1]
+        self.assertEqual((last.model, last.first_frame, last.last_frame), ("small", 0, 19))
+        self.assertEqual((last.frames_seen, last.frames_embedded), (20, 20))
+        self.assertEqual(len(last.top_k), 2)
+        self.assertGreaterEqual(last.latency_ms, 0)
+
+        # A config that names no input kind is refused with a message that says so.
+        with self.assertRaises(grpc.RpcError) as refused:
+            list(call(iter([self.pb.StreamClassifyRequest(config=self.pb.StreamConfig())]),
+                      timeout=60))
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("input", refused.exception.details())
+
     def test_upload_errors(self):
         with self.assertRaises(grpc.RpcError) as error:
             self.upload(iter([])).result()

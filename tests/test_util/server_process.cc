@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <regex>
+#include <sstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -131,6 +133,17 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
     return absl::InternalError(absl::StrCat("GET ", path, " answered: ", response.substr(0, 80)));
   }
   return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+double MetricValue(const std::string& page, const std::string& name) {
+  std::istringstream lines(page);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name, 0) == 0 && line.size() > name.size() &&
+        (line[name.size()] == ' ' || line[name.size()] == '{')) {
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return -1;
 }
 
 }  // namespace vidclf::testing

@@ -47,6 +47,9 @@ class ServerProcess {
 // A plain HTTP/1.0 GET on 127.0.0.1; returns the body of a 200 response.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 
+// The value of the first sample of `name` (with any labels) on a /metrics page; -1 if absent.
+double MetricValue(const std::string& page, const std::string& name);
+
 }  // namespace vidclf::testing
 
 #endif  // VIDCLF_TESTS_TEST_UTIL_SERVER_PROCESS_H_

@@ -63,6 +63,10 @@ std::string ReadFile(const std::string& path) {
   return bytes.str();
 }
 
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
 std::string RunCommand(const std::string& command, int* exit_code) {
   std::string output;
   FILE* pipe = ::popen(command.c_str(), "r");

@@ -24,6 +24,7 @@ std::string CachedVideo(const std::string& arguments, const std::string& extensi
 std::vector<std::string> DistinctClips(const std::string& dir);
 
 std::string ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const std::string& bytes);
 
 // Runs a shell command and returns its standard output; `exit_code` gets its exit status.
 std::string RunCommand(const std::string& command, int* exit_code);

@@ -123,6 +123,37 @@ TEST_F(ClipDecoderTest, NamesWhatAnAudioOnlyInputHolds) {
   EXPECT_THAT(clip.status().message(), HasSubstr("streams: audio"));
 }
 
+// MPEG program streams have no header: their streams appear as their packets are read, on every
+// opening of the input. Sparse sampling seeks in the second pass.
+TEST_F(ClipDecoderTest, DecodesMpegProgramStreamsWithAndWithoutAudio) {
+  const std::string video = "-f lavfi -i testsrc2=size=96x64:rate=25 ";
+  const std::string audio = "-f lavfi -i sine=frequency=440:sample_rate=48000:duration=2 ";
+  const std::string bytes[] = {
+      Video("mpeg2.vob", video + "-frames:v 50 -c:v mpeg2video -g 10 -bf 2 -f vob"),
+      Video("mpeg2_audio.vob",
+            video + audio + "-frames:v 50 -c:v mpeg2video -g 10 -bf 2 -c:a mp2 -f vob"),
+      Video("mpeg1_audio.mpg",
+            video + audio + "-frames:v 50 -c:v mpeg1video -g 10 -c:a mp2 -f mpeg"),
+  };
+  for (const std::string& input : bytes) {
+    for (const int num_frames : {0, 3}) {
+      SCOPED_TRACE(num_frames);
+      absl::StatusOr<DecodedClip> clip = DecodeClip(input, SmallFrames(num_frames));
+      ASSERT_TRUE(clip.ok()) << clip.status();
+      EXPECT_EQ(clip->total_frames, 50);
+      EXPECT_THAT(clip->frame_indices, ElementsAreArray(UniformSampleIndices(50, num_frames)));
+    }
+    // The first frame wanted lies past a keyframe: the second pass seeks before it has read
+    // anything, so before the stream has appeared.
+    ClipOptions window = SmallFrames(3);
+    window.sampling.strategy = SamplingStrategy::kWindow;
+    window.sampling.start_seconds = 1.0;
+    absl::StatusOr<DecodedClip> clip = DecodeClip(input, window);
+    ASSERT_TRUE(clip.ok()) << clip.status();
+    EXPECT_THAT(clip->frame_indices, ElementsAreArray({25, 26, 27}));
+  }
+}
+
 TEST_F(ClipDecoderTest, RefusesInputOverTheByteLimit) {
   const std::string bytes =
       Video("big.mp4", "-f lavfi -i testsrc2=size=64x64:rate=5 -frames:v 5 -c:v mpeg4");

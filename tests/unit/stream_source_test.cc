@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -261,6 +263,170 @@ TEST(ByteStreamTest, ReadWaitsForTheProducer) {
   producer.join();
   EXPECT_EQ(input.Read(buffer, sizeof(buffer), Clock::now() + std::chrono::milliseconds(20)), -1);
   EXPECT_EQ(input.read_error().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(ByteStreamTest, TheDefaultBoundIsOnTheBytesReceivedInAll) {
+  ByteStream input(10);
+  input.DropReadBytes();
+  ASSERT_TRUE(input.Append("123456").ok());
+  uint8_t buffer[8];
+  EXPECT_EQ(input.Read(buffer, sizeof(buffer), Clock::time_point::max()), 6);
+  EXPECT_EQ(input.held_bytes(), 0);
+  EXPECT_EQ(input.Append("78901").code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(ByteStreamTest, HeldBoundCountsOnlyTheBytesNotYetRead) {
+  ByteStream input(10, ByteStream::Bound::kHeldBytes);
+  ASSERT_TRUE(input.Append("abcdef").ok());
+  EXPECT_EQ(input.held_bytes(), 6);
+  uint8_t buffer[4];
+  ASSERT_EQ(input.Read(buffer, 4, Clock::time_point::max()), 4);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(buffer), 4), "abcd");
+  EXPECT_EQ(input.held_bytes(), 2);
+  ASSERT_TRUE(input.Append("ghijklmn").ok());  // 14 received, 10 held
+  EXPECT_EQ(input.held_bytes(), 10);
+  EXPECT_EQ(input.bytes_received(), 14);
+  const absl::Status refused = input.Append("o");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.message(), HasSubstr("faster than it is decoded"));
+  EXPECT_THAT(refused.message(), HasSubstr("10 bytes are held"));
+  // The reader learns it too.
+  EXPECT_EQ(input.Read(buffer, 4, Clock::time_point::max()), -1);
+  EXPECT_EQ(input.read_error().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// Megabytes pass through a stream that holds at most 64 KiB, the bytes read intact, while the
+// memory is freed in batches.
+TEST(ByteStreamTest, HeldBoundLetsAnEndlessFeedThrough) {
+  constexpr int64_t kBound = 64 * 1024;
+  ByteStream input(kBound, ByteStream::Bound::kHeldBytes);
+  std::string chunk(16 * 1024, '\0');
+  std::vector<uint8_t> buffer(chunk.size());
+  for (int i = 0; i < 300; ++i) {  // 4.8 MB
+    for (size_t k = 0; k < chunk.size(); ++k) chunk[k] = static_cast<char>(i * 7 + k);
+    ASSERT_TRUE(input.Append(chunk).ok()) << i;
+    EXPECT_LE(input.held_bytes(), kBound);
+    if (i % 3 != 2) continue;  // reads fall behind, then catch up
+    for (int j = 0; j < 3; ++j) {
+      ASSERT_EQ(
+          input.Read(buffer.data(), static_cast<int>(buffer.size()), Clock::time_point::max()),
+          static_cast<int>(buffer.size()));
+      const int n = i - 2 + j;
+      EXPECT_EQ(buffer[100], static_cast<uint8_t>(n * 7 + 100)) << n;
+    }
+    EXPECT_EQ(input.held_bytes(), 0);
+  }
+  EXPECT_EQ(input.bytes_received(), 300 * 16 * 1024);
+}
+
+TEST(ByteStreamTest, CallWhenHeldBelowFiresOnceFromTheReaderThatMadeRoom) {
+  ByteStream input(100, ByteStream::Bound::kHeldBytes);
+  ASSERT_TRUE(input.Append(std::string(80, 'x')).ok());
+  std::atomic<int> calls{0};
+  std::thread::id caller;
+  input.CallWhenHeldBelow(50, [&] {
+    ++calls;
+    caller = std::this_thread::get_id();
+    // The stream's lock is not held: the callback may use the stream.
+    EXPECT_EQ(input.held_bytes(), 40);
+    EXPECT_TRUE(input.Append("y").ok());
+  });
+  std::thread::id reader_id;
+  std::thread reader([&] {
+    reader_id = std::this_thread::get_id();
+    uint8_t buffer[20];
+    ASSERT_EQ(input.Read(buffer, 20, Clock::time_point::max()), 20);
+    EXPECT_EQ(calls, 0);  // 60 held
+    ASSERT_EQ(input.Read(buffer, 20, Clock::time_point::max()), 20);
+    EXPECT_EQ(calls, 1);  // 40 held
+    ASSERT_EQ(input.Read(buffer, 20, Clock::time_point::max()), 20);
+  });
+  reader.join();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(caller, reader_id);
+}
+
+TEST(ByteStreamTest, CallWhenHeldBelowFiresAtOnceWhenThereIsRoom) {
+  ByteStream input(100, ByteStream::Bound::kHeldBytes);
+  ASSERT_TRUE(input.Append(std::string(30, 'x')).ok());
+  int calls = 0;
+  std::thread::id caller;
+  input.CallWhenHeldBelow(31, [&] {
+    ++calls;
+    caller = std::this_thread::get_id();
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(caller, std::this_thread::get_id());
+  input.CallWhenHeldBelow(30, [&] { ++calls; });  // not below: waits
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(ByteStreamTest, CallWhenHeldBelowFiresWhenTheReaderClosesOrTheInputFails) {
+  ByteStream closed(100, ByteStream::Bound::kHeldBytes);
+  ASSERT_TRUE(closed.Append(std::string(80, 'x')).ok());
+  int calls = 0;
+  closed.CallWhenHeldBelow(10, [&] { ++calls; });
+  closed.CallWhenHeldBelow(20, [&] { ++calls; });  // several may wait
+  EXPECT_EQ(calls, 0);
+  closed.CloseReader();
+  EXPECT_EQ(calls, 2);
+  closed.CloseReader();
+  EXPECT_EQ(calls, 2);                            // once each
+  closed.CallWhenHeldBelow(0, [&] { ++calls; });  // closed: at once
+  EXPECT_EQ(calls, 3);
+
+  ByteStream aborted(100, ByteStream::Bound::kHeldBytes);
+  ASSERT_TRUE(aborted.Append(std::string(80, 'x')).ok());
+  calls = 0;
+  aborted.CallWhenHeldBelow(10, [&] { ++calls; });
+  aborted.Abort(absl::CancelledError("the client went away"));
+  EXPECT_EQ(calls, 1);
+
+  ByteStream stalled(100, ByteStream::Bound::kHeldBytes);
+  ASSERT_TRUE(stalled.Append("x").ok());
+  calls = 0;
+  stalled.CallWhenHeldBelow(1, [&] { ++calls; });
+  uint8_t buffer[4];
+  ASSERT_EQ(stalled.Read(buffer, 4, Clock::time_point::max()), 1);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(ByteStreamTest, ArrivalOfTellsWhenEachByteCame) {
+  ByteStream input(4 << 20, ByteStream::Bound::kHeldBytes);
+  const auto append = [&](const std::string& chunk) {
+    const Clock::time_point before = Clock::now();
+    EXPECT_TRUE(input.Append(chunk).ok());
+    const Clock::time_point after = Clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return std::make_pair(before, after);
+  };
+  const auto within = [](Clock::time_point time,
+                         std::pair<Clock::time_point, Clock::time_point> w) {
+    return time >= w.first && time <= w.second;
+  };
+  const int64_t big = 1 << 20;  // a whole drop batch
+  const auto first = append(std::string(big, 'a'));
+  const auto second = append("bcd");
+  const auto third = append("efgh");
+  EXPECT_TRUE(within(input.ArrivalOf(0), first));
+  EXPECT_TRUE(within(input.ArrivalOf(big - 1), first));
+  EXPECT_TRUE(within(input.ArrivalOf(big), second));
+  EXPECT_TRUE(within(input.ArrivalOf(big + 2), second));
+  EXPECT_TRUE(within(input.ArrivalOf(big + 3), third));
+  EXPECT_TRUE(within(input.ArrivalOf(big + 6), third));
+  EXPECT_EQ(input.ArrivalOf(big + 7), Clock::time_point::max());  // not yet arrived
+
+  // Reading past a batch frees the first chunk; its bytes now get the arrival of the last chunk
+  // freed, which is theirs here.
+  std::vector<uint8_t> buffer(big + 1);
+  int64_t read = 0;
+  while (read < big + 1) {
+    read += input.Read(buffer.data() + read, static_cast<int>(big + 1 - read),
+                       Clock::time_point::max());
+  }
+  EXPECT_TRUE(within(input.ArrivalOf(0), first));
+  EXPECT_TRUE(within(input.ArrivalOf(big + 1), second));  // still held
+  EXPECT_TRUE(within(input.ArrivalOf(big + 5), third));
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include "media/clip_decoder.h"
 #include "media/frame_sampler.h"
 #include "media/uri_allowlist.h"
+#include "tests/test_util/python_server.h"
 #include "tests/test_util/test_files.h"
 
 namespace vidclf::media {
@@ -41,41 +42,12 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::UnorderedElementsAre;
 using Clock = std::chrono::steady_clock;
-
-constexpr char kPython[] = "/usr/bin/python3";
-
-sockaddr_in Loopback(int port) {
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return address;
-}
-
-int BoundPort(int fd) {
-  sockaddr_in address{};
-  socklen_t length = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  return ntohs(address.sin_port);
-}
-
-// A loopback port that nothing listens on: the kernel's pick for port 0, released at once.
-int UnusedLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = Loopback(0);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  const int port = BoundPort(fd);
-  ::close(fd);
-  return port;
-}
-
-bool AcceptsConnections(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = Loopback(port);
-  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  ::close(fd);
-  return connected;
-}
+using testing::AcceptsConnections;
+using testing::BoundPort;
+using testing::Loopback;
+using testing::PythonServer;
+using testing::UnusedLoopbackPort;
+using testing::WriteFile;
 
 // A listening socket that never accepts. The kernel completes each client's handshake and takes
 // its request, so a client sees a server that never answers; and a connection attempt leaves a
@@ -116,79 +88,6 @@ class SilentListener {
  private:
   int fd_ = -1;
   int port_ = 0;
-};
-
-// A python3 process serving on a loopback port, stopped when destroyed. Its stdout and stderr go
-// to a log file; http.server logs every request it answers there.
-class PythonServer {
- public:
-  // Runs `python3 -u <arguments(port)>` for a free port and waits until the port accepts
-  // connections; tries another port if the process exits first (someone took the port). Adds a
-  // test failure and returns null when it does not start.
-  static std::unique_ptr<PythonServer> Start(
-      const std::function<std::vector<std::string>(int port)>& arguments,
-      const std::string& log_path) {
-    for (int attempt = 0; attempt < 5; ++attempt) {
-      const int port = UnusedLoopbackPort();
-      std::vector<std::string> args = {kPython, "-u"};
-      for (std::string& arg : arguments(port)) args.push_back(std::move(arg));
-      std::vector<char*> argv;
-      for (std::string& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      const pid_t pid = ::fork();
-      if (pid < 0) break;
-      if (pid == 0) {
-        const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-        const int null = ::open("/dev/null", O_RDONLY);
-        ::dup2(null, STDIN_FILENO);
-        ::dup2(log, STDOUT_FILENO);
-        ::dup2(log, STDERR_FILENO);
-        ::execv(kPython, argv.data());
-        ::_exit(127);
-      }
-      std::unique_ptr<PythonServer> server(new PythonServer(pid, port, log_path));
-      const auto deadline = Clock::now() + std::chrono::seconds(10);
-      while (Clock::now() < deadline) {
-        if (::waitpid(pid, nullptr, WNOHANG) == pid) {
-          server->pid_ = -1;
-          break;
-        }
-        if (AcceptsConnections(port)) return server;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    }
-    ADD_FAILURE() << "python3 server did not start; its log:\n" << testing::ReadFile(log_path);
-    return nullptr;
-  }
-
-  ~PythonServer() {
-    if (pid_ < 0) return;
-    ::kill(pid_, SIGTERM);
-    const auto deadline = Clock::now() + std::chrono::seconds(5);
-    while (::waitpid(pid_, nullptr, WNOHANG) == 0) {
-      if (Clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  PythonServer(const PythonServer&) = delete;
-  PythonServer& operator=(const PythonServer&) = delete;
-
-  int port() const { return port_; }
-  // "http://127.0.0.1:PORT", without a trailing slash.
-  std::string http() const { return absl::StrCat("http://127.0.0.1:", port_); }
-  std::string log() const { return testing::ReadFile(log_path_); }
-
- private:
-  PythonServer(pid_t pid, int port, std::string log_path)
-      : pid_(pid), port_(port), log_path_(std::move(log_path)) {}
-
-  pid_t pid_;
-  int port_;
-  std::string log_path_;
 };
 
 // Answers every HTTP GET with "302 Found" to the location given on its command line.
@@ -453,10 +352,6 @@ class UriSourceTest : public ::testing::Test {
           return {path, std::to_string(port), argument};
         },
         NewLogPath()));
-  }
-
-  static void WriteFile(const std::string& path, const std::string& text) {
-    std::ofstream(path, std::ios::binary) << text;
   }
 
   // An HLS playlist of one second segments at `segment_uris`.

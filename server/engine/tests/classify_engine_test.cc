@@ -34,6 +34,8 @@ class CountingObserver : public EngineObserver {
   }
   void FramesDecoded(int64_t) override {}
   void FramesEmbedded(int64_t frames) override { embedded_ += frames; }
+  void StreamFrames(int64_t) override {}
+  void SourceReconnect() override {}
   void Refused(Refusal refusal) override {
     absl::MutexLock lock(&mutex_);
     ++refused_[refusal];

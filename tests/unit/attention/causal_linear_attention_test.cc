@@ -64,7 +64,7 @@ TEST(CausalLinearAttention, ChunksWithCarriedStateEqualTheParallelForm) {
     CausalLinearAttention attention = Make();
     const torch::Tensor parallel = attention.forward(q, k, v, torch::Tensor());
     for (const int64_t chunk : {int64_t{1}, int64_t{3}, int64_t{7}, kLength}) {
-      CausalLinearState state;
+      AttentionState state;
       std::vector<torch::Tensor> outputs;
       for (int64_t start = 0; start < kLength; start += chunk) {
         const int64_t end = std::min(start + chunk, kLength);
@@ -87,7 +87,7 @@ TEST(CausalLinearAttention, ChunksWithCarriedStateEqualTheParallelForm) {
       EXPECT_TRUE(torch::allclose(state.z, Phi(k).sum(2), 1e-5, 1e-5));
     }
     // A zero state behaves like a fresh start.
-    const CausalLinearState zero{torch::zeros({2, 2, 4, 3}, dtype), torch::zeros({2, 2, 4}, dtype)};
+    const AttentionState zero{torch::zeros({2, 2, 4, 3}, dtype), torch::zeros({2, 2, 4}, dtype)};
     EXPECT_TRUE(torch::allclose(attention.forward_chunk(q, k, v, zero).first, parallel));
   }
 }
@@ -159,10 +159,10 @@ TEST(CausalLinearAttention, GradientOfOutputIReachesPositionsUpToIOnly) {
 
 TEST(CausalLinearAttention, RefusesABatchSizeChangeBetweenChunks) {
   CausalLinearAttention attention = Make();
-  const CausalLinearState state =
+  const AttentionState state =
       attention
           .forward_chunk(torch::randn({2, 1, 3, 4}), torch::randn({2, 1, 3, 4}),
-                         torch::randn({2, 1, 3, 5}), CausalLinearState{})
+                         torch::randn({2, 1, 3, 5}), AttentionState{})
           .second;
   try {
     attention.forward_chunk(torch::randn({3, 1, 3, 4}), torch::randn({3, 1, 3, 4}),

@@ -21,6 +21,28 @@ TEST(AttentionRegistry, EveryRegisteredNameBuilds) {
   }
 }
 
+// Recurrence is part of the mechanism's interface: causal-linear alone has a recurrent form, and
+// the others refuse to step with a message that says to use a sliding window.
+TEST(AttentionRegistry, OnlyCausalLinearHasARecurrentForm) {
+  for (const std::string& name : AttentionTypes()) {
+    AttentionOptions options;
+    options.type = name;
+    options.head_dim = options.value_dim = 4;
+    options.num_heads = 2;
+    const auto attention = MakeAttention(options);
+    ASSERT_TRUE(attention.ok()) << name << ": " << attention.status();
+    EXPECT_EQ((*attention)->has_recurrent_form(), name == "causal-linear") << name;
+    if (name == "causal-linear") continue;
+    const torch::Tensor x = torch::randn({1, 2, 3, 4});
+    try {
+      (*attention)->forward_chunk(x, x, x, AttentionState{});
+      ADD_FAILURE() << name << " stepped without a recurrent form";
+    } catch (const c10::Error& e) {
+      EXPECT_THAT(e.what_without_backtrace(), HasSubstr("sliding window")) << name;
+    }
+  }
+}
+
 TEST(AttentionRegistry, UnknownNameIsInvalidArgumentListingTheKnownNames) {
   AttentionOptions options;
   options.type = "performer";

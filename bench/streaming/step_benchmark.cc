@@ -1,0 +1,115 @@
+// What one more frame costs a live stream's head after n frames: a recurrent step (the GRU; the
+// transformer with causal-linear attention) against re-running a softmax transformer over the
+// whole history, as a head without a recurrent step would have to for an exact answer. The heads
+// take turns within every round, so drift on a shared machine hits them alike. Prints a Markdown
+// table (median over rounds) for docs/streaming-benchmark.md.
+//
+//   vidclf-step-bench [--frames 10,1000,10000] [--rounds 9] [--threads 0]
+#include <torch/torch.h>
+
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
+#include "bench/median.h"
+#include "model/video_model.h"
+
+ABSL_FLAG(std::string, frames, "10,1000,10000", "Frames seen before the timed frame.");
+ABSL_FLAG(int, rounds, 9, "Timed rounds; the median is reported.");
+ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0: LibTorch's default).");
+
+namespace {
+
+using vidclf::bench::Median;
+using vidclf::model::HeadState;
+using vidclf::model::ModelConfig;
+using vidclf::model::VideoModel;
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kEmbedding = 512;
+
+std::unique_ptr<VideoModel> Make(const std::string& head, const std::string& attention) {
+  ModelConfig config;
+  config.name = head + "-" + attention;
+  config.version = "1";
+  config.labels = {"a", "b", "c", "d"};
+  config.head = head;
+  config.transformer.attention.type = attention;
+  config.transformer.attention_substitutions = {};
+  auto model = VideoModel::Create(config);
+  if (!model.ok()) {
+    std::cerr << model.status() << "\n";
+    std::exit(1);
+  }
+  return *std::move(model);
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The head's state after `frames` frames, stepped in chunks (as exact as one at a time).
+HeadState Advance(const VideoModel& model, const torch::Tensor& history, int64_t frames) {
+  HeadState state;
+  for (int64_t begin = 0; begin < frames; begin += 256) {
+    const int64_t end = std::min(frames, begin + 256);
+    state = model.StreamStep(history.slice(1, begin, end), state)->second;
+  }
+  return state;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  std::cerr << vidclf::model::ConfigureTorchThreads(absl::GetFlag(FLAGS_threads)) << "\n";
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  const std::unique_ptr<VideoModel> gru = Make("gru", "softmax");
+  const std::unique_ptr<VideoModel> linear = Make("transformer", "causal-linear");
+  const std::unique_ptr<VideoModel> softmax = Make("transformer", "softmax");
+  const int rounds = absl::GetFlag(FLAGS_rounds);
+
+  std::cout << "| frames seen | GRU step ms | causal-linear step ms | softmax over the history ms "
+               "| softmax / causal-linear |\n|---|---|---|---|---|\n";
+  for (const absl::string_view text : absl::StrSplit(absl::GetFlag(FLAGS_frames), ',')) {
+    const int64_t frames = std::stoll(std::string(text));
+    const torch::Tensor history = torch::randn({1, frames + 1, kEmbedding});
+    const torch::Tensor next = history.slice(1, frames, frames + 1);
+    const HeadState gru_state = Advance(*gru, history, frames);
+    const HeadState linear_state = Advance(*linear, history, frames);
+    const torch::Tensor lengths = torch::full({1}, frames + 1, torch::kLong);
+    std::vector<double> gru_seconds, linear_seconds, softmax_seconds;
+    // Softmax over 10,000 frames takes seconds a run: fewer rounds there.
+    const int softmax_rounds = frames >= 5000 ? 3 : rounds;
+    for (int round = 0; round <= rounds; ++round) {  // round 0 warms up
+      auto start = Clock::now();
+      (void)gru->StreamStep(next, gru_state);
+      const double gru_step = SecondsSince(start);
+      start = Clock::now();
+      (void)linear->StreamStep(next, linear_state);
+      const double linear_step = SecondsSince(start);
+      if (round == 0) continue;
+      gru_seconds.push_back(gru_step);
+      linear_seconds.push_back(linear_step);
+      if (round <= softmax_rounds) {
+        start = Clock::now();
+        (void)softmax->Classify(history, lengths);
+        softmax_seconds.push_back(SecondsSince(start));
+      }
+    }
+    const double softmax_ms = 1e3 * Median(softmax_seconds);
+    const double linear_ms = 1e3 * Median(linear_seconds);
+    std::cout << std::fixed << std::setprecision(2) << "| " << frames << " | "
+              << 1e3 * Median(gru_seconds) << " | " << linear_ms << " | " << softmax_ms << " | "
+              << std::setprecision(0) << softmax_ms / linear_ms << "x |\n"
+              << std::flush;
+  }
+  return 0;
+}

@@ -1,0 +1,63 @@
+// What the subcommands that follow a live feed (stream, watch) share: the head and emit options
+// of the call, and how each prediction is printed.
+#ifndef VIDCLF_CLIENT_FOLLOW_OPTIONS_H_
+#define VIDCLF_CLIENT_FOLLOW_OPTIONS_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "client/connection.h"
+#include "vidclf/v1/video_classifier.pb.h"
+
+namespace vidclf::client {
+
+struct FollowOptions {
+  // The call has no deadline unless connection.timeout_seconds > 0: a feed runs until stopped.
+  ConnectionOptions connection = [] {
+    ConnectionOptions no_deadline;
+    no_deadline.timeout_seconds = 0;
+    return no_deadline;
+  }();
+  // Empty: the server's default model.
+  std::string model;
+  // Attention to run a transformer model with instead of its own, if its bundle allows.
+  std::string attention;
+  int top_k = 5;
+  // A prediction every this many embedded frames (0: the server's default, 1), or each time the
+  // media time passes another multiple of emit_every_seconds (when > 0).
+  int emit_every_frames = 0;
+  double emit_every_seconds = 0;
+  // Embed every embed_stride-th frame (0: the server's default, every frame).
+  int embed_stride = 0;
+  // One JSON object per prediction and line on stdout, instead of text.
+  bool json = false;
+};
+
+// Adds the options above (and the connection's) to `command`.
+void AddFollowOptions(CLI::App* command, FollowOptions* options);
+
+// The call's config; its input kind is left unspecified.
+vidclf::v1::StreamConfig StreamConfigFrom(const FollowOptions& options);
+
+// What the predictions said, for the summary line.
+struct PredictionTally {
+  int64_t predictions = 0;
+  uint64_t frames_seen = 0;
+  uint64_t frames_embedded = 0;
+  int64_t dropped = 0;
+  void Count(const vidclf::v1::StreamPrediction& prediction);
+};
+
+// Prints `message` on stdout, flushed at once (a live feed's reader, a pipe or a log, wants each
+// line as it comes): one JSON line with `json`, else a line of text for a prediction.
+void PrintPrediction(const vidclf::v1::StreamPrediction& prediction, bool json);
+void PrintSourceEvent(const vidclf::v1::SourceEvent& event, bool json);
+
+// "vidclf: CODE: message" on stderr; returns 1.
+int FailWith(const absl::Status& status);
+
+}  // namespace vidclf::client
+
+#endif  // VIDCLF_CLIENT_FOLLOW_OPTIONS_H_

@@ -1,0 +1,248 @@
+#include "media/sampled_decode.h"
+
+#include <algorithm>
+#include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "media/conversion_worker.h"
+#include "media/frame_converter.h"
+#include "media/video_stream.h"
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavutil/avutil.h>
+}
+
+namespace vidclf::media {
+namespace {
+
+using Clock = DecodeClock;
+
+// Decodes the wanted frames and converts them into the clip. Frames are identified by their
+// presentation timestamp when the table has them (so packets may be skipped), else by counting
+// the decoder's output, which comes in presentation order.
+class SampledDecode {
+ public:
+  SampledDecode(PacketReader& reader, const FrameTable& table, std::vector<int64_t> wanted,
+                std::vector<double> times, FrameConverter& converter, DecodedClip& clip,
+                const ClipOptions& options)
+      : reader_(reader),
+        table_(table),
+        wanted_(std::move(wanted)),
+        times_(std::move(times)),
+        frame_floats_(converter.output_floats()),
+        conversion_(converter, options.convert_while_decoding),
+        sink_(options.frame_sink),
+        clip_(clip) {}
+
+  // Frames a sink's clip holds at once: one being converted, those waiting, and one more.
+  static constexpr int64_t kSinkRingFrames = ConversionWorker::kMaxWaitingFrames + 2;
+
+  // Runs the decode loop until the wanted frames are in the clip, converted. `by_timestamp`
+  // enables seeking and skipping (options permitting).
+  absl::Status Run(AVCodecContext* decoder, bool by_timestamp, Clock::time_point deadline,
+                   const ClipOptions& options) {
+    absl::Status status = Decode(decoder, by_timestamp, deadline, options);
+    absl::Status converted = conversion_.Finish();
+    clip_.preprocess_seconds = conversion_.converting_seconds();
+    return status.ok() ? converted : status;
+  }
+
+  bool done() const { return next_wanted_ >= wanted_.size(); }
+
+  // Time the decoding spent converting frames or waiting for their conversion.
+  double conversion_waiting_seconds() const { return conversion_.waiting_seconds(); }
+
+ private:
+  absl::Status Decode(AVCodecContext* decoder, bool by_timestamp, Clock::time_point deadline,
+                      const ClipOptions& options) {
+    by_timestamp_ = by_timestamp;
+    can_seek_ = by_timestamp && options.seek_to_keyframes;
+    PacketPtr packet(av_packet_alloc());
+    FramePtr frame(av_frame_alloc());
+    if (!packet || !frame) return absl::ResourceExhaustedError("out of memory");
+    int64_t highest_sent = -1;  // presentation index of the latest packet sent
+    while (!done()) {
+      if (can_seek_) SeekIfAhead(decoder, highest_sent);
+      if (!reader_.Next(packet.get())) break;  // The end, or a damaged tail: keep what decoded.
+      if (seek_target_ >= 0 && !LandedOnKeyframe(packet->pts, decoder)) {
+        av_packet_unref(packet.get());
+        highest_sent = -1;
+        continue;
+      }
+      if (by_timestamp_) {
+        const int64_t index = IndexOf(packet->pts);
+        highest_sent = std::max(highest_sent, index);
+        if (options.skip_unwanted_non_reference_frames) {
+          // Read by the decoder for this packet (frame threads copy it at submission).
+          decoder->skip_frame = IsWanted(index) ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
+        }
+      }
+      const int sent = avcodec_send_packet(decoder, packet.get());
+      av_packet_unref(packet.get());
+      // A damaged packet is skipped, as players do; the frames around it still count.
+      if (sent < 0 && sent != AVERROR(EAGAIN) && sent != AVERROR_INVALIDDATA) {
+        return AvError(absl::StatusCode::kInvalidArgument, "video decoding failed", sent);
+      }
+      if (auto status = Drain(decoder, frame.get()); !status.ok()) return status;
+      if (auto status = CancellationStatus(options); !status.ok()) return status;
+      if (PastBudget(deadline)) {
+        return BudgetExceeded(
+            options, absl::StrCat(clip_.frames_decoded, " of ", table_.count, " frames decoded"));
+      }
+    }
+    if (!done()) {
+      avcodec_send_packet(decoder, nullptr);  // flush the frames still held back
+      if (auto status = Drain(decoder, frame.get()); !status.ok()) return status;
+    }
+    return absl::OkStatus();
+  }
+
+  // Jumps to the keyframe before the next wanted frame when that keyframe lies past everything
+  // sent so far: the frames in between would be decoded only to be thrown away. Every earlier
+  // wanted frame is already in the clip, so the decoder's held-back frames can be dropped.
+  void SeekIfAhead(AVCodecContext* decoder, int64_t& highest_sent) {
+    const int64_t target = wanted_[next_wanted_];
+    const auto after = std::upper_bound(table_.keyframes.begin(), table_.keyframes.end(), target);
+    if (after == table_.keyframes.begin()) return;
+    const int64_t keyframe = *std::prev(after);
+    if (keyframe <= highest_sent + 1) return;
+    if (!reader_.SeekToKeyframe(table_.pts[keyframe])) return;  // keep decoding through
+    avcodec_flush_buffers(decoder);
+    highest_sent = keyframe - 1;
+    seek_target_ = keyframe;
+    ++clip_.seeks;
+  }
+
+  // Checks the first packet after a seek. Demuxers without an index (MPEG-TS, and Matroska
+  // before its cues are read) search by timestamp and may land past the keyframe; decoding from
+  // there would produce damaged frames. Then go back to the start and decode through instead.
+  bool LandedOnKeyframe(int64_t pts, AVCodecContext* decoder) {
+    const int64_t target = seek_target_;
+    seek_target_ = -1;
+    const int64_t index = IndexOf(pts);
+    if (index >= 0 && index <= target &&
+        std::binary_search(table_.keyframes.begin(), table_.keyframes.end(), index)) {
+      return true;
+    }
+    can_seek_ = false;
+    reader_.SeekToKeyframe(table_.pts.front());
+    avcodec_flush_buffers(decoder);
+    return false;
+  }
+
+  int64_t IndexOf(int64_t pts) const {
+    const auto found = std::lower_bound(table_.pts.begin(), table_.pts.end(), pts);
+    if (found == table_.pts.end() || *found != pts) return -1;
+    return found - table_.pts.begin();
+  }
+
+  bool IsWanted(int64_t index) const {
+    return index >= 0 && std::binary_search(wanted_.begin() + next_wanted_, wanted_.end(), index);
+  }
+
+  // Takes every frame the decoder has ready.
+  absl::Status Drain(AVCodecContext* decoder, AVFrame* frame) {
+    while (true) {
+      const int result = avcodec_receive_frame(decoder, frame);
+      if (result == AVERROR(EAGAIN) || result == AVERROR_EOF) return absl::OkStatus();
+      if (result < 0) {
+        return AvError(absl::StatusCode::kInvalidArgument, "video decoding failed", result);
+      }
+      ++clip_.frames_decoded;
+      const int64_t index = by_timestamp_ ? IndexOf(frame->best_effort_timestamp) : decoded_++;
+      absl::Status status = Keep(*frame, index);
+      av_frame_unref(frame);
+      if (!status.ok()) return status;
+    }
+  }
+
+  // Hands a wanted frame to the conversion, leaving `frame` blank.
+  absl::Status Keep(AVFrame& frame, int64_t index) {
+    // Frames before the next wanted one (or unknown to the table) are not needed.
+    if (done() || index != wanted_[next_wanted_]) return absl::OkStatus();
+    ++next_wanted_;
+    const int64_t slot = clip_.num_frames++;
+    if (sink_ == nullptr) {
+      absl::Status status = conversion_.Submit(frame, clip_.pixels.data() + slot * frame_floats_);
+      if (!status.ok()) return status;
+    } else {
+      // The ring slot is free again: the worker holds fewer frames than the ring.
+      float* out = clip_.pixels.data() + (slot % kSinkRingFrames) * frame_floats_;
+      absl::Status status = conversion_.Submit(
+          frame, out,
+          [sink = sink_, slot, out, time = times_[index]] { return sink->Frame(slot, out, time); });
+      if (!status.ok()) return status;
+    }
+    clip_.frame_indices.push_back(index);
+    clip_.timestamps_seconds.push_back(times_[index]);
+    return absl::OkStatus();
+  }
+
+  PacketReader& reader_;
+  const FrameTable& table_;
+  const std::vector<int64_t> wanted_;
+  const std::vector<double> times_;
+  const int64_t frame_floats_;
+  ConversionWorker conversion_;  // writes into clip_.pixels, which outlives it
+  FrameSink* const sink_;
+  DecodedClip& clip_;
+  bool by_timestamp_ = false;
+  bool can_seek_ = false;
+  int64_t seek_target_ = -1;  // keyframe sought, until the first packet after the seek
+  size_t next_wanted_ = 0;
+  int64_t decoded_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<DecodedClip> DecodeListed(const ListedVideo& listed, const AVFormatContext& format,
+                                         const PacketReaderFactory& open_reader,
+                                         Clock::time_point start, Clock::time_point deadline,
+                                         const ClipOptions& options) {
+  const AVStream& video = *format.streams[listed.stream.index];
+  for (const bool by_timestamp : {!listed.table.pts.empty(), false}) {
+    auto reader = open_reader();
+    if (!reader.ok()) return reader.status();
+    auto decoder = OpenVideoDecoder(video, listed.stream.codec, options.decoder_threads,
+                                    options.max_frame_side);
+    if (!decoder.ok()) return decoder.status();
+
+    FrameConverter converter(options.preprocess);
+    converter.set_rotation(ClockwiseRotation(video));
+    DecodedClip clip;
+    clip.crop_size = options.preprocess.crop_size;
+    clip.total_frames = listed.table.count;
+    clip.source_width = video.codecpar->width;
+    clip.source_height = video.codecpar->height;
+    FrameSink* const sink = options.frame_sink;
+    if (sink != nullptr) sink->StartPass();
+    const int64_t slots =
+        sink == nullptr ? static_cast<int64_t>(listed.wanted.size())
+                        : std::min<int64_t>(listed.wanted.size(), SampledDecode::kSinkRingFrames);
+    clip.pixels.resize(slots * converter.output_floats());
+    SampledDecode decode(**reader, listed.table, listed.wanted, listed.times, converter, clip,
+                         options);
+    if (auto status = decode.Run(decoder->get(), by_timestamp, deadline, options); !status.ok()) {
+      return status;
+    }
+    if (!decode.done() && by_timestamp) continue;
+    if (clip.num_frames == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("no frame of the video could be decoded (", DescribeInput(format), ")"));
+    }
+    if (sink == nullptr) {
+      clip.pixels.resize(clip.num_frames * converter.output_floats());
+    } else {
+      clip.pixels = PixelBuffer();
+    }
+    clip.decode_seconds = SecondsSince(start) - decode.conversion_waiting_seconds();
+    return clip;
+  }
+  return absl::InternalError("unreachable");
+}
+
+}  // namespace vidclf::media

@@ -1,0 +1,253 @@
+// One live feed that the engine follows: its frames go through the same backbone batcher as the
+// frames of whole-video calls, and its head steps once per embedded frame, carrying O(1) state
+// when the head has a recurrent step (the GRU; causal-linear attention) or re-running the model's
+// sliding window otherwise.
+//
+//   feed ──► feeder thread ──► backbone batcher ──► head stage ──► listener
+//   (bytes,     (decodes,        (batched with       (steps in frame order,
+//    pictures    converts)        every other call)    emits per the policy)
+//    or a URI)
+//
+// Memory per stream is bounded: the bytes waiting to be decoded, the pictures waiting to be
+// converted and the frames between decoder and head. Past those, the feed is not read (the
+// producer is told when there is room again), so a fast sender is slowed down and never refused.
+#ifndef VIDCLF_SERVER_ENGINE_STREAM_SESSION_H_
+#define VIDCLF_SERVER_ENGINE_STREAM_SESSION_H_
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/cancellation.h"
+#include "media/byte_stream.h"
+#include "media/uri_allowlist.h"
+#include "model/video_model.h"
+#include "server/engine/backbone_batcher.h"
+#include "server/engine/engine_observer.h"
+#include "server/engine/worker_pool.h"
+
+namespace vidclf::engine {
+
+using StreamClock = std::chrono::steady_clock;
+
+// What a stream reads, and when it answers.
+struct StreamOptions {
+  // Empty selects the default model.
+  std::string model;
+  // Attention substitution the model's bundle allows; empty runs the model's own.
+  std::string attention;
+  // Ranked labels per prediction; 0 means 5. Capped at the model's number of labels.
+  int top_k = 0;
+  // A prediction every this many embedded frames, unless emit_every_seconds > 0: then one each
+  // time the media time passes another multiple of it.
+  int emit_every_frames = 1;
+  double emit_every_seconds = 0;
+  // Embed every embed_stride-th frame of the feed.
+  int embed_stride = 1;
+  // kUri: the feeder pulls the source itself, and follows it again when it drops.
+  enum class Input { kContainer, kEncodedImages, kRawRgb24, kUri };
+  Input input = Input::kContainer;
+  // kRawRgb24 only: every picture's size.
+  int width = 0;
+  int height = 0;
+  // kUri only: the source (the engine's allowlist must allow it), and the failed attempts in a
+  // row to follow it again before giving up; negative: the engine's most.
+  std::string uri;
+  int max_reconnects = -1;
+};
+
+// Checks the options' own ranges (not the model); INVALID_ARGUMENT naming the field.
+absl::Status ValidateStreamOptions(const StreamOptions& options);
+
+struct StreamPrediction {
+  std::string model;
+  std::string model_version;
+  std::vector<std::pair<std::string, float>> top_k;  // highest score first
+  // The frames it covers, by index in the feed and by media time: from the first frame for a
+  // recurrent head, the latest window for the others.
+  int64_t first_frame = 0;
+  int64_t last_frame = 0;
+  double first_seconds = 0;
+  double last_seconds = 0;
+  int64_t frames_seen = 0;
+  int64_t frames_embedded = 0;
+  // When the bytes of the newest frame it covers arrived.
+  StreamClock::time_point newest_arrival;
+};
+
+// What became of a source the stream pulls (Input::kUri).
+struct SourceEvent {
+  enum class Kind { kConnected, kDropped };
+  Kind kind = Kind::kConnected;
+  // kConnected: connections so far, from 1. kDropped: the number of the attempt to follow the
+  // source again that comes next, from 1 (it restarts once a connection brings frames).
+  int attempt = 0;
+  // kConnected: what the source holds. kDropped: why it dropped.
+  std::string message;
+  double retry_in_seconds = 0;
+  int64_t frames_seen = 0;
+};
+
+// Hears one stream. Predictions come from engine threads, one at a time, in order; source events
+// from the feeder thread, as they happen, so predictions of frames decoded before a drop may
+// follow it. Nothing comes after OnEnd.
+class StreamListener {
+ public:
+  virtual ~StreamListener() = default;
+  virtual void OnPrediction(StreamPrediction prediction) = 0;
+  virtual void OnSourceEvent(const SourceEvent& /*event*/) {}
+  // Exactly once, last: OK when the feed ended and every frame was answered for; otherwise why
+  // the stream stopped.
+  virtual void OnEnd(const absl::Status& status) = 0;
+};
+
+// Bounds and shared parts a session works with; all must outlive it.
+struct StreamResources {
+  BackboneBatcher* batcher = nullptr;
+  WorkerPool* head_stage = nullptr;
+  EngineObserver* observer = nullptr;
+  // Bytes of container input held before the feed stops being read, and pictures waiting.
+  int64_t max_buffered_bytes = 8 << 20;
+  int max_buffered_pictures = 8;
+  // Frames between the decoder and the head before decoding waits.
+  int max_frames_in_flight = 32;
+  int max_frame_side = 8192;
+  int64_t max_fragment_samples = 1 << 20;
+  // Input::kUri: the URIs allowed (must outlive the session), the silence after which a source
+  // has dropped, and the most failed attempts in a row to follow it again.
+  const media::UriAllowlist* uri_allowlist = nullptr;
+  absl::Duration source_stall_timeout = absl::Seconds(10);
+  int max_source_reconnects = 5;
+};
+
+class StreamSession : public FrameOwner, public std::enable_shared_from_this<StreamSession> {
+ public:
+  // `listener` must outlive the session's OnEnd. Start() starts it.
+  StreamSession(StreamOptions options, std::shared_ptr<const model::VideoModel> model,
+                bool recurrent, const StreamResources& resources, StreamListener* listener);
+  ~StreamSession() override;
+
+  // Starts the thread that decodes the feed.
+  void Start();
+
+  // Producer side (the RPC), one thread at a time. Each returns OK with `*room` saying whether
+  // more may be pushed at once; when it is false, call CallWhenRoom before pushing again.
+  // INVALID_ARGUMENT for input of the wrong kind, FAILED_PRECONDITION once the stream is over.
+  absl::Status PushBytes(absl::string_view chunk, bool* room);
+  absl::Status PushPicture(std::string data, double timestamp_seconds, bool* room);
+  // Calls `callback` once there is room for more input, or once the stream is over (at once
+  // when either holds already), never after the listener's OnEnd has returned.
+  void CallWhenRoom(std::function<void()> callback);
+  // The feed ended: what is queued is answered, then OnEnd(OK).
+  void FinishInput();
+  // Stops the stream: OnEnd(reason) follows once no stage holds its frames.
+  void Cancel(const absl::Status& reason);
+
+  // Whether the stream still expects input and none has arrived since `cutoff`.
+  bool IdleSince(StreamClock::time_point cutoff) const;
+  // Whether OnEnd has been delivered; the engine then joins the thread and forgets the session.
+  bool ended() const;
+  // Waits for the feeder thread; call once ended() or after Cancel.
+  void Join();
+  const std::string& model_name() const { return model_->config().name; }
+
+  // FrameOwner.
+  const model::VideoModel& model() const override { return *model_; }
+  bool Wants(int pass) const override;
+  void Embedded(int pass, int64_t slot, absl::StatusOr<torch::Tensor> embedding,
+                const BatchReport& report) override;
+
+ private:
+  struct FrameInfo {
+    int64_t index = 0;
+    double seconds = 0;
+    StreamClock::time_point arrived;
+  };
+  struct ReadyFrame {
+    torch::Tensor embedding;
+    FrameInfo info;
+  };
+  struct Picture {
+    std::string data;
+    double timestamp_seconds = 0;
+    StreamClock::time_point arrived;
+  };
+
+  // The feeder thread's body, and its kinds of input.
+  void Feed();
+  absl::Status FeedContainer();
+  absl::Status FeedPictures();
+  absl::Status FeedSource();
+  // Waits `delay`, or less when the stream fails meanwhile; false then.
+  bool WaitUnlessFailed(absl::Duration delay);
+  // Hands one converted frame to the batcher, once there is room between decoder and head.
+  absl::Status Submit(const FrameInfo& info, const float* pixels);
+  // Makes sure a head task runs for this session. `mutex_` held.
+  void ScheduleHead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The head task: steps the embedded frames that are next in order, emits, and ends the stream
+  // once its feed is over and every frame is accounted for.
+  void RunHead();
+  // Steps `frames`, consecutive and in order, splitting them where an emit period closes.
+  absl::Status StepFrames(std::vector<ReadyFrame> frames);
+  absl::Status Step(const std::vector<ReadyFrame>& frames, size_t begin, size_t end);
+  void Emit();
+  // Records the first failure; the stream then winds down.
+  void Fail(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Takes the pending room callback, to run outside the lock.
+  std::function<void()> TakeRoomCallback() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const StreamOptions options_;
+  const std::shared_ptr<const model::VideoModel> model_;
+  const bool recurrent_;
+  const StreamResources resources_;
+  StreamListener* const listener_;
+  CancellationToken cancellation_;
+  // Container input; null for pictures.
+  const std::shared_ptr<media::ByteStream> bytes_;
+
+  mutable absl::Mutex mutex_;
+  absl::Status failure_ ABSL_GUARDED_BY(mutex_);
+  bool input_over_ ABSL_GUARDED_BY(mutex_) = false;  // no more input will come
+  bool feed_over_ ABSL_GUARDED_BY(mutex_) = false;   // the feeder has handed out every frame
+  bool ended_ ABSL_GUARDED_BY(mutex_) = false;
+  StreamClock::time_point last_input_ ABSL_GUARDED_BY(mutex_);
+  std::deque<Picture> pictures_ ABSL_GUARDED_BY(mutex_);
+  std::function<void()> room_callback_ ABSL_GUARDED_BY(mutex_);
+  // Frames the batcher holds, and those embedded but not yet stepped, by slot (the order in
+  // which they were submitted, from 0).
+  std::map<int64_t, FrameInfo> in_flight_ ABSL_GUARDED_BY(mutex_);
+  std::map<int64_t, ReadyFrame> ready_ ABSL_GUARDED_BY(mutex_);
+  int64_t next_slot_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t next_to_step_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool head_scheduled_ ABSL_GUARDED_BY(mutex_) = false;
+  int64_t frames_seen_ ABSL_GUARDED_BY(mutex_) = 0;
+
+  // The head task's own (one runs at a time per session).
+  model::HeadState head_state_;
+  torch::Tensor probabilities_;  // [1, C], after the latest step
+  int64_t frames_stepped_ = 0;
+  bool stepped_since_emit_ = false;
+  double next_emit_seconds_ = 0;
+  std::deque<FrameInfo> recent_;  // the latest frames stepped, up to a window's worth
+  FrameInfo first_stepped_, covered_first_, covered_last_, newest_stepped_;
+
+  std::thread feeder_;
+};
+
+}  // namespace vidclf::engine
+
+#endif  // VIDCLF_SERVER_ENGINE_STREAM_SESSION_H_

@@ -1,0 +1,62 @@
+#include "server/service/stream_call.h"
+
+#include <algorithm>
+
+namespace vidclf::service {
+
+int CappedToInt(uint32_t value) { return static_cast<int>(std::min<uint32_t>(value, 1 << 30)); }
+
+engine::StreamOptions HeadOptionsFromConfig(const vidclf::v1::StreamConfig& config) {
+  engine::StreamOptions options;
+  options.model = config.model();
+  options.attention = config.attention();
+  options.top_k = CappedToInt(config.top_k());
+  options.emit_every_frames = std::max(1, CappedToInt(config.emit_every_frames()));
+  options.emit_every_seconds = config.emit_every_seconds();
+  options.embed_stride = std::max(1, CappedToInt(config.embed_stride()));
+  return options;
+}
+
+vidclf::v1::StreamPrediction ToMessage(const engine::StreamPrediction& prediction) {
+  vidclf::v1::StreamPrediction message;
+  message.set_model(prediction.model);
+  message.set_model_version(prediction.model_version);
+  for (const auto& [label, score] : prediction.top_k) {
+    vidclf::v1::LabelScore* entry = message.add_top_k();
+    entry->set_label(label);
+    entry->set_score(score);
+  }
+  message.set_first_frame(prediction.first_frame);
+  message.set_last_frame(prediction.last_frame);
+  message.set_first_seconds(prediction.first_seconds);
+  message.set_last_seconds(prediction.last_seconds);
+  message.set_frames_seen(prediction.frames_seen);
+  message.set_frames_embedded(prediction.frames_embedded);
+  return message;
+}
+
+vidclf::v1::SourceEvent ToMessage(const engine::SourceEvent& event) {
+  vidclf::v1::SourceEvent message;
+  message.set_kind(event.kind == engine::SourceEvent::Kind::kConnected
+                       ? vidclf::v1::SourceEvent::CONNECTED
+                       : vidclf::v1::SourceEvent::DROPPED);
+  message.set_attempt(event.attempt);
+  message.set_message(event.message);
+  message.set_retry_in_seconds(event.retry_in_seconds);
+  message.set_frames_seen(event.frames_seen);
+  return message;
+}
+
+void Wrap(vidclf::v1::StreamPrediction prediction, vidclf::v1::StreamPrediction* response) {
+  *response = std::move(prediction);
+}
+
+void Wrap(vidclf::v1::StreamPrediction prediction, vidclf::v1::WatchSourceResponse* response) {
+  *response->mutable_prediction() = std::move(prediction);
+}
+
+void Wrap(vidclf::v1::SourceEvent event, vidclf::v1::WatchSourceResponse* response) {
+  *response->mutable_source() = std::move(event);
+}
+
+}  // namespace vidclf::service

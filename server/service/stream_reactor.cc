@@ -1,0 +1,124 @@
+#include "server/service/stream_reactor.h"
+
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "server/service/stream_call.h"
+
+namespace vidclf::service {
+namespace {
+
+using vidclf::v1::StreamClassifyRequest;
+using vidclf::v1::StreamConfig;
+using vidclf::v1::StreamPrediction;
+
+constexpr char kMethod[] = "StreamClassify";
+
+absl::StatusOr<engine::StreamOptions> OptionsFromConfig(const StreamConfig& config) {
+  engine::StreamOptions options = HeadOptionsFromConfig(config);
+  switch (config.input()) {
+    case StreamConfig::CONTAINER:
+      options.input = engine::StreamOptions::Input::kContainer;
+      break;
+    case StreamConfig::ENCODED_IMAGES:
+      options.input = engine::StreamOptions::Input::kEncodedImages;
+      break;
+    case StreamConfig::RAW_RGB24:
+      options.input = engine::StreamOptions::Input::kRawRgb24;
+      options.width = CappedToInt(config.width());
+      options.height = CappedToInt(config.height());
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          "StreamConfig.input must say what the feed holds: CONTAINER, ENCODED_IMAGES or "
+          "RAW_RGB24");
+  }
+  return options;
+}
+
+class StreamReactor final
+    : public StreamCall<grpc::ServerBidiReactor<StreamClassifyRequest, StreamPrediction>,
+                        StreamPrediction> {
+ public:
+  StreamReactor(engine::ClassifyEngine* engine, ServerMetrics* metrics,
+                grpc::CallbackServerContext* context)
+      : StreamCall(kMethod, metrics, context), engine_(engine) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    std::shared_ptr<engine::StreamSession> session;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      session = session_;
+    }
+    if (!ok) {  // the client ended its feed, or the call broke (then OnCancel says so)
+      if (session != nullptr) {
+        session->FinishInput();
+      } else {
+        FinishEarly(context_->IsCancelled()
+                        ? absl::CancelledError("the stream was cancelled")
+                        : absl::InvalidArgumentError("the stream ended before its StreamConfig"));
+      }
+      return;
+    }
+    if (session == nullptr) {
+      Open();
+      return;
+    }
+    bool room = true;
+    absl::Status status;
+    switch (request_.message_case()) {
+      case StreamClassifyRequest::kChunk:
+        status = session->PushBytes(request_.chunk(), &room);
+        break;
+      case StreamClassifyRequest::kFrame:
+        status = session->PushPicture(std::move(*request_.mutable_frame()->mutable_data()),
+                                      request_.frame().timestamp_seconds(), &room);
+        break;
+      case StreamClassifyRequest::kConfig:
+        status = absl::InvalidArgumentError(
+            "StreamClassify takes a StreamConfig in its first message only; a later one had one");
+        break;
+      default:
+        break;  // an empty message: nothing to feed
+    }
+    if (!status.ok()) {
+      session->Cancel(status);  // its end finishes the call
+      return;
+    }
+    if (room) {
+      ReadNext();
+    } else {
+      session->CallWhenRoom([this] { ReadNext(); });
+    }
+  }
+
+ private:
+  void Open() {
+    absl::StatusOr<engine::StreamOptions> options =
+        request_.has_config()
+            ? OptionsFromConfig(request_.config())
+            : absl::InvalidArgumentError("StreamClassify's first message must be a StreamConfig");
+    if (!Adopt(options.ok() ? engine_->OpenStream(*options, this) : options.status())) return;
+    ReadNext();
+  }
+
+  void ReadNext() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!finished_) StartRead(&request_);
+  }
+
+  engine::ClassifyEngine* const engine_;
+  StreamClassifyRequest request_;  // the message being read
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<StreamClassifyRequest, StreamPrediction>* NewStreamReactor(
+    engine::ClassifyEngine* engine, ServerMetrics* metrics, grpc::CallbackServerContext* context) {
+  return new StreamReactor(engine, metrics, context);
+}
+
+}  // namespace vidclf::service

@@ -1,0 +1,39 @@
+#include "server/service/watch_reactor.h"
+
+#include <memory>
+
+#include "server/service/stream_call.h"
+
+namespace vidclf::service {
+namespace {
+
+using vidclf::v1::WatchSourceRequest;
+using vidclf::v1::WatchSourceResponse;
+
+constexpr char kMethod[] = "WatchSource";
+
+class WatchReactor final
+    : public StreamCall<grpc::ServerWriteReactor<WatchSourceResponse>, WatchSourceResponse> {
+ public:
+  WatchReactor(engine::ClassifyEngine* engine, ServerMetrics* metrics,
+               grpc::CallbackServerContext* context, const WatchSourceRequest& request)
+      : StreamCall(kMethod, metrics, context) {
+    engine::StreamOptions options = HeadOptionsFromConfig(request.config());
+    options.input = engine::StreamOptions::Input::kUri;
+    options.uri = request.uri();
+    if (request.has_max_reconnects())
+      options.max_reconnects = CappedToInt(request.max_reconnects());
+    Adopt(engine->OpenStream(options, this));
+  }
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<WatchSourceResponse>* NewWatchReactor(engine::ClassifyEngine* engine,
+                                                               ServerMetrics* metrics,
+                                                               grpc::CallbackServerContext* context,
+                                                               const WatchSourceRequest& request) {
+  return new WatchReactor(engine, metrics, context, request);
+}
+
+}  // namespace vidclf::service
