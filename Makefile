@@ -60,7 +60,7 @@ bench-serving: model-repository
 
 # Writes docs/streaming-benchmark.md: how many real-time 25 fps camera feeds one server keeps
 # up with, embedding every frame and every 4th; the streaming machinery against the backbone
-# alone; memory per feed; a recurrent step against softmax (about 10 minutes; not a test).
+# alone; memory per feed; a recurrent step against softmax (about 12 minutes; not a test).
 bench-streaming: model-repository
 	/usr/bin/python3 bench/streaming/run_benchmark.py --server $(BUILD_DIR)/bin/vidclf-server \
 	  --client $(BUILD_DIR)/bin/vidclf --backbone-bench $(BUILD_DIR)/bin/vidclf-backbone-bench \

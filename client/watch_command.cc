@@ -39,8 +39,10 @@ int RunWatch(const std::string& uri, const WatchOptions& options) {
       stub->WatchSource(&context, request);
   PredictionTally tally;
   int drops = 0;
+  bool answered = false;
   vidclf::v1::WatchSourceResponse response;
   while (reader->Read(&response)) {
+    answered = true;
     if (response.has_prediction()) {
       tally.Count(response.prediction());
       PrintPrediction(response.prediction(), follow.json);
@@ -59,6 +61,11 @@ int RunWatch(const std::string& uri, const WatchOptions& options) {
       "%.1f s\n",
       tally.predictions, tally.frames_seen, tally.frames_embedded, tally.dropped, drops, seconds);
   if (signals.signalled()) return kInterruptedExit;
+  // Once the server has answered, UNAVAILABLE speaks of the source, not of the server.
+  if (!status.ok() && answered) {
+    return FailWith(
+        absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message()));
+  }
   if (!status.ok()) return Fail(status, follow.connection);
   return 0;
 }

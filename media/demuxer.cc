@@ -25,9 +25,12 @@ absl::Status UriError(const std::string& uri, int error_code) {
     case AVERROR_HTTP_NOT_FOUND:
       return AvError(absl::StatusCode::kNotFound, absl::StrCat("'", uri, "' was not found"),
                      error_code);
-    default:
+    case AVERROR(EIO):  // what libavformat's HTTP answers a redirect with, past max_redirects
       return AvError(absl::StatusCode::kUnavailable,
                      absl::StrCat("cannot read '", uri, "' (redirects are not followed)"),
+                     error_code);
+    default:
+      return AvError(absl::StatusCode::kUnavailable, absl::StrCat("cannot read '", uri, "'"),
                      error_code);
   }
 }
