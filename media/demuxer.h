@@ -81,9 +81,8 @@ class Demuxer {
   void NoteProgress() { last_progress_ = Clock::now(); }
 
   // Why a read failed, when the reason lies outside libav: the stream input's read_error() or
-  // its fragment guard's, a nested URI the allowlist refused, a redirect, the deadline, or a
-  // cancellation. OK
-  // otherwise.
+  // its fragment guard's, a nested URI the allowlist refused, a redirect, the deadline, a live
+  // source's stall, or a cancellation. OK otherwise.
   absl::Status ReadError() const;
 
  private:

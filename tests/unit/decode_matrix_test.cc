@@ -241,6 +241,15 @@ constexpr VideoCell kVideoCells[] = {
      48, false, kLossy},
     {"mpeg2video_mkv", "mpeg2.mkv", "mpeg2video", MPEG2 "yuv420p", "mpeg2video", "yuv420p", 64, 48,
      false, kLossy},
+    // MPEG program streams, which have no header: DVD's VOB, the DVD muxer, MPEG-1 systems (whose
+    // video allows 10 fps only as an unofficial rate).
+    {"mpeg2video_vob", "mpeg2.vob", "mpeg2video", MPEG2 "yuv420p -f vob", "mpeg2video", "yuv420p",
+     64, 48, false, kLossy},
+    {"mpeg2video_dvd", "mpeg2_dvd.vob", "mpeg2video", MPEG2 "yuv420p -f dvd", "mpeg2video",
+     "yuv420p", 64, 48, false, kLossy},
+    {"mpeg1video_mpeg", "mpeg1.mpg", "mpeg1video",
+     "-c:v mpeg1video -strict unofficial -q:v 2 -g 4 -bf 2 -f mpeg", "mpeg1video", "yuv420p", 64,
+     48, false, kLossy},
     {"mjpeg_avi", "mjpeg.avi", "mjpeg", MJPEG "yuvj420p", "mjpeg", "yuvj420p", 64, 48, false,
      kLossy},
     {"mjpeg_mov", "mjpeg.mov", "mjpeg", MJPEG "yuvj420p", "mjpeg", "yuvj420p", 64, 48, false,
