@@ -48,6 +48,7 @@ struct ServerFlags {
   std::string host = "0.0.0.0";
   int grpc_port = 50051;
   int metrics_port = 9464;
+  std::string metrics_host;
   std::string device = "auto";
   std::string precision = "fp32";
   std::string memory_format = "channels-last";
@@ -74,13 +75,17 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
       ->required();
   app.add_option("--default-model", flags->default_model,
                  "Model for requests that name none (default: the first by name).");
-  app.add_option("--host", flags->host, "Address to listen on.")->capture_default_str();
+  app.add_option("--host", flags->host, "Address to listen on (gRPC, and /metrics unless told).")
+      ->capture_default_str();
   app.add_option("--grpc-port", flags->grpc_port,
                  "gRPC port; 0 picks a free one (printed at start).")
       ->capture_default_str();
   app.add_option("--metrics-port", flags->metrics_port,
                  "Prometheus /metrics port; 0 picks a free one.")
       ->capture_default_str();
+  app.add_option("--metrics-host", flags->metrics_host,
+                 "Address /metrics listens on, when not --host's: localhost, say, or the pod's "
+                 "IP where gRPC listens on all addresses.");
   app.add_option("--device", flags->device,
                  "auto (the first CUDA GPU if any, else the CPU), cpu or cuda:N.")
       ->capture_default_str();
@@ -280,10 +285,11 @@ int Run(const ServerFlags& flags) {
     return 2;
   }
 
-  const std::string host = flags.host;
+  const std::string& host = flags.host;
+  const std::string& metrics_host = flags.metrics_host.empty() ? host : flags.metrics_host;
   absl::StatusOr<std::unique_ptr<vidclf::MetricsHttpServer>> metrics_server =
       vidclf::MetricsHttpServer::Start(
-          host, flags.metrics_port,
+          metrics_host, flags.metrics_port,
           {registry, vidclf::MakeEngineCollector(engine->get()), vidclf::MakeProcessCollector()});
   if (!metrics_server.ok()) {
     std::cerr << "vidclf-server: " << metrics_server.status().message() << "\n";
@@ -320,8 +326,8 @@ int Run(const ServerFlags& flags) {
 
   // Tests and scripts read these two lines to find the ports.
   std::cout << "gRPC listening on " << host << ":" << grpc_port << std::endl;
-  std::cout << "metrics on http://" << host << ":" << (*metrics_server)->port() << "/metrics"
-            << std::endl;
+  std::cout << "metrics on http://" << metrics_host << ":" << (*metrics_server)->port()
+            << "/metrics" << std::endl;
   std::cout << "classify a video from another terminal with:\n  vidclf classify VIDEO --server "
             << "localhost:" << grpc_port << std::endl;
 

@@ -371,6 +371,21 @@ TEST_F(EngineServerTest, ListsAndDescribesItsModels) {
 }
 
 // A real Prometheus server scrapes /metrics, and a quantile of the stage histograms comes back.
+// --metrics-host puts /metrics on another address than gRPC's (127.0.0.2 is loopback too).
+TEST_F(EngineServerTest, MetricsListenWhereTheyAreToldTo) {
+  auto server = StartServer({"--metrics-host", "127.0.0.2"});
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(server->output(), HasSubstr("metrics on http://127.0.0.2:"));
+  v1::ClassifyResponse response;
+  EXPECT_TRUE(Classify(*server, Request((*videos_)[0]), &response).ok());
+  const absl::StatusOr<std::string> page =
+      testing::HttpGet("127.0.0.2", server->metrics_port(), "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr("vidclf_requests_total"));
+  EXPECT_FALSE(testing::HttpGet(server->metrics_port(), "/metrics").ok())
+      << "/metrics answered on gRPC's address too";
+}
+
 TEST_F(EngineServerTest, PrometheusScrapesTheServer) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);

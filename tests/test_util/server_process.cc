@@ -110,17 +110,23 @@ ServerProcess::~ServerProcess() {
 }
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket failed");
+  return HttpGet("127.0.0.1", port, path);
+}
+
+absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std::string& path) {
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("not an IPv4 address: ", host));
+  }
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket failed");
   if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
     ::close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot connect to port ", port));
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", host, ":", port));
   }
-  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", host, "\r\n\r\n");
   ::send(fd, request.data(), request.size(), 0);
   std::string response;
   char buffer[8192];

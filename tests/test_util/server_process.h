@@ -46,6 +46,8 @@ class ServerProcess {
 
 // A plain HTTP/1.0 GET on 127.0.0.1; returns the body of a 200 response.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+// The same at an IPv4 `host` ("127.0.0.2") other than 127.0.0.1.
+absl::StatusOr<std::string> HttpGet(const std::string& host, int port, const std::string& path);
 
 // The value of the first sample of `name` (with any labels) on a /metrics page; -1 if absent.
 double MetricValue(const std::string& page, const std::string& name);
