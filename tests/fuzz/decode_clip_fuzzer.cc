@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "media/clip_decoder.h"
+#include "media/libav_settings.h"
 
 extern "C" {
 #include <libavutil/log.h>
@@ -63,7 +64,9 @@ void CheckClip(const DecodedClip& clip, const ClipOptions& options) {
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   // FFmpeg logs every damaged packet; printing that would dominate the run time.
-  av_log_set_level(AV_LOG_QUIET);
+  vidclf::media::LibavSettings settings;
+  settings.log_level = AV_LOG_QUIET;
+  vidclf::media::ConfigureLibav(settings);
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "media/frame_converter.h"
 #include "media/image_decoder.h"
+#include "media/libav_settings.h"
 
 extern "C" {
 #include <libavutil/log.h>
@@ -60,7 +61,9 @@ void CheckPixels(const std::vector<float>& pixels) {
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   // FFmpeg logs every damaged picture; printing that would dominate the run time.
-  av_log_set_level(AV_LOG_QUIET);
+  vidclf::media::LibavSettings settings;
+  settings.log_level = AV_LOG_QUIET;
+  vidclf::media::ConfigureLibav(settings);
   return 0;
 }
 
