@@ -94,8 +94,9 @@ double Percentile(std::vector<double> sorted, double q) {
 }
 
 // Runs one level: `requests` calls, at most `concurrency` at once.
-Level RunLevel(const BenchOptions& options, const std::vector<vidclf::v1::ClassifyRequest>& calls,
-               int concurrency, int requests) {
+Level RunLevel(const BenchOptions& options, vidclf::v1::VideoClassifier::Stub& stub,
+               const std::vector<vidclf::v1::ClassifyRequest>& calls, int concurrency,
+               int requests) {
   Level level;
   level.concurrency = concurrency;
   level.requests = requests;
@@ -106,7 +107,6 @@ Level RunLevel(const BenchOptions& options, const std::vector<vidclf::v1::Classi
   std::mutex mutex;
   std::vector<double> latencies_ms;
   const absl::Time start = absl::Now();
-  auto stub = vidclf::v1::VideoClassifier::NewStub(Connect(options.classify.connection));
   std::vector<std::thread> workers;
   for (int w = 0; w < concurrency; ++w) {
     workers.emplace_back([&] {
@@ -118,7 +118,7 @@ Level RunLevel(const BenchOptions& options, const std::vector<vidclf::v1::Classi
         grpc::ClientContext context;
         SetDeadline(context, options.classify.connection);
         vidclf::v1::ClassifyResponse response;
-        const grpc::Status status = stub->Classify(&context, calls[i % calls.size()], &response);
+        const grpc::Status status = stub.Classify(&context, calls[i % calls.size()], &response);
         const double ms = absl::ToDoubleMilliseconds(absl::Now() - scheduled);
         std::lock_guard<std::mutex> lock(mutex);
         if (status.ok()) {
@@ -189,6 +189,9 @@ int RunBench(const BenchOptions& options) {
     calls.push_back(SettingsFrom(options.classify));
     if (!ReadVideo(path, calls.back().mutable_video())) return 1;
   }
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(options.classify.connection);
+  if (!channel.ok()) return FailBeforeCalling(channel.status());
+  auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
   nlohmann::json levels = nlohmann::json::array();
   if (!options.json) {
     std::cout << absl::StrFormat("%-11s  %8s  %6s  %8s  %9s  %8s  %8s  %8s  %6s  %10s\n",
@@ -199,7 +202,7 @@ int RunBench(const BenchOptions& options) {
   int failed_levels = 0;
   for (const int concurrency : options.concurrency) {
     const int requests = options.requests > 0 ? options.requests : std::max(16, 8 * concurrency);
-    const Level level = RunLevel(options, calls, concurrency, requests);
+    const Level level = RunLevel(options, *stub, calls, concurrency, requests);
     if (level.errors == level.requests) ++failed_levels;
     if (options.json) {
       levels.push_back(ToJson(level));

@@ -182,7 +182,9 @@ int RunClassify(const std::string& path, const ClassifyOptions& options) {
   } else {
     if (!ReadVideo(path, request.mutable_video())) return 1;
   }
-  auto stub = vidclf::v1::VideoClassifier::NewStub(Connect(options.connection));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(options.connection);
+  if (!channel.ok()) return FailBeforeCalling(channel.status());
+  auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
   grpc::ClientContext context;
   SetDeadline(context, options.connection);
   vidclf::v1::ClassifyResponse response;
@@ -202,7 +204,9 @@ int RunUpload(const std::string& path, const ClassifyOptions& options) {
   const absl::Cleanup close_file = [fd] {
     if (fd != STDIN_FILENO) close(fd);
   };
-  auto stub = vidclf::v1::VideoClassifier::NewStub(Connect(options.connection));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(options.connection);
+  if (!channel.ok()) return FailBeforeCalling(channel.status());
+  auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
   grpc::ClientContext context;
   SetDeadline(context, options.connection);
   UploadCall call(*stub, &context);

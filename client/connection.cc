@@ -1,24 +1,136 @@
 #include "client/connection.h"
 
 #include <chrono>
+#include <fstream>
 #include <iostream>
+#include <sstream>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace vidclf::client {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
+// The first line of the token file that is neither blank nor a comment, trimmed.
+absl::StatusOr<std::string> ReadToken(const std::string& path) {
+  absl::StatusOr<std::string> contents = ReadFile("--token-file", path);
+  if (!contents.ok()) return contents.status();
+  for (absl::string_view line : absl::StrSplit(*contents, '\n')) {
+    const absl::string_view token = absl::StripAsciiWhitespace(line);
+    if (!token.empty() && !absl::StartsWith(token, "#")) return std::string(token);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--token-file: ", path, " holds no token"));
+}
+
+// Sends the bearer token with every call the channel makes, whatever its credentials: gRPC's own
+// call credentials would refuse a plaintext channel, which a server behind a TLS-terminating
+// proxy or mesh listens on.
+class BearerTokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerTokenInterceptor(const std::string* authorization)
+      : authorization_(authorization) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("authorization", *authorization_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* const authorization_;
+};
+
+class BearerTokenInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerTokenInterceptorFactory(std::string token)
+      : authorization_(absl::StrCat("Bearer ", token)) {}
+
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* /*info*/) override {
+    return new BearerTokenInterceptor(&authorization_);
+  }
+
+ private:
+  const std::string authorization_;  // lives as long as the channel, which owns the factory
+};
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
+    const ConnectionOptions& options) {
+  const bool tls = options.tls || !options.tls_ca.empty() || !options.tls_cert.empty() ||
+                   !options.tls_key.empty();
+  if (!tls) return grpc::InsecureChannelCredentials();
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  grpc::SslCredentialsOptions ssl;
+  for (auto [flag, path, pem] : {std::tuple{"--tls-ca", &options.tls_ca, &ssl.pem_root_certs},
+                                 std::tuple{"--tls-cert", &options.tls_cert, &ssl.pem_cert_chain},
+                                 std::tuple{"--tls-key", &options.tls_key, &ssl.pem_private_key}}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> contents = ReadFile(flag, *path);
+    if (!contents.ok()) return contents.status();
+    *pem = *std::move(contents);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
 
 void AddConnectionOptions(CLI::App* command, ConnectionOptions* options) {
   command->add_option("--server", options->server, "Server address, host:port.")
       ->capture_default_str();
   command->add_option("--timeout-seconds", options->timeout_seconds, "Deadline of each call.")
       ->capture_default_str();
+  command->add_flag("--tls", options->tls,
+                    "Connect over TLS, verifying the server with the system's CAs.");
+  command->add_option("--tls-ca", options->tls_ca,
+                      "PEM CA bundle that signed the server's certificate (implies --tls).");
+  command->add_option("--tls-cert", options->tls_cert,
+                      "PEM client certificate, for servers that ask for one (mutual TLS).");
+  command->add_option("--tls-key", options->tls_key, "PEM private key of --tls-cert.");
+  command->add_option("--tls-server-name", options->tls_server_name,
+                      "Name the server's certificate must hold, when not --server's host.");
+  command
+      ->add_option("--token-file", options->token_file,
+                   "File holding the bearer token to send (its first line that is not a "
+                   "comment).")
+      ->envname("VIDCLF_TOKEN_FILE");
 }
 
-std::shared_ptr<grpc::Channel> Connect(const ConnectionOptions& options) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const ConnectionOptions& options) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = Credentials(options);
+  if (!credentials.ok()) return credentials.status();
   grpc::ChannelArguments arguments;
   arguments.SetMaxSendMessageSize(1 << 30);
   arguments.SetMaxReceiveMessageSize(64 << 20);
-  return grpc::CreateCustomChannel(options.server, grpc::InsecureChannelCredentials(), arguments);
+  if (!options.tls_server_name.empty()) {
+    arguments.SetSslTargetNameOverride(options.tls_server_name);
+  }
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  if (!options.token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadToken(options.token_file);
+    if (!token.ok()) return token.status();
+    interceptors.push_back(std::make_unique<BearerTokenInterceptorFactory>(*std::move(token)));
+  }
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      options.server, *credentials, arguments, std::move(interceptors));
 }
 
 void SetDeadline(grpc::ClientContext& context, const ConnectionOptions& options) {
@@ -35,6 +147,11 @@ int Fail(const grpc::Status& status, const ConnectionOptions& options) {
                     : "")
             << status.error_message() << "\n";
   return 1;
+}
+
+int FailBeforeCalling(const absl::Status& status) {
+  std::cerr << "vidclf: " << status.message() << "\n";
+  return 2;
 }
 
 }  // namespace vidclf::client

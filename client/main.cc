@@ -3,6 +3,7 @@
 //   vidclf classify FILE|URI [--server ADDR] [--model NAME] [--top-k K] [--num-frames N]
 //                   [--sampling uniform|fps|window|all] [--fps R] [--stride-frames S]
 //                   [--start-seconds T] [--attention TYPE] [--json]
+//   vidclf classify --from-list LIST [--shard I/N] [the options of classify]
 //   vidclf upload FILE|- [the options of classify] [--chunk-kib K]
 //   vidclf stream SOURCE [--server ADDR] [--model NAME] [--attention TYPE] [--top-k K]
 //                 [--emit-every-frames N | --emit-every-seconds S] [--embed-stride N]
@@ -22,10 +23,12 @@
 // or Ctrl-C stops it. `watch` has the server pull the source itself and follow it again when it
 // drops.
 #include <CLI/CLI.hpp>
+#include <iostream>
 #include <string>
 
 #include "client/bench_command.h"
 #include "client/classify_command.h"
+#include "client/classify_list.h"
 #include "client/models_command.h"
 #include "client/stream_command.h"
 #include "client/watch_command.h"
@@ -38,10 +41,23 @@ int main(int argc, char** argv) {
 
   ClassifyOptions classify_options;
   std::string source;
+  std::string from_list;
+  std::string shard = "0/1";
   CLI::App* classify =
       app.add_subcommand("classify", "Classify a video file, or a URI for the server to pull.");
-  classify->add_option("source", source, "A video file, or a URI (anything with \"://\").")
-      ->required();
+  CLI::Option* source_option =
+      classify->add_option("source", source, "A video file, or a URI (anything with \"://\").");
+  classify
+      ->add_option("--from-list", from_list,
+                   "Classify the files and URIs a list names, one per line, and print a JSON "
+                   "line for each (exit 3: some were refused for what they are; 1: a call "
+                   "failed otherwise).")
+      ->excludes(source_option);
+  classify
+      ->add_option("--shard", shard,
+                   "With --from-list, take the I-th of N shards (entries I, I+N, ...), e.g. "
+                   "$(JOB_COMPLETION_INDEX)/4 in a Kubernetes Indexed Job.")
+      ->capture_default_str();
   AddClassifyOptions(classify, &classify_options);
 
   ClassifyOptions upload_options;
@@ -110,7 +126,14 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   vidclf::media::ConfigureLibav({});  // the allocation cap, for the sources `stream` reads
-  if (*classify) return RunClassify(source, classify_options);
+  if (*classify && !from_list.empty()) return RunClassifyList(from_list, shard, classify_options);
+  if (*classify) {
+    if (source.empty()) {
+      std::cerr << "vidclf classify: give a video, or --from-list LIST\n";
+      return 2;
+    }
+    return RunClassify(source, classify_options);
+  }
   if (*upload) return RunUpload(upload_path, upload_options);
   if (*stream) return RunStream(stream_source, stream_options);
   if (*watch) return RunWatch(watch_uri, watch_options);

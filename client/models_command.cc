@@ -47,7 +47,9 @@ void PrintModel(const vidclf::v1::ModelInfo& model) {
 }  // namespace
 
 int RunModels(const std::string& name, bool json, const ConnectionOptions& connection) {
-  auto stub = vidclf::v1::VideoClassifier::NewStub(Connect(connection));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(connection);
+  if (!channel.ok()) return FailBeforeCalling(channel.status());
+  auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
   grpc::ClientContext context;
   SetDeadline(context, connection);
   if (!name.empty()) {
@@ -75,7 +77,9 @@ int RunModels(const std::string& name, bool json, const ConnectionOptions& conne
 }
 
 int RunHealth(const ConnectionOptions& connection) {
-  auto stub = grpc::health::v1::Health::NewStub(Connect(connection));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(connection);
+  if (!channel.ok()) return FailBeforeCalling(channel.status());
+  auto stub = grpc::health::v1::Health::NewStub(*channel);
   grpc::ClientContext context;
   SetDeadline(context, connection);
   grpc::health::v1::HealthCheckRequest request;

@@ -175,7 +175,9 @@ int RunStream(const std::string& source, const StreamOptions& options) {
 
   absl::Mutex tally_mutex;
   PredictionTally tally;
-  auto stub = vidclf::v1::VideoClassifier::NewStub(Connect(follow.connection));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(follow.connection);
+  if (!channel.ok()) return FailBeforeCalling(channel.status());
+  auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
   StreamCall call(*stub, &context, [&](const StreamPrediction& prediction) {
     absl::MutexLock lock(&tally_mutex);
     tally.Count(prediction);

@@ -34,7 +34,9 @@ int RunWatch(const std::string& uri, const WatchOptions& options) {
   if (options.max_reconnects >= 0) {
     request.set_max_reconnects(static_cast<uint32_t>(options.max_reconnects));
   }
-  auto stub = vidclf::v1::VideoClassifier::NewStub(Connect(follow.connection));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(follow.connection);
+  if (!channel.ok()) return FailBeforeCalling(channel.status());
+  auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
   std::unique_ptr<grpc::ClientReader<vidclf::v1::WatchSourceResponse>> reader =
       stub->WatchSource(&context, request);
   PredictionTally tally;

@@ -9,8 +9,9 @@ packages=(
   # RPC and configuration
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   nlohmann-json3-dev
-  # command lines of the three executables
-  libcli11-dev
+  # command lines of the three executables; the server's log; TLS and token digests (and the
+  # openssl command that makes test certificates)
+  libcli11-dev libspdlog-dev libssl-dev openssl
   # media
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev ffmpeg
   # cameras (V4L2) for `vidclf stream`

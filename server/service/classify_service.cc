@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "media/byte_stream.h"
 #include "media/frame_sampler.h"
+#include "server/service/finished_call.h"
 #include "server/service/grpc_status.h"
 #include "server/service/model_info.h"
 #include "server/service/stream_reactor.h"
@@ -41,6 +42,14 @@ void FillResponse(const engine::ClassifyResult& result, vidclf::v1::ClassifyResp
   timings->set_total_ms(1e3 * result.total_seconds);
   timings->set_queue_ms(1e3 * result.queue_seconds);
 }
+
+// A call refused before it started: it finishes at once with `status`.
+template <class Reactor>
+class RefusedCall final : public Reactor {
+ public:
+  explicit RefusedCall(const grpc::Status& status) { this->Finish(status); }
+  void OnDone() override { delete this; }
+};
 
 // Why the engine abandons a call that gRPC cancelled.
 absl::Status CancelledByClient(const grpc::CallbackServerContext& context) {
@@ -233,11 +242,19 @@ class ClassifyService::ClassifyReactor final : public grpc::ServerUnaryReactor {
 grpc::ServerUnaryReactor* ClassifyService::Classify(grpc::CallbackServerContext* context,
                                                     const vidclf::v1::ClassifyRequest* request,
                                                     vidclf::v1::ClassifyResponse* response) {
+  if (absl::Status denied = Authenticate(*context); !denied.ok()) {
+    return new RefusedCall<grpc::ServerUnaryReactor>(
+        Refuse("Classify", request->model(), Clock::now(), denied));
+  }
   return new ClassifyReactor(this, context, request, response);
 }
 
 grpc::ServerReadReactor<vidclf::v1::ClassifyUploadRequest>* ClassifyService::ClassifyUpload(
     grpc::CallbackServerContext* context, vidclf::v1::ClassifyResponse* response) {
+  if (absl::Status denied = Authenticate(*context); !denied.ok()) {
+    return new RefusedCall<grpc::ServerReadReactor<vidclf::v1::ClassifyUploadRequest>>(
+        Refuse("ClassifyUpload", "", Clock::now(), denied));
+  }
   return new UploadReactor(this, context, response);
 }
 
@@ -245,21 +262,27 @@ std::unique_ptr<engine::CallHandle> ClassifyService::Submit(
     absl::string_view method, engine::ClassifyInput input, Clock::time_point start,
     vidclf::v1::ClassifyResponse* response, std::function<void(const grpc::Status&)> finish) {
   const std::string model_label = ModelLabel(input.model);
-  return engine_->Submit(std::move(input), [this, method, start, response, model_label,
-                                            finish = std::move(finish)](
-                                               absl::StatusOr<engine::ClassifyResult> result) {
-    if (result.ok()) FillResponse(*result, response);
-    metrics_->RecordRequest(method, model_label, absl::StatusCodeToString(result.status().code()),
-                            SecondsSince(start));
-    finish(ToGrpcStatus(result.status()));
-  });
+  return engine_->Submit(
+      std::move(input), [this, method, start, response, model_label, finish = std::move(finish)](
+                            absl::StatusOr<engine::ClassifyResult> result) {
+        if (result.ok()) FillResponse(*result, response);
+        RecordFinishedCall(*metrics_, method, model_label, result.status(), SecondsSince(start));
+        finish(ToGrpcStatus(result.status()));
+      });
 }
 
 grpc::Status ClassifyService::Refuse(absl::string_view method, absl::string_view requested_model,
                                      Clock::time_point start, const absl::Status& status) {
-  metrics_->RecordRequest(method, ModelLabel(requested_model),
-                          absl::StatusCodeToString(status.code()), SecondsSince(start));
+  RecordFinishedCall(*metrics_, method, ModelLabel(requested_model), status, SecondsSince(start));
   return ToGrpcStatus(status);
+}
+
+absl::Status ClassifyService::Authenticate(const grpc::CallbackServerContext& context) const {
+  if (tokens_ == nullptr) return absl::OkStatus();
+  const auto& metadata = context.client_metadata();
+  const auto found = metadata.find("authorization");
+  if (found == metadata.end()) return tokens_->Check("");
+  return tokens_->Check(absl::string_view(found->second.data(), found->second.size()));
 }
 
 std::string ClassifyService::ModelLabel(absl::string_view requested_model) const {
@@ -269,17 +292,29 @@ std::string ClassifyService::ModelLabel(absl::string_view requested_model) const
 
 grpc::ServerBidiReactor<vidclf::v1::StreamClassifyRequest, vidclf::v1::StreamPrediction>*
 ClassifyService::StreamClassify(grpc::CallbackServerContext* context) {
+  if (absl::Status denied = Authenticate(*context); !denied.ok()) {
+    return new RefusedCall<
+        grpc::ServerBidiReactor<vidclf::v1::StreamClassifyRequest, vidclf::v1::StreamPrediction>>(
+        Refuse("StreamClassify", "", Clock::now(), denied));
+  }
   return NewStreamReactor(engine_, metrics_, context);
 }
 
 grpc::ServerWriteReactor<vidclf::v1::WatchSourceResponse>* ClassifyService::WatchSource(
     grpc::CallbackServerContext* context, const vidclf::v1::WatchSourceRequest* request) {
+  if (absl::Status denied = Authenticate(*context); !denied.ok()) {
+    return new RefusedCall<grpc::ServerWriteReactor<vidclf::v1::WatchSourceResponse>>(
+        Refuse("WatchSource", request->config().model(), Clock::now(), denied));
+  }
   return NewWatchReactor(engine_, metrics_, context, *request);
 }
 
 grpc::ServerUnaryReactor* ClassifyService::ListModels(
     grpc::CallbackServerContext* context, const vidclf::v1::ListModelsRequest* /*request*/,
     vidclf::v1::ListModelsResponse* response) {
+  if (absl::Status denied = Authenticate(*context); !denied.ok()) {
+    return new RefusedCall<grpc::ServerUnaryReactor>(ToGrpcStatus(denied));
+  }
   const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
   for (const auto& [name, entry] : repository->entries()) {
     *response->add_models() = ModelInfoOf(entry, repository->default_model());
@@ -293,6 +328,9 @@ grpc::ServerUnaryReactor* ClassifyService::ListModels(
 grpc::ServerUnaryReactor* ClassifyService::GetModel(grpc::CallbackServerContext* context,
                                                     const vidclf::v1::GetModelRequest* request,
                                                     vidclf::v1::ModelInfo* response) {
+  if (absl::Status denied = Authenticate(*context); !denied.ok()) {
+    return new RefusedCall<grpc::ServerUnaryReactor>(ToGrpcStatus(denied));
+  }
   const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
   absl::StatusOr<const engine::ModelRepository::Entry*> entry = repository->FindEntry(
       request->name().empty() ? repository->default_model() : request->name());

@@ -3,7 +3,9 @@
 // "RPC service implementations remain stateless and perform all lookups of models via the core"
 // (TF Serving's rule, ours too): each RPC converts its request, submits it to the engine, converts
 // the result and status once, and records metrics. No decoding or model code lives here. A call
-// the client cancels, or whose deadline passes, is cancelled in the engine too.
+// the client cancels, or whose deadline passes, is cancelled in the engine too. With bearer
+// tokens, every method asks for one first (health and reflection are other services: they stay
+// open, so that probes work).
 #ifndef VIDCLF_SERVER_SERVICE_CLASSIFY_SERVICE_H_
 #define VIDCLF_SERVER_SERVICE_CLASSIFY_SERVICE_H_
 
@@ -16,15 +18,17 @@
 #include "absl/strings/string_view.h"
 #include "server/engine/classify_engine.h"
 #include "server/metrics.h"
+#include "server/security/bearer_tokens.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
 namespace vidclf::service {
 
 class ClassifyService final : public vidclf::v1::VideoClassifier::CallbackService {
  public:
-  // Both must outlive the service.
-  ClassifyService(engine::ClassifyEngine* engine, ServerMetrics* metrics)
-      : engine_(engine), metrics_(metrics) {}
+  // All must outlive the service. `tokens` null: no token is asked for.
+  ClassifyService(engine::ClassifyEngine* engine, ServerMetrics* metrics,
+                  const security::BearerTokens* tokens = nullptr)
+      : engine_(engine), metrics_(metrics), tokens_(tokens) {}
 
   grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context,
                                      const vidclf::v1::ClassifyRequest* request,
@@ -62,12 +66,15 @@ class ClassifyService final : public vidclf::v1::VideoClassifier::CallbackServic
   // Records a call that ended before reaching the engine; returns the status to end it with.
   grpc::Status Refuse(absl::string_view method, absl::string_view requested_model,
                       Clock::time_point start, const absl::Status& status);
+  // OK when the call may go on: no token is needed, or it sent an accepted one.
+  absl::Status Authenticate(const grpc::CallbackServerContext& context) const;
   // The metrics label for a requested model: the served model's name, never the raw request
   // text (bounded label values).
   std::string ModelLabel(absl::string_view requested_model) const;
 
   engine::ClassifyEngine* const engine_;
   ServerMetrics* const metrics_;
+  const security::BearerTokens* const tokens_;
 };
 
 }  // namespace vidclf::service

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "server/engine/stream_session.h"
 #include "server/metrics.h"
+#include "server/service/finished_call.h"
 #include "server/service/grpc_status.h"
 #include "vidclf/v1/video_classifier.pb.h"
 
@@ -157,8 +158,8 @@ class StreamCall : public Reactor, public engine::StreamListener {
   void FinishLocked(const absl::Status& status) {
     if (finished_) return;
     finished_ = true;
-    metrics_->RecordRequest(method_, model_label_, absl::StatusCodeToString(status.code()),
-                            std::chrono::duration<double>(Clock::now() - start_).count());
+    RecordFinishedCall(*metrics_, method_, model_label_, status,
+                       std::chrono::duration<double>(Clock::now() - start_).count());
     this->Finish(ToGrpcStatus(status));
   }
 

@@ -2,7 +2,7 @@
 """A second-language client: Python's grpcio against the real vidclf-server on loopback.
 
 Checks Classify, ClassifyUpload, ListModels and GetModel, the health service, server reflection and
-the /metrics page (with promtool).
+the /metrics page (with promtool); then mutual TLS and a bearer token on a second server.
 Usage: python_client_test.py SERVER_BINARY TRAIN_BINARY PROTO_DIR
 """
 import os
@@ -40,40 +40,69 @@ def generate_messages(out_dir):
             load("health_pb2", "grpc/health/v1/health_pb2.py"))
 
 
+def setUpModule():
+    global TMP, PB, HEALTH_PB, REPO, VIDEO
+    TMP = tempfile.TemporaryDirectory()
+    PB, HEALTH_PB = generate_messages(TMP.name)
+    REPO = os.path.join(TMP.name, "repo")
+    samples = os.path.join(TMP.name, "samples")
+    # A tiny, quickly trained bundle; its held-out samples are our test videos.
+    subprocess.run([TRAIN, "--output-repository", REPO, "--name", "small", "--samples-dir",
+                    samples, "--videos-per-class", "4", "--epochs", "2", "--num-frames", "4",
+                    "--crop-size", "32", "--resize-shorter-side", "32"],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(samples, "fade_in.mp4"), "rb") as video:
+        VIDEO = video.read()
+
+
+def tearDownModule():
+    TMP.cleanup()
+
+
+def start_server(*flags):
+    """Starts the server on loopback; returns the process and its gRPC and metrics ports."""
+    server = subprocess.Popen(
+        [SERVER, "--model-repository", REPO, "--host", "127.0.0.1", "--grpc-port", "0",
+         "--metrics-port", "0", *flags], stdout=subprocess.PIPE, text=True)
+    output = ""
+    while not ("gRPC listening" in output and "metrics on" in output):
+        # Blocks until the server prints or exits; ctest's timeout bounds a hang.
+        line = server.stdout.readline()
+        if not line:
+            raise RuntimeError(f"server did not start; it printed:\n{output}")
+        output += line
+    grpc_port = int(re.search(r"gRPC listening on [\d.]+:(\d+)", output).group(1))
+    metrics_port = int(re.search(r"metrics on http://[\d.]+:(\d+)/", output).group(1))
+    return server, grpc_port, metrics_port
+
+
+def stop_server(server):
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(timeout=30) == 0, "server did not shut down cleanly"
+
+
+def list_services(channel, metadata=None):
+    """Server reflection's list of services, as raw bytes."""
+    # ServerReflectionRequest{list_services: ""} is field 7, an empty string: bytes 3a 00.
+    info = channel.stream_stream(
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        request_serializer=lambda raw: raw, response_deserializer=lambda raw: raw)
+    responses = list(info(iter([b"\x3a\x00"]), timeout=10, metadata=metadata))
+    assert len(responses) == 1
+    return responses[0]
+
+
 class PythonClientTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.pb, cls.health_pb = generate_messages(cls.tmp.name)
-        repo = os.path.join(cls.tmp.name, "repo")
-        samples = os.path.join(cls.tmp.name, "samples")
-        # A tiny, quickly trained bundle; its held-out samples are our test videos.
-        subprocess.run([TRAIN, "--output-repository", repo, "--name", "small", "--samples-dir",
-                        samples, "--videos-per-class", "4", "--epochs", "2", "--num-frames", "4",
-                        "--crop-size", "32", "--resize-shorter-side", "32"],
-                       check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(samples, "fade_in.mp4"), "rb") as video:
-            cls.video = video.read()
-        cls.server = subprocess.Popen(
-            [SERVER, "--model-repository", repo, "--host", "127.0.0.1", "--grpc-port", "0",
-             "--metrics-port", "0"], stdout=subprocess.PIPE, text=True)
-        output = ""
-        while not ("gRPC listening" in output and "metrics on" in output):
-            # Blocks until the server prints or exits; ctest's timeout bounds a hang.
-            line = cls.server.stdout.readline()
-            if not line:
-                raise RuntimeError(f"server did not start; it printed:\n{output}")
-            output += line
-        cls.grpc_port = int(re.search(r"gRPC listening on [\d.]+:(\d+)", output).group(1))
-        cls.metrics_port = int(re.search(r"metrics on http://[\d.]+:(\d+)/", output).group(1))
+        cls.pb, cls.health_pb, cls.video = PB, HEALTH_PB, VIDEO
+        cls.server, cls.grpc_port, cls.metrics_port = start_server()
         cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}")
 
     @classmethod
     def tearDownClass(cls):
         cls.channel.close()
-        cls.server.send_signal(signal.SIGTERM)
-        assert cls.server.wait(timeout=30) == 0, "server did not shut down cleanly"
-        cls.tmp.cleanup()
+        stop_server(cls.server)
 
     def classify(self, request):
         call = self.channel.unary_unary(
@@ -115,7 +144,7 @@ class PythonClientTest(unittest.TestCase):
     def test_upload_is_answered_before_it_ends(self):
         # A 10 s Matroska stream; the client sends its first half and then waits, as a camera
         # would, until the answer has come. Three frames are settled long before that.
-        mkv = os.path.join(self.tmp.name, "long.mkv")
+        mkv = os.path.join(TMP.name, "long.mkv")
         subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
                         "testsrc2=size=160x120:rate=25", "-t", "10", "-c:v", "libx264", mkv],
                        check=True)
@@ -147,7 +176,7 @@ class PythonClientTest(unittest.TestCase):
     def test_stream_classify(self):
         # A feed of 20 MPEG-TS frames, then the end of the feed: one prediction per frame, in
         # frame order, the last one for all 20 (none dropped: this client reads as they come).
-        ts = os.path.join(self.tmp.name, "feed.ts")
+        ts = os.path.join(TMP.name, "feed.ts")
         subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
                         "testsrc2=size=160x120:rate=25", "-frames:v", "20", "-c:v", "libx264",
                         "-f", "mpegts", ts], check=True)
@@ -227,14 +256,9 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(response.status, self.health_pb.HealthCheckResponse.SERVING)
 
     def test_reflection_lists_the_service(self):
-        # ServerReflectionRequest{list_services: ""} is field 7, an empty string: bytes 3a 00.
-        info = self.channel.stream_stream(
-            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
-            request_serializer=lambda raw: raw, response_deserializer=lambda raw: raw)
-        responses = list(info(iter([b"\x3a\x00"]), timeout=10))
-        self.assertEqual(len(responses), 1)
-        self.assertIn(b"vidclf.v1.VideoClassifier", responses[0])
-        self.assertIn(b"grpc.health.v1.Health", responses[0])
+        services = list_services(self.channel)
+        self.assertIn(b"vidclf.v1.VideoClassifier", services)
+        self.assertIn(b"grpc.health.v1.Health", services)
 
     def test_metrics_pass_promtool(self):
         self.classify(self.pb.ClassifyRequest(video=self.video))
@@ -244,6 +268,89 @@ class PythonClientTest(unittest.TestCase):
         self.assertIn(b'vidclf_stage_duration_seconds_bucket{model="small",stage="embed"', page)
         lint = subprocess.run(["promtool", "check", "metrics"], input=page, capture_output=True)
         self.assertEqual(lint.returncode, 0, lint.stdout + lint.stderr)
+
+
+def openssl(*arguments):
+    subprocess.run(["openssl", *arguments], check=True, capture_output=True)
+
+
+class SecureClientTest(unittest.TestCase):
+    """Mutual TLS and a bearer token, from grpcio: the service needs both, health and reflection
+    need neither."""
+    TOKEN = "python-client-token-0123456789"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = os.path.join(TMP.name, "tls")
+        os.makedirs(cls.dir)
+        path = lambda name: os.path.join(cls.dir, name)
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        openssl("req", "-x509", *ec, "-days", "2", "-subj", "/CN=test-ca", "-keyout", path("ca.key"),
+                "-out", path("ca.pem"))
+        with open(path("san.ext"), "w") as ext:
+            ext.write("subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n")
+        for name in ("server", "client"):
+            openssl("req", *ec, "-subj", f"/CN={name}", "-keyout", path(f"{name}.key"), "-out",
+                    path(f"{name}.csr"))
+            openssl("x509", "-req", "-days", "2", "-in", path(f"{name}.csr"), "-CA", path("ca.pem"),
+                    "-CAkey", path("ca.key"), "-CAcreateserial", "-extfile", path("san.ext"), "-out",
+                    path(f"{name}.pem"))
+        with open(path("tokens"), "w") as tokens:
+            tokens.write(f"# the Python client\n{cls.TOKEN}\n")
+        cls.server, grpc_port, _ = start_server(
+            "--tls-cert", path("server.pem"), "--tls-key", path("server.key"),
+            "--tls-client-ca", path("ca.pem"), "--token-file", path("tokens"))
+        read = lambda name: open(path(name), "rb").read()
+        cls.address = f"127.0.0.1:{grpc_port}"
+        cls.options = (("grpc.ssl_target_name_override", "localhost"),)
+        credentials = grpc.ssl_channel_credentials(read("ca.pem"), read("client.key"),
+                                                   read("client.pem"))
+        cls.channel = grpc.secure_channel(cls.address, credentials, options=cls.options)
+        cls.anonymous = grpc.secure_channel(
+            cls.address, grpc.ssl_channel_credentials(read("ca.pem")), options=cls.options)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.anonymous.close()
+        stop_server(cls.server)
+
+    def list_models(self, channel, metadata=None):
+        call = channel.unary_unary(
+            "/vidclf.v1.VideoClassifier/ListModels",
+            request_serializer=PB.ListModelsRequest.SerializeToString,
+            response_deserializer=PB.ListModelsResponse.FromString)
+        return call(PB.ListModelsRequest(), timeout=10, metadata=metadata)
+
+    def test_token_over_mutual_tls(self):
+        classify = self.channel.unary_unary(
+            "/vidclf.v1.VideoClassifier/Classify",
+            request_serializer=PB.ClassifyRequest.SerializeToString,
+            response_deserializer=PB.ClassifyResponse.FromString)
+        response = classify(PB.ClassifyRequest(video=VIDEO), timeout=60,
+                            metadata=(("authorization", f"Bearer {self.TOKEN}"),))
+        self.assertEqual(response.model, "small")
+
+    def test_no_token_is_unauthenticated(self):
+        for metadata in (None, (("authorization", "Bearer not-the-token-0123456789"),)):
+            with self.assertRaises(grpc.RpcError) as error:
+                self.list_models(self.channel, metadata)
+            self.assertEqual(error.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+
+    def test_health_and_reflection_need_no_token(self):
+        check = self.channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=HEALTH_PB.HealthCheckRequest.SerializeToString,
+            response_deserializer=HEALTH_PB.HealthCheckResponse.FromString)
+        response = check(HEALTH_PB.HealthCheckRequest(service="vidclf.v1.VideoClassifier"),
+                         timeout=10)
+        self.assertEqual(response.status, HEALTH_PB.HealthCheckResponse.SERVING)
+        self.assertIn(b"vidclf.v1.VideoClassifier", list_services(self.channel))
+
+    def test_no_client_certificate_no_connection(self):
+        with self.assertRaises(grpc.RpcError) as error:
+            self.list_models(self.anonymous, (("authorization", f"Bearer {self.TOKEN}"),))
+        self.assertEqual(error.exception.code(), grpc.StatusCode.UNAVAILABLE)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "model/video_model.h"
 #include "tests/test_util/server_process.h"
@@ -127,6 +131,48 @@ TEST_F(ServerTest, ClassifiesAVideoWithTheCommandLineClient) {
   EXPECT_NEAR(times[3], 1.7, 1e-6);
   EXPECT_GT(json["timings"]["embed_ms"].get<double>(), 0);
   EXPECT_GE(json["timings"]["total_ms"].get<double>(), json["timings"]["embed_ms"].get<double>());
+}
+
+// A batch job's shard: the list's entries I, I+N, ..., a JSON line each; a video the server refuses
+// for what it is gives exit 3, not 1, so that a job does not retry it.
+TEST_F(ServerTest, ClassifiesTheShardOfAListOfVideos) {
+  testing::WriteFile(*dir_ + "/list.txt",
+                     absl::StrCat("# videos of the test\n", *dir_, "/clip.mp4\n\n", *dir_,
+                                  "/missing.mp4\n", *dir_, "/clip.mkv\n"));
+  // The JSON lines of a run, by source.
+  auto run = [](const std::string& shard, int* exit_code) {
+    std::map<std::string, nlohmann::json> lines;
+    const std::string output =
+        Client("classify --from-list " + *dir_ + "/list.txt --shard " + shard, exit_code);
+    for (absl::string_view line : absl::StrSplit(output, '\n')) {
+      if (!absl::StartsWith(line, "{")) continue;
+      nlohmann::json json = nlohmann::json::parse(line);
+      lines[json["source"]] = json;
+    }
+    return std::make_pair(lines, output);
+  };
+  int exit_code = 0;
+  auto [all, output] = run("0/1", &exit_code);
+  EXPECT_EQ(exit_code, 3) << output;
+  ASSERT_EQ(all.size(), 3u) << output;
+  EXPECT_EQ(all[*dir_ + "/clip.mp4"]["code"], "OK");
+  EXPECT_EQ(all[*dir_ + "/clip.mp4"]["response"]["model"], "tiny");
+  EXPECT_EQ(all[*dir_ + "/clip.mkv"]["code"], "OK");
+  EXPECT_EQ(all[*dir_ + "/missing.mp4"]["code"], "NOT_FOUND");
+  EXPECT_THAT(output, HasSubstr("3 videos, 2 classified, 1 refused for what they are, 0 failed"));
+
+  auto [first, first_output] = run("0/2", &exit_code);
+  EXPECT_EQ(exit_code, 0) << first_output;
+  EXPECT_EQ(first.size(), 2u) << first_output;
+  EXPECT_EQ(first.count(*dir_ + "/missing.mp4"), 0u);
+  auto [second, second_output] = run("1/2", &exit_code);
+  EXPECT_EQ(exit_code, 3) << second_output;
+  EXPECT_EQ(second.size(), 1u) << second_output;
+
+  const std::string refused =
+      Client("classify --from-list " + *dir_ + "/list.txt --shard 2/2", &exit_code);
+  EXPECT_EQ(exit_code, 2) << refused;
+  EXPECT_THAT(refused, HasSubstr("--shard must be I/N"));
 }
 
 // The server pulls a video from a URI its --allow-uri names, and the result is that of the

@@ -1,0 +1,112 @@
+#include "client/classify_list.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "vidclf/v1/video_classifier.grpc.pb.h"
+
+namespace vidclf::client {
+namespace {
+
+// The list's entries that belong to `shard`: blank lines and '#' comments are not entries.
+absl::StatusOr<std::vector<std::string>> ReadShard(const std::string& path, Shard shard) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat("--from-list: cannot read ", path));
+  std::vector<std::string> entries;
+  std::string line;
+  int position = 0;
+  while (std::getline(file, line)) {
+    const absl::string_view entry = absl::StripAsciiWhitespace(line);
+    if (entry.empty() || absl::StartsWith(entry, "#")) continue;
+    if (position++ % shard.count == shard.index) entries.emplace_back(entry);
+  }
+  return entries;
+}
+
+// Refusals that another try would meet again.
+bool RefusedForWhatItIs(grpc::StatusCode code) {
+  return code == grpc::StatusCode::INVALID_ARGUMENT || code == grpc::StatusCode::NOT_FOUND ||
+         code == grpc::StatusCode::PERMISSION_DENIED;
+}
+
+std::string CodeName(grpc::StatusCode code) {
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
+
+}  // namespace
+
+absl::StatusOr<Shard> ParseShard(absl::string_view text) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, '/');
+  Shard shard;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &shard.index) ||
+      !absl::SimpleAtoi(parts[1], &shard.count) || shard.count < 1 || shard.index < 0 ||
+      shard.index >= shard.count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shard must be I/N with 0 <= I < N, not \"", text, "\""));
+  }
+  return shard;
+}
+
+int RunClassifyList(const std::string& list_path, const std::string& shard_text,
+                    const ClassifyOptions& options) {
+  absl::StatusOr<Shard> shard = ParseShard(shard_text);
+  if (!shard.ok()) return FailBeforeCalling(shard.status());
+  absl::StatusOr<std::vector<std::string>> sources = ReadShard(list_path, *shard);
+  if (!sources.ok()) return FailBeforeCalling(sources.status());
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(options.connection);
+  if (!channel.ok()) return FailBeforeCalling(channel.status());
+  auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
+
+  google::protobuf::util::JsonPrintOptions json_options;
+  json_options.preserve_proto_field_names = true;
+  int classified = 0, refused = 0, failed = 0;
+  for (const std::string& source : *sources) {
+    vidclf::v1::ClassifyRequest request = SettingsFrom(options);
+    grpc::Status status;
+    vidclf::v1::ClassifyResponse response;
+    if (absl::StrContains(source, "://")) {
+      request.set_uri(source);
+    } else if (std::ifstream file(source, std::ios::binary); file) {
+      std::ostringstream bytes;
+      bytes << file.rdbuf();
+      request.set_video(bytes.str());
+    } else {
+      status = grpc::Status(grpc::StatusCode::NOT_FOUND, "cannot read " + source);
+    }
+    if (status.ok()) {
+      grpc::ClientContext context;
+      SetDeadline(context, options.connection);
+      status = stub->Classify(&context, request, &response);
+    }
+    nlohmann::json line = {{"source", source}, {"code", CodeName(status.error_code())}};
+    if (status.ok()) {
+      ++classified;
+      std::string json;
+      google::protobuf::util::MessageToJsonString(response, &json, json_options);
+      line["response"] = nlohmann::json::parse(json);
+    } else {
+      ++(RefusedForWhatItIs(status.error_code()) ? refused : failed);
+      line["error"] = status.error_message();
+    }
+    std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+  }
+  std::cerr << "vidclf: shard " << shard->index << "/" << shard->count << " of " << list_path
+            << ": " << sources->size() << " videos, " << classified << " classified, " << refused
+            << " refused for what they are, " << failed << " failed\n";
+  if (failed > 0) return 1;
+  return refused > 0 ? 3 : 0;
+}
+
+}  // namespace vidclf::client

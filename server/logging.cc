@@ -1,0 +1,75 @@
+#include "server/logging.h"
+
+#include <grpc/support/log.h>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
+
+#include <cstdio>
+#include <ctime>
+#include <memory>
+
+#include "nlohmann/json.hpp"
+
+namespace vidclf {
+namespace {
+
+// {"time":"2026-01-02T03:04:05.678Z","level":"info","message":"..."}: the message is escaped by
+// a JSON library, so that quotes or control characters in it cannot break the line.
+class JsonLineFormatter final : public spdlog::formatter {
+ public:
+  void format(const spdlog::details::log_msg& message, spdlog::memory_buf_t& out) override {
+    const auto since_epoch = message.time.time_since_epoch();
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(since_epoch);
+    const auto millis =
+        std::chrono::duration_cast<std::chrono::milliseconds>(since_epoch - seconds).count();
+    const std::time_t time = seconds.count();
+    std::tm utc{};
+    gmtime_r(&time, &utc);
+    char stamp[40];
+    std::snprintf(stamp, sizeof(stamp), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
+                  utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                  static_cast<int>(millis));
+    const spdlog::string_view_t level = spdlog::level::to_string_view(message.level);
+    const nlohmann::ordered_json line = {
+        {"time", stamp},
+        {"level", std::string(level.data(), level.size())},
+        {"message", std::string(message.payload.data(), message.payload.size())}};
+    // Invalid UTF-8 (in a file name, say) is replaced rather than thrown on.
+    const std::string text =
+        line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    out.append(text.data(), text.data() + text.size());
+    out.push_back('\n');
+  }
+
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<JsonLineFormatter>();
+  }
+};
+
+// gRPC's own log lines (a failed TLS handshake, say) join ours, in the same format. Its errors
+// are about a peer or a connection, not the server, hence warnings.
+void LogGrpcLine(gpr_log_func_args* line) {
+  const spdlog::level::level_enum level =
+      line->severity == GPR_LOG_SEVERITY_ERROR  ? spdlog::level::warn
+      : line->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
+                                                : spdlog::level::debug;
+  spdlog::log(level, "grpc: {}", line->message);
+}
+
+}  // namespace
+
+void ConfigureLogging(LogFormat format, const std::string& level) {
+  auto sink = std::make_shared<spdlog::sinks::stdout_sink_mt>();
+  if (format == LogFormat::kJson) {
+    sink->set_formatter(std::make_unique<JsonLineFormatter>());
+  } else {
+    sink->set_formatter(std::make_unique<spdlog::pattern_formatter>(
+        "%Y-%m-%dT%H:%M:%S.%eZ %l %v", spdlog::pattern_time_type::utc));
+  }
+  auto logger = std::make_shared<spdlog::logger>("vidclf-server", sink);
+  logger->set_level(spdlog::level::from_str(level));
+  spdlog::set_default_logger(logger);
+  gpr_set_log_function(LogGrpcLine);
+}
+
+}  // namespace vidclf

@@ -1,0 +1,118 @@
+#include "server/server_flags.h"
+
+namespace vidclf {
+
+void AddServerFlags(CLI::App& app, ServerFlags* flags) {
+  app.add_option("--model-repository", flags->model_repository,
+                 "Directory of model bundles: DIR/<name>/<version>/.")
+      ->required();
+  app.add_option("--default-model", flags->default_model,
+                 "Model for requests that name none (default: the first by name).");
+  app.add_option("--host", flags->host, "Address to listen on (gRPC, and /metrics unless told).")
+      ->capture_default_str();
+  app.add_option("--grpc-port", flags->grpc_port,
+                 "gRPC port; 0 picks a free one (printed at start).")
+      ->capture_default_str();
+  app.add_option("--metrics-port", flags->metrics_port,
+                 "Prometheus /metrics port; 0 picks a free one.")
+      ->capture_default_str();
+  app.add_option("--metrics-host", flags->metrics_host,
+                 "Address /metrics listens on, when not --host's: localhost, say, or the pod's "
+                 "IP where gRPC listens on all addresses.");
+  app.add_option("--device", flags->device,
+                 "auto (the first CUDA GPU if any, else the CPU), cpu or cuda:N.")
+      ->capture_default_str();
+  app.add_option("--precision", flags->precision,
+                 "Backbone precision: fp32, or on CUDA fp16 or bf16.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  app.add_option("--memory-format", flags->memory_format,
+                 "Backbone layout: channels-last (faster on CPU too; "
+                 "docs/backbone-benchmark.md) or nchw.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"channels-last", "nchw"}));
+  app.add_option("--cores", flags->cores,
+                 "Cores that decoding and the backbone share (0: the machine's). A call decoding "
+                 "alone uses them all; the backbone takes those that decoding leaves free.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--decode-slots", flags->decode_slots, "Calls decoded at once (0: one per core).")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-batch-frames", flags->max_batch_frames,
+                 "Most frames, from any calls, in one backbone batch.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-queue-delay-us", flags->max_queue_delay_us,
+                 "Longest a frame waits for others to join its batch while calls are decoding.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-inflight-requests", flags->max_inflight_requests,
+                 "Calls in flight at once; past it, calls get RESOURCE_EXHAUSTED at once.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-inflight-mib", flags->max_inflight_mib,
+                 "MiB that calls in flight may hold (payloads, uploads, decoded frames); past "
+                 "it, calls get RESOURCE_EXHAUSTED at once.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-upload-mib", flags->max_upload_mib, "Largest accepted video, in MiB.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--decode-timeout-ms", flags->decode_timeout_ms,
+                 "Wall-clock budget for decoding one video (DEADLINE_EXCEEDED past it); 0: none.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--drain-timeout-s", flags->drain_timeout_s,
+                 "On SIGTERM or SIGINT, seconds given to calls in flight before they are "
+                 "cancelled.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-streams", flags->max_streams,
+                 "Live streams (StreamClassify, WatchSource) followed at once; past it, a new one "
+                 "gets "
+                 "RESOURCE_EXHAUSTED.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--stream-idle-timeout-s", flags->stream_idle_timeout_s,
+                 "A live stream that sends nothing for this long is ended (DEADLINE_EXCEEDED) "
+                 "and its state freed.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--source-stall-timeout-s", flags->source_stall_timeout_s,
+                 "A source pulled by WatchSource that sends nothing for this long has dropped.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--source-reconnects", flags->source_reconnects,
+                 "Failed attempts in a row to follow a dropped WatchSource source again before "
+                 "its call ends with UNAVAILABLE; also the most a call may ask for.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--allow-uri", flags->allow_uri,
+                 "Comma-separated URI prefixes that requests may ask the server to pull video "
+                 "from, e.g. https://media.example.com/clips/,file:///srv/videos/ (default: "
+                 "none).")
+      ->delimiter(',');
+  app.add_option("--media-log-level", flags->media_log_level, "FFmpeg's log level on stderr.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"quiet", "error", "warning", "info", "debug"}));
+  app.add_option("--tls-cert", flags->tls_cert,
+                 "PEM certificate chain: gRPC is served over TLS (re-read every minute, so a "
+                 "renewed certificate needs no restart).");
+  app.add_option("--tls-key", flags->tls_key, "PEM private key of --tls-cert.");
+  app.add_option("--tls-client-ca", flags->tls_client_ca,
+                 "PEM CA bundle: clients must present a certificate it signed (mutual TLS).");
+  app.add_option("--token-file", flags->token_file,
+                 "File of bearer tokens, one per line: calls must send \"authorization: Bearer "
+                 "TOKEN\" or get UNAUTHENTICATED. Health and reflection stay open. Re-read on "
+                 "SIGHUP.");
+  app.add_option("--log-format", flags->log_format, "One line per event, as text or json.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--log-level", flags->log_level,
+                 "Least severe events logged; debug adds a line per finished call.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+}
+
+}  // namespace vidclf

@@ -1,0 +1,48 @@
+// vidclf-server's command line: every field is a --flag with dashes for underscores.
+#ifndef VIDCLF_SERVER_SERVER_FLAGS_H_
+#define VIDCLF_SERVER_SERVER_FLAGS_H_
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace vidclf {
+
+struct ServerFlags {
+  std::string model_repository;
+  std::string default_model;
+  std::string host = "0.0.0.0";
+  int grpc_port = 50051;
+  int metrics_port = 9464;
+  std::string metrics_host;
+  std::string device = "auto";
+  std::string precision = "fp32";
+  std::string memory_format = "channels-last";
+  int cores = 0;
+  int decode_slots = 0;
+  int max_batch_frames = 16;
+  int max_queue_delay_us = 2000;
+  int max_inflight_requests = 64;
+  int max_inflight_mib = 1024;
+  int max_upload_mib = 64;
+  int decode_timeout_ms = 30000;
+  int drain_timeout_s = 30;
+  int max_streams = 16;
+  int stream_idle_timeout_s = 30;
+  double source_stall_timeout_s = 10;
+  int source_reconnects = 5;
+  std::vector<std::string> allow_uri;
+  std::string media_log_level = "error";
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  std::string token_file;
+  std::string log_format = "text";
+  std::string log_level = "info";
+};
+
+void AddServerFlags(CLI::App& app, ServerFlags* flags);
+
+}  // namespace vidclf
+
+#endif  // VIDCLF_SERVER_SERVER_FLAGS_H_

@@ -1,0 +1,341 @@
+// The real vidclf-server with TLS, mutual TLS and bearer tokens, called by the real vidclf client
+// and by gRPC stubs; and its JSON log. Certificates are made at test time with the openssl CLI.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/test_util/server_process.h"
+#include "tests/test_util/test_files.h"
+#include "tests/test_util/test_models.h"
+#include "vidclf/v1/video_classifier.grpc.pb.h"
+
+namespace vidclf {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kToken[] = "first-token-0123456789abcdef";
+constexpr char kOtherToken[] = "second-token-0123456789abcdef";
+
+// Runs a shell command and fails the current test if it fails.
+void Shell(const std::string& command) {
+  int exit_code = 0;
+  const std::string output = testing::RunCommand(command + " 2>&1", &exit_code);
+  ASSERT_EQ(exit_code, 0) << command << "\n" << output;
+}
+
+// A CA in `dir`/`name`-ca.{pem,key}, and a certificate it signs for `subject` in
+// `dir`/`subject`.{pem,key}, valid for localhost.
+void MakeCertificate(const std::string& dir, const std::string& ca, const std::string& subject) {
+  const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  if (!std::filesystem::exists(dir + "/" + ca + ".pem")) {
+    Shell(absl::StrCat("openssl req -x509 ", ec, " -days 2 -subj /CN=", ca, " -keyout ", dir, "/",
+                       ca, ".key -out ", dir, "/", ca, ".pem"));
+  }
+  testing::WriteFile(dir + "/" + subject + ".ext",
+                     "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                     "extendedKeyUsage=serverAuth,clientAuth\n");
+  Shell(absl::StrCat("openssl req ", ec, " -subj /CN=", subject, " -keyout ", dir, "/", subject,
+                     ".key -out ", dir, "/", subject, ".csr"));
+  Shell(absl::StrCat("openssl x509 -req -days 2 -in ", dir, "/", subject, ".csr -CA ", dir, "/", ca,
+                     ".pem -CAkey ", dir, "/", ca, ".key -CAcreateserial -extfile ", dir, "/",
+                     subject, ".ext -out ", dir, "/", subject, ".pem"));
+}
+
+class SecurityServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(testing::MakeScratchDir("security"));
+    testing::SaveModel(testing::TinyConfig(), *dir_ + "/repo/tiny/1");
+    testing::MakeVideo("-f lavfi -i testsrc2=size=160x120:rate=10 -frames:v 20 -c:v libx264",
+                       *dir_ + "/clip.mp4");
+    MakeCertificate(*dir_, "ca", "server");
+    MakeCertificate(*dir_, "ca", "client");
+    MakeCertificate(*dir_, "stranger-ca",
+                    "stranger");  // a client whose CA the server does not know
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+
+  static std::string Path(const std::string& name) { return *dir_ + "/" + name; }
+
+  static std::unique_ptr<testing::ServerProcess> StartServer(std::vector<std::string> arguments) {
+    arguments.insert(arguments.begin(), {"--model-repository", Path("repo")});
+    auto server = testing::ServerProcess::Start(VIDCLF_SERVER_BINARY, arguments);
+    EXPECT_TRUE(server.ok()) << server.status();
+    return server.ok() ? *std::move(server) : nullptr;
+  }
+
+  // Runs the vidclf client against `server`; returns what it printed, both streams.
+  static std::string Client(const testing::ServerProcess& server, const std::string& arguments,
+                            int* exit_code) {
+    return testing::RunCommand(absl::StrCat(VIDCLF_CLIENT_BINARY, " ", arguments, " --server ",
+                                            server.grpc_address(), " 2>&1"),
+                               exit_code);
+  }
+
+  static std::string TlsServerArguments() {
+    return absl::StrCat("--tls-ca ", Path("ca.pem"), " --tls-server-name localhost");
+  }
+
+  static std::unique_ptr<v1::VideoClassifier::Stub> Stub(const testing::ServerProcess& server) {
+    return v1::VideoClassifier::NewStub(
+        grpc::CreateChannel(server.grpc_address(), grpc::InsecureChannelCredentials()));
+  }
+
+  static void Prepare(grpc::ClientContext* context, const std::string& token) {
+    context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    if (!token.empty()) context->AddMetadata("authorization", "Bearer " + token);
+  }
+
+  // ListModels with `token` ("": none) through a plain stub.
+  static grpc::StatusCode ListModels(const testing::ServerProcess& server,
+                                     const std::string& token) {
+    grpc::ClientContext context;
+    Prepare(&context, token);
+    v1::ListModelsResponse response;
+    return Stub(server)->ListModels(&context, v1::ListModelsRequest(), &response).error_code();
+  }
+
+  static std::string* dir_;
+};
+
+std::string* SecurityServerTest::dir_ = nullptr;
+
+TEST_F(SecurityServerTest, TlsServesClientsThatTrustItsCertificate) {
+  auto server = StartServer({"--tls-cert", Path("server.pem"), "--tls-key", Path("server.key")});
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(server->output(), HasSubstr("(TLS)"));
+
+  int exit_code = -1;
+  std::string output = Client(*server, "models " + TlsServerArguments(), &exit_code);
+  EXPECT_EQ(exit_code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("tiny"));
+  output = Client(*server, "classify " + Path("clip.mp4") + " " + TlsServerArguments(), &exit_code);
+  EXPECT_EQ(exit_code, 0) << output;
+  output = Client(*server, "health " + TlsServerArguments(), &exit_code);
+  EXPECT_EQ(exit_code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("SERVING"));
+
+  // Plaintext, and TLS that trusts another CA, do not get through.
+  output = Client(*server, "models --timeout-seconds 5", &exit_code);
+  EXPECT_EQ(exit_code, 1) << output;
+  EXPECT_THAT(output, HasSubstr("UNAVAILABLE"));
+  output = Client(
+      *server,
+      "models --timeout-seconds 5 --tls-server-name localhost --tls-ca " + Path("stranger-ca.pem"),
+      &exit_code);
+  EXPECT_EQ(exit_code, 1) << output;
+  EXPECT_THAT(output, HasSubstr("UNAVAILABLE"));
+  // A file the client cannot read is named before anything is sent.
+  output = Client(*server, "models --tls-ca " + Path("missing.pem"), &exit_code);
+  EXPECT_EQ(exit_code, 2) << output;
+  EXPECT_THAT(output, HasSubstr("--tls-ca: cannot read"));
+  EXPECT_EQ(server->Stop(), 0) << server->output();
+}
+
+TEST_F(SecurityServerTest, MutualTlsServesOnlyClientsItsCaSigned) {
+  auto server = StartServer({"--tls-cert", Path("server.pem"), "--tls-key", Path("server.key"),
+                             "--tls-client-ca", Path("ca.pem")});
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(server->output(), HasSubstr("(mutual TLS)"));
+
+  int exit_code = -1;
+  const std::string signed_client =
+      absl::StrCat(" --tls-cert ", Path("client.pem"), " --tls-key ", Path("client.key"));
+  std::string output =
+      Client(*server, "models " + TlsServerArguments() + signed_client, &exit_code);
+  EXPECT_EQ(exit_code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("tiny"));
+
+  output = Client(*server, "models --timeout-seconds 5 " + TlsServerArguments(), &exit_code);
+  EXPECT_EQ(exit_code, 1) << "no client certificate:\n" << output;
+  output = Client(*server,
+                  absl::StrCat("models --timeout-seconds 5 ", TlsServerArguments(), " --tls-cert ",
+                               Path("stranger.pem"), " --tls-key ", Path("stranger.key")),
+                  &exit_code);
+  EXPECT_EQ(exit_code, 1) << "a certificate of another CA:\n" << output;
+  EXPECT_EQ(server->Stop(), 0) << server->output();
+}
+
+TEST_F(SecurityServerTest, BearerTokensGuardEveryMethodButHealth) {
+  testing::WriteFile(Path("tokens"), absl::StrCat("# clients of the test\n\n  ", kToken, "  \n"));
+  auto server = StartServer({"--token-file", Path("tokens")});
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(server->output(), HasSubstr("bearer tokens required"));
+
+  // Our client, with the token, without it and with a wrong one.
+  testing::WriteFile(Path("client-token"), kToken);
+  testing::WriteFile(Path("wrong-token"), kOtherToken);
+  int exit_code = -1;
+  std::string output =
+      Client(*server, "classify " + Path("clip.mp4") + " --token-file " + Path("client-token"),
+             &exit_code);
+  EXPECT_EQ(exit_code, 0) << output;
+  output = Client(*server, "models", &exit_code);
+  EXPECT_EQ(exit_code, 1) << output;
+  EXPECT_THAT(output, HasSubstr("UNAUTHENTICATED"));
+  EXPECT_THAT(output, HasSubstr("needs a bearer token"));
+  output = Client(*server, "models --token-file " + Path("wrong-token"), &exit_code);
+  EXPECT_EQ(exit_code, 1) << output;
+  EXPECT_THAT(output, HasSubstr("not accepted"));
+  // Health stays open, so that probes work.
+  output = Client(*server, "health", &exit_code);
+  EXPECT_EQ(exit_code, 0) << output;
+
+  // Every method of the service, through stubs.
+  auto stub = Stub(*server);
+  EXPECT_EQ(ListModels(*server, kToken), grpc::StatusCode::OK);
+  EXPECT_EQ(ListModels(*server, ""), grpc::StatusCode::UNAUTHENTICATED);
+  {
+    grpc::ClientContext context;
+    Prepare(&context, "");
+    context.AddMetadata("authorization", std::string("Basic ") + kToken);
+    v1::ListModelsResponse response;
+    EXPECT_EQ(stub->ListModels(&context, v1::ListModelsRequest(), &response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext context;
+    Prepare(&context, kOtherToken);
+    v1::ModelInfo response;
+    EXPECT_EQ(stub->GetModel(&context, v1::GetModelRequest(), &response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext context;
+    Prepare(&context, "");
+    v1::ClassifyRequest request;
+    request.set_video(testing::ReadFile(Path("clip.mp4")));
+    v1::ClassifyResponse response;
+    EXPECT_EQ(stub->Classify(&context, request, &response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext context;
+    Prepare(&context, "");
+    v1::ClassifyResponse response;
+    auto writer = stub->ClassifyUpload(&context, &response);
+    v1::ClassifyUploadRequest chunk;
+    chunk.set_chunk(testing::ReadFile(Path("clip.mp4")));
+    writer->Write(chunk);
+    writer->WritesDone();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext context;
+    Prepare(&context, "");
+    auto stream = stub->StreamClassify(&context);
+    stream->WritesDone();
+    v1::StreamPrediction prediction;
+    EXPECT_FALSE(stream->Read(&prediction));
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext context;
+    Prepare(&context, "");
+    v1::WatchSourceRequest request;
+    request.set_uri("file:///dev/null");
+    auto reader = stub->WatchSource(&context, request);
+    v1::WatchSourceResponse response;
+    EXPECT_FALSE(reader->Read(&response));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    grpc::health::v1::HealthCheckResponse response;
+    EXPECT_TRUE(grpc::health::v1::Health::NewStub(
+                    grpc::CreateChannel(server->grpc_address(), grpc::InsecureChannelCredentials()))
+                    ->Check(&context, grpc::health::v1::HealthCheckRequest(), &response)
+                    .ok());
+  }
+  // Refused calls are counted by code; the server went on serving.
+  absl::StatusOr<std::string> metrics = testing::HttpGet(server->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_THAT(*metrics, HasSubstr("vidclf_requests_total{code=\"UNAUTHENTICATED\","
+                                  "method=\"ClassifyUpload\",model=\"tiny\"} 1"));
+  EXPECT_EQ(ListModels(*server, kToken), grpc::StatusCode::OK);
+  EXPECT_EQ(server->Stop(), 0) << server->output();
+}
+
+TEST_F(SecurityServerTest, ReadsTheTokenFileAgainOnSighup) {
+  testing::WriteFile(Path("rotated-tokens"), absl::StrCat(kToken, "\n"));
+  auto server = StartServer({"--token-file", Path("rotated-tokens")});
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(ListModels(*server, kToken), grpc::StatusCode::OK);
+  EXPECT_EQ(ListModels(*server, kOtherToken), grpc::StatusCode::UNAUTHENTICATED);
+
+  testing::WriteFile(Path("rotated-tokens"), absl::StrCat(kOtherToken, "\n"));
+  server->Signal(SIGHUP);
+  ASSERT_TRUE(server->WaitForOutput("1 tokens accepted", 60)) << server->output();
+  EXPECT_EQ(ListModels(*server, kOtherToken), grpc::StatusCode::OK);
+  EXPECT_EQ(ListModels(*server, kToken), grpc::StatusCode::UNAUTHENTICATED);
+
+  // A file that became unusable leaves the tokens read before in force.
+  testing::WriteFile(Path("rotated-tokens"), "# nobody\n");
+  server->Signal(SIGHUP);
+  ASSERT_TRUE(server->WaitForOutput("token file not reloaded", 60)) << server->output();
+  EXPECT_THAT(server->output(), HasSubstr("holds no token"));
+  EXPECT_EQ(ListModels(*server, kOtherToken), grpc::StatusCode::OK);
+  EXPECT_EQ(server->Stop(), 0) << server->output();
+}
+
+TEST_F(SecurityServerTest, RefusesToStartWithFilesItCannotUse) {
+  testing::WriteFile(Path("short-token"), "abc\n");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--tls-cert", Path("missing.pem"), "--tls-key", Path("server.key")},
+       "--tls-cert: cannot read"},
+      {{"--tls-cert", Path("server.pem")}, "--tls-cert and --tls-key go together"},
+      {{"--tls-cert", Path("server.key"), "--tls-key", Path("server.key")},
+       "holds no PEM CERTIFICATE"},
+      {{"--tls-client-ca", Path("ca.pem")}, "--tls-client-ca needs --tls-cert"},
+      {{"--token-file", Path("short-token")}, "at least 16 characters"},
+      {{"--token-file", Path("missing-tokens")}, "cannot read the token file"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> arguments = {"--model-repository", Path("repo")};
+    arguments.insert(arguments.end(), flags.begin(), flags.end());
+    auto server = testing::ServerProcess::Start(VIDCLF_SERVER_BINARY, arguments);
+    ASSERT_FALSE(server.ok()) << flags[0];
+    EXPECT_THAT(std::string(server.status().message()), HasSubstr(message)) << flags[0];
+  }
+}
+
+TEST_F(SecurityServerTest, JsonLogHoldsOneObjectPerLine) {
+  auto server = StartServer({"--log-format", "json", "--log-level", "debug"});
+  ASSERT_NE(server, nullptr);
+  int exit_code = -1;
+  const std::string output = Client(*server, "classify " + Path("clip.mp4"), &exit_code);
+  ASSERT_EQ(exit_code, 0) << output;
+  ASSERT_EQ(server->Stop(), 0) << server->output();
+
+  int lines = 0;
+  bool call_logged = false;
+  for (absl::string_view line : absl::StrSplit(server->output(), '\n', absl::SkipEmpty())) {
+    ++lines;
+    const nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(event.is_object()) << line;
+    EXPECT_TRUE(event.contains("time") && event.contains("level") && event.contains("message"))
+        << line;
+    const std::string message = event.value("message", "");
+    if (message.rfind("Classify model=tiny code=OK", 0) == 0) {
+      call_logged = event.value("level", "") == "debug";
+    }
+  }
+  EXPECT_GT(lines, 4);
+  EXPECT_TRUE(call_logged) << server->output();
+}
+
+}  // namespace
+}  // namespace vidclf
