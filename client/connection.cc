@@ -71,6 +71,19 @@ class BearerTokenInterceptorFactory final
   const std::string authorization_;  // lives as long as the channel, which owns the factory
 };
 
+// Calls refused with UNAVAILABLE (a replica that is draining, or one that stopped before the call
+// reached it) are tried again, which behind a balancer reaches another replica. Only methods
+// whose request is one message: classification has no side effects, so a second try is safe.
+constexpr char kRetryServiceConfig[] = R"json({
+  "methodConfig": [{
+    "name": [{"service": "vidclf.v1.VideoClassifier", "method": "Classify"},
+             {"service": "vidclf.v1.VideoClassifier", "method": "ListModels"},
+             {"service": "vidclf.v1.VideoClassifier", "method": "GetModel"}],
+    "retryPolicy": {"maxAttempts": 4, "initialBackoff": "0.2s", "maxBackoff": "2s",
+                    "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}
+  }]
+})json";
+
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
     const ConnectionOptions& options) {
   const bool tls = options.tls || !options.tls_ca.empty() || !options.tls_cert.empty() ||
@@ -120,6 +133,10 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const ConnectionOptions& 
   grpc::ChannelArguments arguments;
   arguments.SetMaxSendMessageSize(1 << 30);
   arguments.SetMaxReceiveMessageSize(64 << 20);
+  arguments.SetServiceConfigJSON(kRetryServiceConfig);
+  // gRPC retries only a call whose request it still holds: room for a whole video (the server's
+  // default --max-upload-mib is 64).
+  arguments.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE, 128 << 20);
   if (!options.tls_server_name.empty()) {
     arguments.SetSslTargetNameOverride(options.tls_server_name);
   }

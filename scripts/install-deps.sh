@@ -20,8 +20,8 @@ packages=(
   libtorch-dev libopenblas0-pthread
   # metrics
   prometheus-cpp-dev prometheus
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev python3-grpcio python3-protobuf
+  # tests and benchmarks; nginx for the replicas-behind-a-balancer test (deploy/nginx/)
+  libgtest-dev libgmock-dev libbenchmark-dev python3-grpcio python3-protobuf nginx
   # real-world sample videos and images for tests/unit/decode_matrix_test.cc
   python3-imageio
   # torchvision interop test (model/scripts/export_resnet18.py), and the Python reference

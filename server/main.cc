@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -179,6 +180,16 @@ int Run(const ServerFlags& flags) {
   // The upload is one message: allow the configured maximum plus room for the other fields.
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(engine_options.decode.max_input_bytes + (1 << 20)));
+  // A connection's age sends the client a GOAWAY: its later calls open a new connection, which a
+  // balancer may give to another replica; long-lived streams otherwise stay where they began.
+  if (flags.max_connection_age_s > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               static_cast<int>(1e3 * flags.max_connection_age_s));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               flags.max_connection_age_grace_s > 0
+                                   ? static_cast<int>(1e3 * flags.max_connection_age_grace_s)
+                                   : std::numeric_limits<int>::max());
+  }
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {

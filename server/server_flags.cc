@@ -106,6 +106,16 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "File of bearer tokens, one per line: calls must send \"authorization: Bearer "
                  "TOKEN\" or get UNAUTHENTICATED. Health and reflection stay open. Re-read on "
                  "SIGHUP.");
+  app.add_option("--max-connection-age-s", flags->max_connection_age_s,
+                 "Ask clients to open a new connection after this long (0: never), so that "
+                 "behind a balancer new calls and streams spread onto new replicas.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-connection-age-grace-s", flags->max_connection_age_grace_s,
+                 "Then how long calls and live streams already on the old connection may go on "
+                 "(0: until they end).")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--log-format", flags->log_format, "One line per event, as text or json.")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));

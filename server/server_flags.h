@@ -37,6 +37,8 @@ struct ServerFlags {
   std::string tls_key;
   std::string tls_client_ca;
   std::string token_file;
+  double max_connection_age_s = 0;
+  double max_connection_age_grace_s = 0;
   std::string log_format = "text";
   std::string log_level = "info";
 };

@@ -1,0 +1,249 @@
+// Three real vidclf-server replicas behind a real nginx, configured with deploy/nginx's files:
+// calls spread over the replicas, uploads and live streams pass through, and a replica that
+// drains and stops loses no call, since the client tries a refused call again.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "tests/test_util/server_process.h"
+#include "tests/test_util/test_files.h"
+#include "tests/test_util/test_models.h"
+#include "vidclf/v1/video_classifier.grpc.pb.h"
+
+namespace vidclf {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A loopback port nobody listens on now.
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+bool Accepts(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  ::close(fd);
+  return connected;
+}
+
+// nginx in the foreground, one process, everything under `dir`; stopped with the object.
+class Nginx {
+ public:
+  Nginx(const std::string& dir, int port) : dir_(dir), port_(port) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::execlp("nginx", "nginx", "-p", dir.c_str(), "-c", (dir + "/nginx.conf").c_str(),
+               static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 100 && !Accepts(port); ++i) ::usleep(50 * 1000);
+  }
+  ~Nginx() {
+    ::kill(pid_, SIGQUIT);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  bool running() const { return Accepts(port_); }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  std::string error_log() const { return testing::ReadFile(dir_ + "/error.log"); }
+
+ private:
+  const std::string dir_;
+  const int port_;
+  pid_t pid_ = -1;
+};
+
+// The nginx.conf of the test: deploy/nginx/grpc-proxy.conf as shipped, but listening on `port`,
+// and an upstream of the replicas' loopback ports.
+void WriteNginxConfig(const std::string& dir, int port, const std::vector<int>& replica_ports) {
+  std::filesystem::create_directories(dir + "/temp");
+  std::string upstream = "upstream vidclf_replicas {\n";
+  for (const int replica : replica_ports) {
+    absl::StrAppend(&upstream, "  server 127.0.0.1:", replica, " max_fails=1 fail_timeout=5s;\n");
+  }
+  absl::StrAppend(&upstream, "  keepalive 32;\n}\n");
+  testing::WriteFile(dir + "/upstream.conf", upstream);
+  const std::string proxy =
+      testing::ReadFile(std::string(VIDCLF_SOURCE_DIR) + "/deploy/nginx/grpc-proxy.conf");
+  ASSERT_THAT(proxy, HasSubstr("listen 50050 http2;"));
+  testing::WriteFile(
+      dir + "/grpc-proxy.conf",
+      absl::StrReplaceAll(proxy, {{"listen 50050", absl::StrCat("listen 127.0.0.1:", port)}}));
+  testing::WriteFile(dir + "/nginx.conf", absl::StrCat(R"(
+daemon off;
+master_process off;
+worker_processes 1;
+pid nginx.pid;
+error_log error.log warn;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path temp/body;
+  proxy_temp_path temp/proxy;
+  fastcgi_temp_path temp/fastcgi;
+  uwsgi_temp_path temp/uwsgi;
+  scgi_temp_path temp/scgi;
+  include upstream.conf;
+  include grpc-proxy.conf;
+}
+)"));
+}
+
+double ClassifyCallsServed(const testing::ServerProcess& replica) {
+  absl::StatusOr<std::string> page = testing::HttpGet(replica.metrics_port(), "/metrics");
+  if (!page.ok()) return -1;
+  std::smatch match;
+  const std::regex line(
+      R"re(vidclf_requests_total\{code="OK",method="Classify",model="tiny"\} (\S+))re");
+  return std::regex_search(*page, match, line) ? std::stod(match[1]) : 0;
+}
+
+TEST(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
+  const std::string dir = testing::MakeScratchDir("replicas");
+  testing::SaveModel(testing::TinyConfig(), dir + "/repo/tiny/1");
+  testing::MakeVideo("-f lavfi -i testsrc2=size=160x120:rate=10 -frames:v 20 -c:v libx264",
+                     dir + "/clip.mp4");
+  std::vector<std::unique_ptr<testing::ServerProcess>> replicas;
+  std::vector<int> ports;
+  for (int i = 0; i < 3; ++i) {
+    auto replica = testing::ServerProcess::Start(
+        VIDCLF_SERVER_BINARY, {"--model-repository", dir + "/repo", "--cores", "1"});
+    ASSERT_TRUE(replica.ok()) << replica.status();
+    ports.push_back(std::stoi((*replica)->grpc_address().substr(10)));
+    replicas.push_back(*std::move(replica));
+  }
+  const int port = FreePort();
+  WriteNginxConfig(dir + "/nginx", port, ports);
+  Nginx nginx(dir + "/nginx", port);
+  ASSERT_TRUE(nginx.running()) << nginx.error_log();
+
+  // Calls through nginx reach every replica.
+  const std::string classify = absl::StrCat(VIDCLF_CLIENT_BINARY, " classify ", dir,
+                                            "/clip.mp4 --json --server ", nginx.address(), " 2>&1");
+  for (int i = 0; i < 12; ++i) {
+    int exit_code = -1;
+    const std::string output = testing::RunCommand(classify, &exit_code);
+    ASSERT_EQ(exit_code, 0) << output << nginx.error_log();
+  }
+  double served = 0;
+  for (const auto& replica : replicas) {
+    EXPECT_GE(ClassifyCallsServed(*replica), 1) << "a replica got no call";
+    served += ClassifyCallsServed(*replica);
+  }
+  EXPECT_EQ(served, 12);
+
+  // A client-streaming upload and a live stream pass through too.
+  int exit_code = -1;
+  std::string output =
+      testing::RunCommand(absl::StrCat(VIDCLF_CLIENT_BINARY, " upload ", dir, "/clip.mp4 --server ",
+                                       nginx.address(), " 2>&1"),
+                          &exit_code);
+  EXPECT_EQ(exit_code, 0) << output;
+  output = testing::RunCommand(
+      absl::StrCat(VIDCLF_CLIENT_BINARY, " stream ", dir,
+                   "/clip.mp4 --emit-every-frames 5 --server ", nginx.address(), " 2>&1"),
+      &exit_code);
+  EXPECT_EQ(exit_code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("predictions"));
+
+  // One replica drains, held open by an upload that has not ended: calls that nginx gives it
+  // are refused with UNAVAILABLE, which the client tries again, reaching the two others. None is
+  // lost, and the upload it had accepted is answered before it stops.
+  const double served_by_the_first = ClassifyCallsServed(*replicas[0]);
+  auto first = v1::VideoClassifier::NewStub(
+      grpc::CreateChannel(replicas[0]->grpc_address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext upload_context;
+  v1::ClassifyResponse upload_response;
+  auto upload = first->ClassifyUpload(&upload_context, &upload_response);
+  const std::string video = testing::ReadFile(dir + "/clip.mp4");
+  v1::ClassifyUploadRequest chunk;
+  chunk.set_chunk(video.substr(0, video.size() / 2));
+  ASSERT_TRUE(upload->Write(chunk));
+  replicas[0]->Signal(SIGTERM);
+  ASSERT_TRUE(replicas[0]->WaitForOutput("draining", 30)) << replicas[0]->output();
+  for (int i = 0; i < 9; ++i) {
+    output = testing::RunCommand(classify, &exit_code);
+    ASSERT_EQ(exit_code, 0) << "call " << i << " while a replica drains: " << output;
+  }
+  EXPECT_EQ(ClassifyCallsServed(*replicas[1]) + ClassifyCallsServed(*replicas[2]),
+            served - served_by_the_first + 9);
+  absl::StatusOr<std::string> page = testing::HttpGet(replicas[0]->metrics_port(), "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(*page, HasSubstr("vidclf_requests_total{code=\"UNAVAILABLE\",method=\"Classify\""))
+      << "nginx gave the draining replica no call: the retries were not tested";
+  chunk.set_chunk(video.substr(video.size() / 2));
+  ASSERT_TRUE(upload->Write(chunk));
+  upload->WritesDone();
+  const grpc::Status upload_status = upload->Finish();
+  EXPECT_TRUE(upload_status.ok()) << upload_status.error_message();
+  EXPECT_EQ(replicas[0]->Stop(), 0) << replicas[0]->output();
+}
+
+// --max-connection-age-s sends clients a GOAWAY so that their later calls may reach another
+// replica; a live stream already open goes on to its end, unless a grace period cuts it.
+TEST(ReplicasTest, ConnectionAgeMovesLaterCallsAndSparesStreamsWithoutGrace) {
+  const std::string dir = testing::MakeScratchDir("connection-age");
+  testing::SaveModel(testing::TinyConfig(), dir + "/repo/tiny/1");
+  // 4 s of video, streamed at its real rate.
+  testing::MakeVideo("-f lavfi -i testsrc2=size=160x120:rate=10 -frames:v 40 -c:v libx264",
+                     dir + "/clip.mp4");
+  for (const bool graceful : {true, false}) {
+    auto server = testing::ServerProcess::Start(
+        VIDCLF_SERVER_BINARY, {"--model-repository", dir + "/repo", "--max-connection-age-s", "1",
+                               "--max-connection-age-grace-s", graceful ? "0" : "1"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    int exit_code = -1;
+    const std::string output =
+        testing::RunCommand(absl::StrCat(VIDCLF_CLIENT_BINARY, " stream ", dir,
+                                         "/clip.mp4 --realtime --emit-every-frames 10 --server ",
+                                         (*server)->grpc_address(), " 2>&1"),
+                            &exit_code);
+    if (graceful) {
+      EXPECT_EQ(exit_code, 0) << output;
+      EXPECT_THAT(output, HasSubstr("4 predictions"));
+    } else {
+      EXPECT_NE(exit_code, 0) << "the grace period should have ended the stream:\n" << output;
+    }
+
+    // A channel that made a call is told to go away once the connection is a second old.
+    auto channel =
+        grpc::CreateChannel((*server)->grpc_address(), grpc::InsecureChannelCredentials());
+    grpc::ClientContext context;
+    v1::ListModelsResponse models;
+    ASSERT_TRUE(v1::VideoClassifier::NewStub(channel)
+                    ->ListModels(&context, v1::ListModelsRequest(), &models)
+                    .ok());
+    EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+    const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(10);
+    while (channel->GetState(false) == GRPC_CHANNEL_READY &&
+           channel->WaitForStateChange(GRPC_CHANNEL_READY, deadline)) {
+    }
+    EXPECT_NE(channel->GetState(false), GRPC_CHANNEL_READY) << "no GOAWAY came";
+  }
+}
+
+}  // namespace
+}  // namespace vidclf
