@@ -11,7 +11,7 @@
 //                 [--chunk-kib K] [--timeout-seconds T]
 //   vidclf watch URI [the options of stream but the feed's] [--max-reconnects N]
 //   vidclf models [NAME] [--json]
-//   vidclf health
+//   vidclf health [--service NAME]
 //   vidclf bench FILE... [--concurrency 1,2,4,8,16] [--requests N] [--rate R]
 //                [--metrics-url URL] [--json]
 //
@@ -102,7 +102,11 @@ int main(int argc, char** argv) {
   AddConnectionOptions(models, &models_connection);
 
   ConnectionOptions health_connection;
-  CLI::App* health = app.add_subcommand("health", "Ask the server's gRPC health service.");
+  std::string health_service;
+  CLI::App* health = app.add_subcommand(
+      "health", "Ask the server's gRPC health service; exit 0 only when it is SERVING.");
+  health->add_option("--service", health_service,
+                     "Service to ask about (vidclf.v1.VideoClassifier; default: the server).");
   AddConnectionOptions(health, &health_connection);
 
   BenchOptions bench_options;
@@ -138,7 +142,7 @@ int main(int argc, char** argv) {
   if (*stream) return RunStream(stream_source, stream_options);
   if (*watch) return RunWatch(watch_uri, watch_options);
   if (*models) return RunModels(model_name, models_json, models_connection);
-  if (*health) return RunHealth(health_connection);
+  if (*health) return RunHealth(health_service, health_connection);
   bench_options.json = bench_options.classify.json;
   return RunBench(bench_options);
 }

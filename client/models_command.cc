@@ -76,13 +76,14 @@ int RunModels(const std::string& name, bool json, const ConnectionOptions& conne
   return 0;
 }
 
-int RunHealth(const ConnectionOptions& connection) {
+int RunHealth(const std::string& service, const ConnectionOptions& connection) {
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(connection);
   if (!channel.ok()) return FailBeforeCalling(channel.status());
   auto stub = grpc::health::v1::Health::NewStub(*channel);
   grpc::ClientContext context;
   SetDeadline(context, connection);
   grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
   grpc::health::v1::HealthCheckResponse response;
   const grpc::Status status = stub->Check(&context, request, &response);
   if (!status.ok()) return Fail(status, connection);

@@ -12,8 +12,9 @@ namespace vidclf::client {
 // messages as JSON instead.
 int RunModels(const std::string& name, bool json, const ConnectionOptions& connection);
 
-// Prints the health service's answer; exit code 0 only for SERVING.
-int RunHealth(const ConnectionOptions& connection);
+// Prints the health service's answer for `service` ("": the server as a whole); exit code 0 only
+// for SERVING.
+int RunHealth(const std::string& service, const ConnectionOptions& connection);
 
 }  // namespace vidclf::client
 

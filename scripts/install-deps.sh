@@ -20,8 +20,9 @@ packages=(
   libtorch-dev libopenblas0-pthread
   # metrics
   prometheus-cpp-dev prometheus
-  # tests and benchmarks; nginx for the replicas-behind-a-balancer test (deploy/nginx/)
-  libgtest-dev libgmock-dev libbenchmark-dev python3-grpcio python3-protobuf nginx
+  # tests and benchmarks; YAML for the observability test of deploy/; nginx for the
+  # replicas-behind-a-balancer test (deploy/nginx/)
+  libgtest-dev libgmock-dev libbenchmark-dev python3-grpcio python3-protobuf python3-yaml nginx
   # real-world sample videos and images for tests/unit/decode_matrix_test.cc
   python3-imageio
   # torchvision interop test (model/scripts/export_resnet18.py), and the Python reference
@@ -34,20 +35,40 @@ packages=(
   clang-14 libclang-rt-14-dev llvm-14
 )
 
+# The deployment checks' tools (scripts/check-deploy.sh), as command:package. Each is installed only
+# when its command is missing: a kubectl or Node.js that another package brought conflicts with
+# Debian's kubernetes-client or npm, and is used as it is.
+deploy_tools=(kubectl:kubernetes-client yamllint:yamllint docker-compose:docker-compose
+  node:nodejs npm:npm readelf:binutils
+  # the container test: a Docker engine, and debootstrap for a base image from Debian's packages
+  dockerd:docker.io debootstrap:debootstrap)
+
 missing=()
+for pair in "${deploy_tools[@]}"; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+done
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
     missing+=("$p")
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The deployment checks' npm packages, pinned by deploy/validate/package-lock.json: `npm ci` again
+# only when the lockfile has changed since the last one.
+validate_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/deploy/validate"
+stamp="$validate_dir/node_modules/.lock-sha256"
+lock_sum="$(sha256sum "$validate_dir/package-lock.json" | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]; then
+  echo "install-deps: npm ci in deploy/validate"
+  (cd "$validate_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  echo "$lock_sum" > "$stamp"
+fi

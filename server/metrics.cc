@@ -232,7 +232,15 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
                              .Name("vidclf_source_reconnects_total")
                              .Help("Attempts to follow a watched source again after it dropped.")
                              .Register(registry)
-                             .Add({})) {}
+                             .Add({})) {
+  // Every reason reads 0 from the start, so that rates and alerts over them have a series before
+  // the first refusal rather than none.
+  for (const engine::Refusal refusal :
+       {engine::Refusal::kRequests, engine::Refusal::kBytes, engine::Refusal::kDeadline,
+        engine::Refusal::kDraining, engine::Refusal::kStreams}) {
+    refused_.Add({{"reason", std::string(engine::RefusalName(refusal))}});
+  }
+}
 
 void ServerMetrics::RecordRequest(absl::string_view method, absl::string_view model,
                                   absl::string_view code, double seconds) {
