@@ -3,8 +3,10 @@
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -45,6 +47,41 @@ std::string CodeName(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
 
+bool Settled(const std::string& code) {
+  return code == "OK" || code == "INVALID_ARGUMENT" || code == "NOT_FOUND" ||
+         code == "PERMISSION_DENIED";
+}
+
+// Keeps the lines of `path` (if it exists) that settle a video, rewriting it without the others
+// (calls to try again, a line cut short); returns the videos they settle, with their codes.
+absl::StatusOr<std::map<std::string, std::string>> KeepSettledLines(const std::string& path) {
+  std::map<std::string, std::string> settled;
+  std::ifstream in(path);
+  if (!in) return settled;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    const nlohmann::json json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!json.is_object() || !json.contains("source") || !json.contains("code") ||
+        !json["source"].is_string() || !json["code"].is_string() ||
+        !Settled(json["code"].get<std::string>())) {
+      continue;
+    }
+    settled[json["source"].get<std::string>()] = json["code"].get<std::string>();
+    absl::StrAppend(&kept, line, "\n");
+  }
+  // A rename, so that a run killed now leaves the old file or the new one, whole.
+  const std::string temporary = path + ".resume";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << kept;
+    if (!out.flush()) return absl::PermissionDeniedError("--output: cannot write " + temporary);
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    return absl::PermissionDeniedError("--output: cannot replace " + path);
+  }
+  return settled;
+}
+
 }  // namespace
 
 absl::StatusOr<Shard> ParseShard(absl::string_view text) {
@@ -60,19 +97,37 @@ absl::StatusOr<Shard> ParseShard(absl::string_view text) {
 }
 
 int RunClassifyList(const std::string& list_path, const std::string& shard_text,
-                    const ClassifyOptions& options) {
+                    const std::string& output_path, const ClassifyOptions& options) {
   absl::StatusOr<Shard> shard = ParseShard(shard_text);
   if (!shard.ok()) return FailBeforeCalling(shard.status());
   absl::StatusOr<std::vector<std::string>> sources = ReadShard(list_path, *shard);
   if (!sources.ok()) return FailBeforeCalling(sources.status());
+  std::map<std::string, std::string> settled;
+  std::ofstream output_file;
+  if (!output_path.empty()) {
+    absl::StatusOr<std::map<std::string, std::string>> kept = KeepSettledLines(output_path);
+    if (!kept.ok()) return FailBeforeCalling(kept.status());
+    settled = *std::move(kept);
+    output_file.open(output_path, std::ios::app);
+    if (!output_file) {
+      return FailBeforeCalling(
+          absl::PermissionDeniedError("--output: cannot write " + output_path));
+    }
+  }
+  std::ostream& out = output_path.empty() ? std::cout : output_file;
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(options.connection);
   if (!channel.ok()) return FailBeforeCalling(channel.status());
   auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
 
   google::protobuf::util::JsonPrintOptions json_options;
   json_options.preserve_proto_field_names = true;
-  int classified = 0, refused = 0, failed = 0;
+  int classified = 0, refused = 0, failed = 0, already = 0;
   for (const std::string& source : *sources) {
+    if (const auto found = settled.find(source); found != settled.end()) {
+      ++already;
+      if (found->second != "OK") ++refused;  // the exit code tells the whole shard
+      continue;
+    }
     vidclf::v1::ClassifyRequest request = SettingsFrom(options);
     grpc::Status status;
     vidclf::v1::ClassifyResponse response;
@@ -100,11 +155,15 @@ int RunClassifyList(const std::string& list_path, const std::string& shard_text,
       ++(RefusedForWhatItIs(status.error_code()) ? refused : failed);
       line["error"] = status.error_message();
     }
-    std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    out << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    if (!out) {
+      return FailBeforeCalling(absl::DataLossError("--output: cannot write " + output_path));
+    }
   }
   std::cerr << "vidclf: shard " << shard->index << "/" << shard->count << " of " << list_path
-            << ": " << sources->size() << " videos, " << classified << " classified, " << refused
-            << " refused for what they are, " << failed << " failed\n";
+            << ": " << sources->size() << " videos, " << already << " answered before; "
+            << classified << " classified, " << refused << " refused for what they are, " << failed
+            << " failed\n";
   if (failed > 0) return 1;
   return refused > 0 ? 3 : 0;
 }

@@ -1,6 +1,11 @@
-// vidclf classify --from-list LIST [--shard I/N]: classifies the videos a list names, one call
-// each, and prints one JSON line per video, for batch jobs. A Kubernetes Indexed Job runs one
-// shard per pod: --shard $(JOB_COMPLETION_INDEX)/N.
+// vidclf classify --from-list LIST [--shard I/N] [--output FILE]: classifies the videos a list
+// names, one call each, and writes one JSON line per video, for batch jobs. A Kubernetes Indexed
+// Job runs one shard per pod: --shard $(JOB_COMPLETION_INDEX)/N.
+//
+// With --output the run resumes: videos that FILE already answers (classified, or refused for
+// what they are) are not sent again, lines of calls that failed otherwise are dropped so that they
+// are tried again, and a line cut short by a killed run is dropped too. Each line is flushed as
+// it is written.
 #ifndef VIDCLF_CLIENT_CLASSIFY_LIST_H_
 #define VIDCLF_CLIENT_CLASSIFY_LIST_H_
 
@@ -27,7 +32,7 @@ absl::StatusOr<Shard> ParseShard(absl::string_view text);
 // was unavailable, overloaded or too slow), which a retry may mend; 2 for a list or options that
 // cannot be used.
 int RunClassifyList(const std::string& list_path, const std::string& shard,
-                    const ClassifyOptions& options);
+                    const std::string& output_path, const ClassifyOptions& options);
 
 }  // namespace vidclf::client
 

@@ -3,7 +3,7 @@
 //   vidclf classify FILE|URI [--server ADDR] [--model NAME] [--top-k K] [--num-frames N]
 //                   [--sampling uniform|fps|window|all] [--fps R] [--stride-frames S]
 //                   [--start-seconds T] [--attention TYPE] [--json]
-//   vidclf classify --from-list LIST [--shard I/N] [the options of classify]
+//   vidclf classify --from-list LIST [--shard I/N] [--output FILE] [the options of classify]
 //   vidclf upload FILE|- [the options of classify] [--chunk-kib K]
 //   vidclf stream SOURCE [--server ADDR] [--model NAME] [--attention TYPE] [--top-k K]
 //                 [--emit-every-frames N | --emit-every-seconds S] [--embed-stride N]
@@ -43,21 +43,29 @@ int main(int argc, char** argv) {
   std::string source;
   std::string from_list;
   std::string shard = "0/1";
+  std::string list_output;
   CLI::App* classify =
       app.add_subcommand("classify", "Classify a video file, or a URI for the server to pull.");
   CLI::Option* source_option =
       classify->add_option("source", source, "A video file, or a URI (anything with \"://\").");
-  classify
-      ->add_option("--from-list", from_list,
-                   "Classify the files and URIs a list names, one per line, and print a JSON "
-                   "line for each (exit 3: some were refused for what they are; 1: a call "
-                   "failed otherwise).")
-      ->excludes(source_option);
+  CLI::Option* from_list_option =
+      classify
+          ->add_option("--from-list", from_list,
+                       "Classify the files and URIs a list names, one per line, and print a JSON "
+                       "line for each (exit 3: some were refused for what they are; 1: a call "
+                       "failed otherwise).")
+          ->excludes(source_option);
   classify
       ->add_option("--shard", shard,
                    "With --from-list, take the I-th of N shards (entries I, I+N, ...), e.g. "
                    "$(JOB_COMPLETION_INDEX)/4 in a Kubernetes Indexed Job.")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(from_list_option);
+  classify
+      ->add_option("--output", list_output,
+                   "With --from-list, append the JSON lines to this file, and resume: videos "
+                   "it already answers are not sent again.")
+      ->needs(from_list_option);
   AddClassifyOptions(classify, &classify_options);
 
   ClassifyOptions upload_options;
@@ -130,7 +138,8 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   vidclf::media::ConfigureLibav({});  // the allocation cap, for the sources `stream` reads
-  if (*classify && !from_list.empty()) return RunClassifyList(from_list, shard, classify_options);
+  if (*classify && !from_list.empty())
+    return RunClassifyList(from_list, shard, list_output, classify_options);
   if (*classify) {
     if (source.empty()) {
       std::cerr << "vidclf classify: give a video, or --from-list LIST\n";

@@ -25,6 +25,10 @@ const require = createRequire(import.meta.url);
 const HERE = path.dirname(new URL(import.meta.url).pathname);
 const SERVER_CONTAINER = "vidclf-server";
 const READINESS_SERVICE = "vidclf.v1.VideoClassifier";
+// Claims a rendering may use without defining them: deploy/k8s/batch's sidecars load the
+// service's model repository, which deploy/k8s/base defines (checked when base is rendered too).
+const SHARED_CLAIMS = { batch: ["vidclf-models"] };
+const LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"];
 
 // ---------------------------------------------------------------- arguments
 
@@ -156,7 +160,7 @@ function expand(text, env, where, errors) {
   });
 }
 
-function checkPodSpec(obj, objects, where, errors) {
+function checkPodSpec(obj, objects, where, errors, sharedClaims = []) {
   const pod = obj.spec?.template?.spec;
   if (!pod) { errors.push(`${where}: no pod template`); return; }
   const podSc = pod.securityContext ?? {};
@@ -165,7 +169,8 @@ function checkPodSpec(obj, objects, where, errors) {
     const sources = Object.keys(v).filter((k) => k !== "name" && v[k] !== null);
     if (sources.length !== 1) errors.push(`${where}: volume ${v.name} must have exactly one source, has ${sources.join(", ")}`);
     const claim = v.persistentVolumeClaim?.claimName;
-    if (claim && !objects.some((o) => o.kind === "PersistentVolumeClaim" && o.metadata.name === claim)) {
+    if (claim && !sharedClaims.includes(claim) &&
+        !objects.some((o) => o.kind === "PersistentVolumeClaim" && o.metadata.name === claim)) {
       errors.push(`${where}: volume ${v.name} uses claim ${claim}, which is not in the rendering`);
     }
   }
@@ -380,17 +385,78 @@ function checkCpu(s, name, errors) {
   if (s.container.resources?.limits?.["nvidia.com/gpu"] !== undefined) errors.push(`${name}: a CPU rendering asks for a GPU`);
 }
 
+// The Indexed Job: each pod runs its own vidclf-server as a native sidecar (an init container
+// with restartPolicy Always) on loopback, and `vidclf classify --from-list --shard --output`
+// against it; podFailurePolicy turns the client's exit codes into what the Job does.
 function checkBatch(objects, name, errors) {
   const jobs = objects.filter((o) => o.kind === "Job");
   if (jobs.length !== 1) { errors.push(`${name}: expected one Job, found ${jobs.length}`); return; }
   const job = jobs[0];
   const where = `${name}: Job ${job.metadata.name}`;
-  checkPodSpec(job, objects, where, errors);
+  checkPodSpec(job, objects, where, errors, SHARED_CLAIMS.batch);
   const spec = job.spec;
+  const pod = spec.template.spec;
+  const volumes = new Map((pod.volumes ?? []).map((v) => [v.name, v]));
   if (spec.completionMode !== "Indexed") errors.push(`${where}: completionMode must be Indexed`);
   if (!(spec.completions >= 1)) errors.push(`${where}: completions must be set`);
   if (!(spec.parallelism >= 1 && spec.parallelism <= spec.completions)) errors.push(`${where}: parallelism must be between 1 and completions`);
-  const c = spec.template.spec.containers[0];
+  if (pod.restartPolicy !== "Never") errors.push(`${where}: restartPolicy must be Never (podFailurePolicy and backoffLimitPerIndex require it)`);
+
+  // The local server: a native sidecar, so that it runs beside the client and is stopped after it.
+  const sidecars = (pod.initContainers ?? []).filter((x) => (x.command ?? [])[0]?.endsWith("vidclf-server"));
+  if (sidecars.length !== 1) { errors.push(`${where}: needs one init container running vidclf-server (the pod's local server), has ${sidecars.length}`); return; }
+  const srv = sidecars[0];
+  const at = `${where} sidecar ${srv.name}`;
+  if (srv.restartPolicy !== "Always") {
+    errors.push(`${at}: restartPolicy must be Always (a native sidecar); a plain init container would have to exit before the client starts`);
+  }
+  const sflags = new Map(flagPairs(srv.args ?? []));
+  const host = sflags.get("--host") ?? "0.0.0.0";
+  const loopback = LOOPBACK_HOSTS.includes(host);
+  const grpcPort = Number(sflags.get("--grpc-port") ?? 50051);
+  const models = sflags.get("--model-repository");
+  const modelsMount = models && mountedUnder(srv, models);
+  if (!modelsMount) errors.push(`${at}: --model-repository must be on a mounted volume`);
+  else if (modelsMount.readOnly !== true || volumes.get(modelsMount.name)?.persistentVolumeClaim?.readOnly !== true) {
+    errors.push(`${at}: the model repository is shared with the service: mount it read-only`);
+  }
+  if (!loopback && !sflags.has("--token-file")) errors.push(`${at}: --host ${host} without --token-file: other pods could call it unauthenticated; listen on 127.0.0.1`);
+  for (const flag of ["--token-file", "--tls-cert", "--tls-key", "--tls-client-ca"]) {
+    const file = sflags.get(flag);
+    if (file !== undefined && !mountedUnder(srv, file)) errors.push(`${at}: ${flag} ${file} is not on a mounted volume`);
+  }
+  if (sflags.get("--log-format") !== "json") errors.push(`${at}: --log-format must be json`);
+  const cores = Number(sflags.get("--cores") ?? 0);
+  const cpuLimit = quantity(srv.resources?.limits?.cpu);
+  if (!(cores > 0)) errors.push(`${at}: --cores must be set (the default counts the node's cores, not the limit)`);
+  else if (cpuLimit !== undefined && cores > cpuLimit) errors.push(`${at}: --cores ${cores} exceeds the CPU limit ${cpuLimit}`);
+  const inflight = Number(sflags.get("--max-inflight-mib") ?? 1024) * 2 ** 20;
+  if (!(quantity(srv.resources?.limits?.memory) > inflight + 512 * 2 ** 20)) {
+    errors.push(`${at}: memory limit ${srv.resources?.limits?.memory} leaves under 512 MiB beside --max-inflight-mib`);
+  }
+  // The kubelet stops the sidecar after the client; a deleted pod's server must drain in time.
+  const drain = Number(sflags.get("--drain-timeout-s") ?? 30);
+  const sleep = preStopSeconds(srv);
+  const grace = pod.terminationGracePeriodSeconds ?? 30;
+  if (!(grace > sleep + drain)) errors.push(`${where}: terminationGracePeriodSeconds ${grace} must exceed the sidecar's preStop sleep ${sleep} + --drain-timeout-s ${drain}`);
+  // The client must start only once the models are loaded.
+  const probe = srv.startupProbe;
+  const handlers = probe ? ["grpc", "exec", "httpGet", "tcpSocket"].filter((h) => probe[h] !== undefined && probe[h] !== null) : [];
+  if (!probe) errors.push(`${at}: no startupProbe: the client would start before the models are loaded`);
+  else if (handlers.length !== 1) errors.push(`${at}: startupProbe must have exactly one handler, has ${handlers.join(", ") || "none"}`);
+  else if (probe.grpc) {
+    if (loopback) errors.push(`${at}: a native grpc startupProbe dials the pod's IP, where a server on ${host} does not listen; exec \`vidclf health --server=localhost:${grpcPort}\``);
+    if (probe.grpc.port !== grpcPort) errors.push(`${at}: startupProbe probes port ${probe.grpc.port}, not the gRPC port ${grpcPort}`);
+  } else {
+    const cmd = probe.exec?.command ?? [];
+    const asks = new Map(flagPairs(cmd)).get("--server");
+    if (!probe.exec || cmd[0] !== "vidclf" || cmd[1] !== "health") errors.push(`${at}: startupProbe must be grpc or exec \`vidclf health\``);
+    else if (asks !== `localhost:${grpcPort}`) errors.push(`${at}: startupProbe must ask localhost:${grpcPort}, asks ${asks}`);
+  }
+
+  // The client: its shard of the list, against the sidecar, appending to a file of its own.
+  const c = (pod.containers ?? []).find((x) => (x.command ?? [])[0] === "vidclf");
+  if (!c) { errors.push(`${where}: no container runs \`vidclf classify\``); return; }
   const argv = [...(c.command ?? []), ...(c.args ?? [])];
   if (argv[0] !== "vidclf" || argv[1] !== "classify") errors.push(`${where}: must run \`vidclf classify\``);
   const flags = new Map(flagPairs(argv));
@@ -398,11 +464,47 @@ function checkBatch(objects, name, errors) {
   if (!shard) errors.push(`${where}: --shard must be $(JOB_COMPLETION_INDEX)/N`);
   else if (Number(shard[1]) !== spec.completions) errors.push(`${where}: --shard divides by ${shard[1]} but completions is ${spec.completions}`);
   if (!flags.get("--from-list") || !mountedUnder(c, flags.get("--from-list"))) errors.push(`${where}: --from-list must name a file on a mounted volume`);
-  if (!/^[a-z0-9.-]+:\d+$/.test(flags.get("--server") ?? "")) errors.push(`${where}: --server must be HOST:PORT`);
+  const server = flags.get("--server") ?? "localhost:50051";
+  const [serverHost, serverPort] = [server.replace(/:\d+$/, ""), Number(/:(\d+)$/.exec(server)?.[1])];
+  if (!LOOPBACK_HOSTS.includes(serverHost) || serverPort !== grpcPort) errors.push(`${where}: --server must be the sidecar, localhost:${grpcPort}, not ${server}`);
+  if (sflags.has("--token-file") && !flags.has("--token-file")) errors.push(`${where}: the sidecar asks for a token but the client sends none`);
   const tokenFile = flags.get("--token-file");
-  if (!tokenFile || !mountedUnder(c, tokenFile)) errors.push(`${where}: --token-file must name a mounted file (the server wants a token)`);
-  if (!["Never", "OnFailure"].includes(spec.template.spec.restartPolicy)) errors.push(`${where}: restartPolicy must be Never or OnFailure`);
+  if (tokenFile !== undefined && !mountedUnder(c, tokenFile)) errors.push(`${where}: --token-file ${tokenFile} is not on a mounted volume`);
+  const output = flags.get("--output");
+  const outMount = output && mountedUnder(c, output);
+  if (!output) errors.push(`${where}: no --output: results would go to the pod's log, and a retried shard would start over`);
+  else if (!output.includes("$(JOB_COMPLETION_INDEX)")) errors.push(`${where}: --output ${output} must name a file per shard ($(JOB_COMPLETION_INDEX))`);
+  if (output && !outMount) errors.push(`${where}: --output ${output} is not on a mounted volume`);
+  else if (outMount) {
+    const v = volumes.get(outMount.name);
+    if (outMount.readOnly || v?.persistentVolumeClaim?.readOnly) errors.push(`${where}: --output ${output} is on a read-only mount`);
+    if (!v?.persistentVolumeClaim) errors.push(`${where}: --output ${output} must be on a claim: the pod's own volumes go with it, and a retry could not resume`);
+  }
   if (!(c.env ?? []).some((e) => e.name === "JOB_COMPLETION_INDEX")) errors.push(`${where}: declare JOB_COMPLETION_INDEX so $(JOB_COMPLETION_INDEX) expands`);
+
+  // Exit codes: 2 (unusable list or options) fails the Job; 3 (done, some entries refused for what
+  // they are) must not be retried; a retry on 1 may help.
+  const rules = spec.podFailurePolicy?.rules ?? [];
+  const ruleFor = (code) => rules.find((r) => r.onExitCodes && (r.onExitCodes.operator === "In"
+    ? (r.onExitCodes.values ?? []).includes(code) : !(r.onExitCodes.values ?? []).includes(code)));
+  for (const r of rules.filter((x) => x.onExitCodes)) {
+    if (r.onExitCodes.containerName !== c.name) errors.push(`${where}: podFailurePolicy exit-code rules must name the client container ${c.name} (the server's exit codes mean other things)`);
+    if (r.action === "Ignore") errors.push(`${where}: podFailurePolicy must not Ignore exit codes ${r.onExitCodes.values}: Ignore re-creates the pod without counting it`);
+  }
+  if (ruleFor(2)?.action !== "FailJob") errors.push(`${where}: podFailurePolicy must FailJob on exit code 2 (unusable list or options)`);
+  const on3 = ruleFor(3)?.action ?? "Count";
+  if (on3 !== "FailIndex") errors.push(`${where}: podFailurePolicy must FailIndex on exit code 3 (a retry would meet the same refusals; FailJob would stop the other shards), not ${on3}`);
+  const on1 = ruleFor(1)?.action ?? "Count";
+  if (on1 !== "Count") errors.push(`${where}: exit code 1 (a call failed otherwise) must count as a failed attempt and be retried, not ${on1}`);
+  const perIndex = spec.backoffLimitPerIndex;
+  if (rules.some((r) => r.action === "FailIndex") && perIndex === undefined) errors.push(`${where}: FailIndex needs backoffLimitPerIndex`);
+  if (perIndex !== undefined) {
+    if (!(perIndex >= 1)) errors.push(`${where}: backoffLimitPerIndex ${perIndex}: a shard that failed (exit 1) should be retried at least once`);
+    const needed = spec.completions * (perIndex + 1);
+    if (spec.backoffLimit !== undefined && spec.backoffLimit < needed) {
+      errors.push(`${where}: backoffLimit ${spec.backoffLimit} is under completions x (backoffLimitPerIndex + 1) = ${needed}: shards failed by FailIndex count too, and could fail the Job while others run`);
+    }
+  } else if (!(spec.backoffLimit >= 1)) errors.push(`${where}: backoffLimit must allow a retry`);
 }
 
 // prometheus-adapter: the ConfigMap and the Helm values must hold the same rules.
@@ -646,7 +748,7 @@ function manifestFlagUses(objects, name) {
   const uses = [];
   for (const o of objects) {
     const pod = o.spec?.template?.spec;
-    for (const c of pod?.containers ?? []) {
+    for (const c of [...(pod?.initContainers ?? []), ...(pod?.containers ?? [])]) {
       const argv = [...(c.command ?? []), ...(c.args ?? [])];
       if (argv[0] === "vidclf-server") uses.push({ where: `${name}: ${o.kind} ${o.metadata.name}`, program: "server", argv: argv.slice(1) });
       if (argv[0] === "vidclf" && argv[1] === "classify") uses.push({ where: `${name}: ${o.kind} ${o.metadata.name}`, program: "classify", argv: argv.slice(2) });
@@ -679,6 +781,13 @@ async function checkManifests(root, sets) {
       if (s && base !== "tls" && s.flags.has("--tls-cert")) errors.push(`${set.label}: TLS is off by default outside the tls overlay`);
     } else if (base === "batch") {
       checkBatch(set.objects, set.label, errors);
+      for (const claim of SHARED_CLAIMS.batch) {
+        for (const other of sets.filter((x) => x.name === "base")) {
+          if (!other.objects.some((o) => o.kind === "PersistentVolumeClaim" && o.metadata.name === claim)) {
+            errors.push(`${set.label}: uses claim ${claim}, which ${other.label} does not define`);
+          }
+        }
+      }
     } else if (base !== "prometheus-adapter") {
       errors.push(`${set.label}: unknown rendering name ${base}`);
     }
@@ -740,6 +849,8 @@ async function selfTest(root, sets) {
   const pick = (name) => sets.find((s) => s.name === name);
   const dep = (objs) => objs.find((o) => o.kind === "Deployment");
   const server = (objs) => dep(objs).spec.template.spec.containers.find((c) => c.name === SERVER_CONTAINER);
+  const job = (objs) => objs.find((o) => o.kind === "Job");
+  const sidecar = (objs) => job(objs).spec.template.spec.initContainers.find((c) => c.restartPolicy === "Always");
   const cases = [
     ["unknown field", "base", (o) => { server(o).readinesProbe = server(o).readinessProbe; }],
     ["unknown kind", "base", (o) => { o.push({ apiVersion: "example.com/v1", kind: "Widget", metadata: { name: "w" } }); }],
@@ -755,6 +866,11 @@ async function selfTest(root, sets) {
     ["gpu device", "gpu", (o) => { o.find((x) => x.kind === "ConfigMap" && x.data?.VIDCLF_DEVICE).data.VIDCLF_DEVICE = "cpu"; }],
     ["undefined variable", "base", (o) => { server(o).args.push("--max-streams=$(NOPE)"); }],
     ["shard count", "batch", (o) => { o.find((x) => x.kind === "Job").spec.completions = 3; }],
+    ["batch: grpc probe on loopback", "batch", (o) => { sidecar(o).startupProbe = { grpc: { port: 50051 }, periodSeconds: 5 }; }],
+    ["batch: plain init container", "batch", (o) => { delete sidecar(o).restartPolicy; }],
+    ["batch: client to the Service", "batch", (o) => { job(o).spec.template.spec.containers[0].args = job(o).spec.template.spec.containers[0].args.map((a) => a.replace(/^--server=.*/, "--server=vidclf:50051")); }],
+    ["batch: read-only results", "batch", (o) => { job(o).spec.template.spec.containers[0].volumeMounts.find((m) => m.mountPath === "/results").readOnly = true; }],
+    ["batch: exit 3 ignored", "batch", (o) => { job(o).spec.podFailurePolicy.rules.find((r) => r.onExitCodes?.values.includes(3)).action = "Ignore"; }],
     ["drain vs liveness", "base", (o) => { server(o).livenessProbe.failureThreshold = 2; }],
     ["two volume sources", "init-models", (o) => { dep(o).spec.template.spec.volumes.find((v) => v.name === "models").persistentVolumeClaim = { claimName: "vidclf-models" }; }],
   ];

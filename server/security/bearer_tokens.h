@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace vidclf::security {
 
@@ -24,9 +25,10 @@ class BearerTokens {
   // Shorter tokens are refused: they could be guessed.
   static constexpr int kMinTokenLength = 16;
 
-  // Reads `path`: one token per line; blank lines and lines starting with '#' are skipped, and
-  // spaces around a token are trimmed. A file that holds no token, or a token that is too short
-  // or holds spaces, is an error.
+  // Reads `path`: one token per line, optionally followed by `expires=TIME` (RFC 3339, e.g.
+  // 2027-01-31T00:00:00Z), after which the token is refused; blank lines and lines starting with
+  // '#' are skipped. A file that holds no token, a token that is too short, or a field that is not
+  // a valid `expires=`, is an error.
   static absl::StatusOr<std::unique_ptr<BearerTokens>> Load(const std::string& path);
 
   // Reads the file again. On failure the tokens read before stay in force and the error is
@@ -40,12 +42,17 @@ class BearerTokens {
   const std::string& path() const { return path_; }
 
  private:
-  using Digest = std::array<unsigned char, 32>;
+  struct Token {
+    std::array<unsigned char, 32> digest;  // SHA-256 of the token
+    absl::Time expires;                    // absl::InfiniteFuture() when it does not
+  };
   explicit BearerTokens(std::string path) : path_(std::move(path)) {}
+  // The tokens in the file at `path`.
+  static absl::StatusOr<std::vector<Token>> Read(const std::string& path);
 
   const std::string path_;
   mutable absl::Mutex mutex_;
-  std::vector<Digest> digests_ ABSL_GUARDED_BY(mutex_);
+  std::vector<Token> tokens_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace vidclf::security

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <future>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "absl/strings/str_cat.h"
@@ -121,6 +123,49 @@ double ClassifyCallsServed(const testing::ServerProcess& replica) {
   return std::regex_search(*page, match, line) ? std::stod(match[1]) : 0;
 }
 
+// A real Prometheus scraping the replicas' /metrics sees all three up, each with its calls.
+void ExpectPrometheusScrapesAll(
+    const std::string& dir, const std::vector<std::unique_ptr<testing::ServerProcess>>& replicas) {
+  std::filesystem::create_directories(dir);
+  std::string targets;
+  for (const auto& replica : replicas) {
+    absl::StrAppend(&targets, targets.empty() ? "" : ", ", "'127.0.0.1:", replica->metrics_port(),
+                    "'");
+  }
+  testing::WriteFile(dir + "/prometheus.yml",
+                     absl::StrCat("global: {scrape_interval: 1s}\nscrape_configs:\n",
+                                  "  - job_name: vidclf\n    static_configs:\n",
+                                  "      - targets: [", targets, "]\n"));
+  const int port = FreePort();
+  int exit_code = 0;
+  testing::RunCommand(
+      absl::StrCat("prometheus --config.file=", dir, "/prometheus.yml",
+                   " --storage.tsdb.path=", dir, "/data", " --web.listen-address=127.0.0.1:", port,
+                   " > ", dir, "/log 2>&1 & echo $! > ", dir, "/pid"),
+      &exit_code);
+  // The value of a query whose answer is one number; "" until it is.
+  auto value = [port](const std::string& query) -> std::string {
+    absl::StatusOr<std::string> answer = testing::HttpGet(port, "/api/v1/query?query=" + query);
+    if (!answer.ok()) return "";
+    const nlohmann::json json = nlohmann::json::parse(*answer, nullptr, false);
+    if (json.is_discarded() || json["status"] != "success" || json["data"]["result"].empty()) {
+      return "";
+    }
+    return json["data"]["result"][0]["value"][1];
+  };
+  const std::string up = "count(up%7Bjob%3D%22vidclf%22%7D%3D%3D1)";
+  const std::string serving = "count(vidclf_requests_total%7Bmethod%3D%22Classify%22%7D%3E0)";
+  std::string replicas_up, replicas_serving;
+  for (int i = 0; i < 150 && (replicas_up != "3" || replicas_serving != "3"); ++i) {
+    ::usleep(200 * 1000);
+    replicas_up = value(up);
+    replicas_serving = value(serving);
+  }
+  testing::RunCommand("kill $(cat " + dir + "/pid)", &exit_code);
+  EXPECT_EQ(replicas_up, "3") << testing::ReadFile(dir + "/log");
+  EXPECT_EQ(replicas_serving, "3");
+}
+
 TEST(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
   const std::string dir = testing::MakeScratchDir("replicas");
   testing::SaveModel(testing::TinyConfig(), dir + "/repo/tiny/1");
@@ -130,7 +175,8 @@ TEST(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
   std::vector<int> ports;
   for (int i = 0; i < 3; ++i) {
     auto replica = testing::ServerProcess::Start(
-        VIDCLF_SERVER_BINARY, {"--model-repository", dir + "/repo", "--cores", "1"});
+        VIDCLF_SERVER_BINARY,
+        {"--model-repository", dir + "/repo", "--cores", "1", "--decode-slots", "4"});
     ASSERT_TRUE(replica.ok()) << replica.status();
     ports.push_back(std::stoi((*replica)->grpc_address().substr(10)));
     replicas.push_back(*std::move(replica));
@@ -140,27 +186,26 @@ TEST(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
   Nginx nginx(dir + "/nginx", port);
   ASSERT_TRUE(nginx.running()) << nginx.error_log();
 
-  // Calls through nginx reach every replica.
-  const std::string classify = absl::StrCat(VIDCLF_CLIENT_BINARY, " classify ", dir,
-                                            "/clip.mp4 --json --server ", nginx.address(), " 2>&1");
-  for (int i = 0; i < 12; ++i) {
-    int exit_code = -1;
-    const std::string output = testing::RunCommand(classify, &exit_code);
-    ASSERT_EQ(exit_code, 0) << output << nginx.error_log();
-  }
+  // Load from `vidclf bench` through nginx reaches every replica, and a real Prometheus scrapes
+  // all three.
+  const std::string bench = absl::StrCat(VIDCLF_CLIENT_BINARY, " bench ", dir,
+                                         "/clip.mp4 --json --server ", nginx.address());
+  int exit_code = -1;
+  std::string output = testing::RunCommand(bench + " --concurrency 3 --requests 24", &exit_code);
+  ASSERT_EQ(exit_code, 0) << output << nginx.error_log();
+  EXPECT_EQ(nlohmann::json::parse(output)["levels"][0]["errors"], 0) << output;
   double served = 0;
   for (const auto& replica : replicas) {
     EXPECT_GE(ClassifyCallsServed(*replica), 1) << "a replica got no call";
     served += ClassifyCallsServed(*replica);
   }
-  EXPECT_EQ(served, 12);
+  EXPECT_EQ(served, 24);
+  ExpectPrometheusScrapesAll(dir + "/prometheus", replicas);
 
   // A client-streaming upload and a live stream pass through too.
-  int exit_code = -1;
-  std::string output =
-      testing::RunCommand(absl::StrCat(VIDCLF_CLIENT_BINARY, " upload ", dir, "/clip.mp4 --server ",
-                                       nginx.address(), " 2>&1"),
-                          &exit_code);
+  output = testing::RunCommand(absl::StrCat(VIDCLF_CLIENT_BINARY, " upload ", dir,
+                                            "/clip.mp4 --server ", nginx.address(), " 2>&1"),
+                               &exit_code);
   EXPECT_EQ(exit_code, 0) << output;
   output = testing::RunCommand(
       absl::StrCat(VIDCLF_CLIENT_BINARY, " stream ", dir,
@@ -169,10 +214,10 @@ TEST(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
   EXPECT_EQ(exit_code, 0) << output;
   EXPECT_THAT(output, HasSubstr("predictions"));
 
-  // One replica drains, held open by an upload that has not ended: calls that nginx gives it
-  // are refused with UNAVAILABLE, which the client tries again, reaching the two others. None is
-  // lost, and the upload it had accepted is answered before it stops.
-  const double served_by_the_first = ClassifyCallsServed(*replicas[0]);
+  // Mid-run, one replica is sent SIGTERM and drains, held open by an upload it accepted (in one
+  // of its decoding slots, the others left to calls): the calls nginx gives it are refused with
+  // UNAVAILABLE, which the client tries again, reaching the two others. No failed call reaches
+  // the client, and the upload is answered before it stops.
   auto first = v1::VideoClassifier::NewStub(
       grpc::CreateChannel(replicas[0]->grpc_address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext upload_context;
@@ -182,14 +227,26 @@ TEST(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
   v1::ClassifyUploadRequest chunk;
   chunk.set_chunk(video.substr(0, video.size() / 2));
   ASSERT_TRUE(upload->Write(chunk));
+  auto bench_run = std::async(std::launch::async, [&] {
+    int code = -1;
+    std::string text = testing::RunCommand(bench + " --concurrency 3 --requests 45", &code);
+    return std::make_pair(code, text);
+  });
+  // SIGTERM once the bench has had 6 calls answered.
+  while (ClassifyCallsServed(*replicas[0]) + ClassifyCallsServed(*replicas[1]) +
+             ClassifyCallsServed(*replicas[2]) <
+         served + 6) {
+    ::usleep(20 * 1000);
+  }
   replicas[0]->Signal(SIGTERM);
   ASSERT_TRUE(replicas[0]->WaitForOutput("draining", 30)) << replicas[0]->output();
-  for (int i = 0; i < 9; ++i) {
-    output = testing::RunCommand(classify, &exit_code);
-    ASSERT_EQ(exit_code, 0) << "call " << i << " while a replica drains: " << output;
-  }
-  EXPECT_EQ(ClassifyCallsServed(*replicas[1]) + ClassifyCallsServed(*replicas[2]),
-            served - served_by_the_first + 9);
+  const auto [bench_code, bench_output] = bench_run.get();
+  ASSERT_EQ(bench_code, 0) << bench_output;
+  EXPECT_EQ(nlohmann::json::parse(bench_output)["levels"][0]["errors"], 0) << bench_output;
+  EXPECT_EQ(ClassifyCallsServed(*replicas[0]) + ClassifyCallsServed(*replicas[1]) +
+                ClassifyCallsServed(*replicas[2]),
+            served + 45)
+      << "each call answered once";
   absl::StatusOr<std::string> page = testing::HttpGet(replicas[0]->metrics_port(), "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_THAT(*page, HasSubstr("vidclf_requests_total{code=\"UNAVAILABLE\",method=\"Classify\""))

@@ -24,6 +24,7 @@ using ::testing::HasSubstr;
 
 constexpr char kToken[] = "first-token-0123456789abcdef";
 constexpr char kOtherToken[] = "second-token-0123456789abcdef";
+constexpr char kExpiredToken[] = "expired-token-0123456789abcdef";
 
 // Runs a shell command and fails the current test if it fails.
 void Shell(const std::string& command) {
@@ -169,14 +170,15 @@ TEST_F(SecurityServerTest, MutualTlsServesOnlyClientsItsCaSigned) {
 }
 
 TEST_F(SecurityServerTest, BearerTokensGuardEveryMethodButHealth) {
-  testing::WriteFile(Path("tokens"), absl::StrCat("# clients of the test\n\n  ", kToken, "  \n"));
+  testing::WriteFile(Path("tokens"), absl::StrCat("# clients of the test\n\n  ", kToken, "  \n",
+                                                  kExpiredToken, " expires=2020-01-01T00:00:00Z\n",
+                                                  kOtherToken, "\texpires=2099-01-01T00:00:00Z\n"));
   auto server = StartServer({"--token-file", Path("tokens")});
   ASSERT_NE(server, nullptr);
   EXPECT_THAT(server->output(), HasSubstr("bearer tokens required"));
 
   // Our client, with the token, without it and with a wrong one.
   testing::WriteFile(Path("client-token"), kToken);
-  testing::WriteFile(Path("wrong-token"), kOtherToken);
   int exit_code = -1;
   std::string output =
       Client(*server, "classify " + Path("clip.mp4") + " --token-file " + Path("client-token"),
@@ -186,9 +188,17 @@ TEST_F(SecurityServerTest, BearerTokensGuardEveryMethodButHealth) {
   EXPECT_EQ(exit_code, 1) << output;
   EXPECT_THAT(output, HasSubstr("UNAUTHENTICATED"));
   EXPECT_THAT(output, HasSubstr("needs a bearer token"));
+  testing::WriteFile(Path("wrong-token"), "a-token-nobody-has-0123456789");
   output = Client(*server, "models --token-file " + Path("wrong-token"), &exit_code);
   EXPECT_EQ(exit_code, 1) << output;
   EXPECT_THAT(output, HasSubstr("not accepted"));
+  // A token past its expiry is refused, one before it accepted.
+  testing::WriteFile(Path("expired-token"), kExpiredToken);
+  output = Client(*server, "models --token-file " + Path("expired-token"), &exit_code);
+  EXPECT_EQ(exit_code, 1) << output;
+  EXPECT_THAT(output,
+              HasSubstr("UNAUTHENTICATED: the bearer token expired at 2020-01-01T00:00:00"));
+  EXPECT_EQ(ListModels(*server, kOtherToken), grpc::StatusCode::OK) << "expires in 2099";
   // Health stays open, so that probes work.
   output = Client(*server, "health", &exit_code);
   EXPECT_EQ(exit_code, 0) << output;
@@ -207,7 +217,7 @@ TEST_F(SecurityServerTest, BearerTokensGuardEveryMethodButHealth) {
   }
   {
     grpc::ClientContext context;
-    Prepare(&context, kOtherToken);
+    Prepare(&context, "a-token-nobody-has-0123456789");
     v1::ModelInfo response;
     EXPECT_EQ(stub->GetModel(&context, v1::GetModelRequest(), &response).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
@@ -293,6 +303,7 @@ TEST_F(SecurityServerTest, ReadsTheTokenFileAgainOnSighup) {
 
 TEST_F(SecurityServerTest, RefusesToStartWithFilesItCannotUse) {
   testing::WriteFile(Path("short-token"), "abc\n");
+  testing::WriteFile(Path("bad-expiry"), absl::StrCat(kToken, " expires=tomorrow\n"));
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--tls-cert", Path("missing.pem"), "--tls-key", Path("server.key")},
        "--tls-cert: cannot read"},
@@ -301,6 +312,7 @@ TEST_F(SecurityServerTest, RefusesToStartWithFilesItCannotUse) {
        "holds no PEM CERTIFICATE"},
       {{"--tls-client-ca", Path("ca.pem")}, "--tls-client-ca needs --tls-cert"},
       {{"--token-file", Path("short-token")}, "at least 16 characters"},
+      {{"--token-file", Path("bad-expiry")}, "only expires=TIME"},
       {{"--token-file", Path("missing-tokens")}, "cannot read the token file"},
   };
   for (const auto& [flags, message] : cases) {

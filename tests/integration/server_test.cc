@@ -159,7 +159,10 @@ TEST_F(ServerTest, ClassifiesTheShardOfAListOfVideos) {
   EXPECT_EQ(all[*dir_ + "/clip.mp4"]["response"]["model"], "tiny");
   EXPECT_EQ(all[*dir_ + "/clip.mkv"]["code"], "OK");
   EXPECT_EQ(all[*dir_ + "/missing.mp4"]["code"], "NOT_FOUND");
-  EXPECT_THAT(output, HasSubstr("3 videos, 2 classified, 1 refused for what they are, 0 failed"));
+  EXPECT_THAT(
+      output,
+      HasSubstr(
+          "3 videos, 0 answered before; 2 classified, 1 refused for what they are, 0 failed"));
 
   auto [first, first_output] = run("0/2", &exit_code);
   EXPECT_EQ(exit_code, 0) << first_output;
@@ -173,6 +176,48 @@ TEST_F(ServerTest, ClassifiesTheShardOfAListOfVideos) {
       Client("classify --from-list " + *dir_ + "/list.txt --shard 2/2", &exit_code);
   EXPECT_EQ(exit_code, 2) << refused;
   EXPECT_THAT(refused, HasSubstr("--shard must be I/N"));
+}
+
+// --output resumes a shard: what the file answers is not sent again, a call that failed for the
+// server's sake is tried again, and a line a killed run cut short goes.
+TEST_F(ServerTest, ResumesTheShardOfAListFromItsOutput) {
+  const std::string mp4 = *dir_ + "/clip.mp4", mkv = *dir_ + "/clip.mkv";
+  const std::string missing = *dir_ + "/missing.mp4", results = *dir_ + "/results.jsonl";
+  testing::WriteFile(*dir_ + "/resume-list.txt", absl::StrCat(mp4, "\n", mkv, "\n", missing, "\n"));
+  // An earlier run: the MP4 answered (with a response this run could not have made), the MKV
+  // refused by an overloaded server, and a line cut short.
+  testing::WriteFile(
+      results,
+      absl::StrCat(R"({"source":")", mp4, R"(","code":"OK","response":{"model":"earlier"}})", "\n",
+                   R"({"source":")", mkv, R"(","code":"RESOURCE_EXHAUSTED","error":"busy"})", "\n",
+                   R"({"source":")", missing, R"(","co)"));
+  int exit_code = 0;
+  const std::string command =
+      "classify --from-list " + *dir_ + "/resume-list.txt --output " + results;
+  std::string output = Client(command, &exit_code);
+  EXPECT_EQ(exit_code, 3) << output;
+  EXPECT_THAT(output, HasSubstr("3 videos, 1 answered before; 1 classified, 1 refused"));
+  std::map<std::string, nlohmann::json> lines;
+  int line_count = 0;
+  for (absl::string_view line :
+       absl::StrSplit(testing::ReadFile(results), '\n', absl::SkipEmpty())) {
+    ++line_count;
+    const nlohmann::json json = nlohmann::json::parse(line);
+    lines[json["source"]] = json;
+  }
+  EXPECT_EQ(line_count, 3);
+  EXPECT_EQ(lines[mp4]["response"]["model"], "earlier") << "the MP4 was sent again";
+  EXPECT_EQ(lines[mkv]["code"], "OK");
+  EXPECT_EQ(lines[mkv]["response"]["model"], "tiny");
+  EXPECT_EQ(lines[missing]["code"], "NOT_FOUND");
+
+  // All answered: nothing is sent, the file stays, and the exit code still tells of the refusal.
+  output = Client(command, &exit_code);
+  EXPECT_EQ(exit_code, 3) << output;
+  EXPECT_THAT(output, HasSubstr("3 answered before; 0 classified"));
+  const std::string after = testing::ReadFile(results);
+  const std::vector<absl::string_view> after_lines = absl::StrSplit(after, '\n', absl::SkipEmpty());
+  EXPECT_EQ(after_lines.size(), 3u);
 }
 
 // The server pulls a video from a URI its --allow-uri names, and the result is that of the
