@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Installs every Debian (bookworm) package that vidclf's build, tests and demo need.
 # Idempotent: when all packages are present it installs nothing and does not touch the network.
+#
+#   install-deps.sh           everything: build, tests, benchmarks, deployment checks
+#   install-deps.sh --build   only what building the executables needs (the image's build stage)
 set -euo pipefail
 
-packages=(
+build_only=0
+case "${1:-}" in
+  --build) build_only=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--build]" >&2; exit 2 ;;
+esac
+
+build_packages=(
   # toolchain
   build-essential cmake pkg-config
   # RPC and configuration
@@ -19,7 +29,12 @@ packages=(
   # model; OpenBLAS because LibTorch's matmuls run ~30x slower on the reference BLAS
   libtorch-dev libopenblas0-pthread
   # metrics
-  prometheus-cpp-dev prometheus
+  prometheus-cpp-dev
+)
+
+test_packages=(
+  # a real Prometheus for the tests (and promtool)
+  prometheus
   # tests and benchmarks; YAML for the observability test of deploy/; nginx for the
   # replicas-behind-a-balancer test (deploy/nginx/)
   libgtest-dev libgmock-dev libbenchmark-dev python3-grpcio python3-protobuf python3-yaml nginx
@@ -43,10 +58,14 @@ deploy_tools=(kubectl:kubernetes-client yamllint:yamllint docker-compose:docker-
   # the container test: a Docker engine, and debootstrap for a base image from Debian's packages
   dockerd:docker.io debootstrap:debootstrap)
 
+packages=("${build_packages[@]}")
 missing=()
-for pair in "${deploy_tools[@]}"; do
-  command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
-done
+if [ "$build_only" -eq 0 ]; then
+  packages+=("${test_packages[@]}")
+  for pair in "${deploy_tools[@]}"; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+  done
+fi
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
     missing+=("$p")
@@ -61,6 +80,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+[ "$build_only" -eq 1 ] && exit 0
 
 # The deployment checks' npm packages, pinned by deploy/validate/package-lock.json: `npm ci` again
 # only when the lockfile has changed since the last one.
