@@ -3,9 +3,11 @@
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <vector>
@@ -38,18 +40,24 @@ absl::StatusOr<std::vector<std::string>> ReadShard(const std::string& path, Shar
 }
 
 // Refusals that another try would meet again.
+constexpr grpc::StatusCode kRefusedForWhatItIs[] = {grpc::StatusCode::INVALID_ARGUMENT,
+                                                    grpc::StatusCode::NOT_FOUND,
+                                                    grpc::StatusCode::PERMISSION_DENIED};
+
 bool RefusedForWhatItIs(grpc::StatusCode code) {
-  return code == grpc::StatusCode::INVALID_ARGUMENT || code == grpc::StatusCode::NOT_FOUND ||
-         code == grpc::StatusCode::PERMISSION_DENIED;
+  return std::find(std::begin(kRefusedForWhatItIs), std::end(kRefusedForWhatItIs), code) !=
+         std::end(kRefusedForWhatItIs);
 }
 
 std::string CodeName(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
 
+// Whether a line's code (a name, as CodeName writes it) settles its video for good.
 bool Settled(const std::string& code) {
-  return code == "OK" || code == "INVALID_ARGUMENT" || code == "NOT_FOUND" ||
-         code == "PERMISSION_DENIED";
+  if (code == CodeName(grpc::StatusCode::OK)) return true;
+  return std::any_of(std::begin(kRefusedForWhatItIs), std::end(kRefusedForWhatItIs),
+                     [&code](grpc::StatusCode refused) { return code == CodeName(refused); });
 }
 
 // Keeps the lines of `path` (if it exists) that settle a video, rewriting it without the others

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -25,13 +24,15 @@ absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string&
   return contents.str();
 }
 
-// The first line of the token file that is neither blank nor a comment, trimmed.
+// The first token of the file: the first word of its first line that is neither blank nor a
+// comment (so a line of the server's token file, "TOKEN expires=...", serves as well).
 absl::StatusOr<std::string> ReadToken(const std::string& path) {
   absl::StatusOr<std::string> contents = ReadFile("--token-file", path);
   if (!contents.ok()) return contents.status();
   for (absl::string_view line : absl::StrSplit(*contents, '\n')) {
-    const absl::string_view token = absl::StripAsciiWhitespace(line);
-    if (!token.empty() && !absl::StartsWith(token, "#")) return std::string(token);
+    const std::vector<absl::string_view> words =
+        absl::StrSplit(line, absl::ByAnyChar(" \t\r\v\f"), absl::SkipEmpty());
+    if (!words.empty() && !absl::StartsWith(words[0], "#")) return std::string(words[0]);
   }
   return absl::InvalidArgumentError(absl::StrCat("--token-file: ", path, " holds no token"));
 }
@@ -122,8 +123,8 @@ void AddConnectionOptions(CLI::App* command, ConnectionOptions* options) {
                       "Name the server's certificate must hold, when not --server's host.");
   command
       ->add_option("--token-file", options->token_file,
-                   "File holding the bearer token to send (its first line that is not a "
-                   "comment).")
+                   "File holding the bearer token to send (the first word of its first line that "
+                   "is not a comment).")
       ->envname("VIDCLF_TOKEN_FILE");
 }
 
