@@ -9,7 +9,6 @@
 #include <iostream>
 #include <iterator>
 #include <map>
-#include <sstream>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -141,11 +140,7 @@ int RunClassifyList(const std::string& list_path, const std::string& shard_text,
     vidclf::v1::ClassifyResponse response;
     if (absl::StrContains(source, "://")) {
       request.set_uri(source);
-    } else if (std::ifstream file(source, std::ios::binary); file) {
-      std::ostringstream bytes;
-      bytes << file.rdbuf();
-      request.set_video(bytes.str());
-    } else {
+    } else if (!ReadVideo(source, request.mutable_video())) {
       status = grpc::Status(grpc::StatusCode::NOT_FOUND, "cannot read " + source);
     }
     if (status.ok()) {

@@ -4,9 +4,7 @@
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,6 +18,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "model/video_model.h"
+#include "tests/test_util/python_server.h"
 #include "tests/test_util/server_process.h"
 #include "tests/test_util/test_files.h"
 #include "tests/test_util/test_models.h"
@@ -30,19 +29,6 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-// A loopback port that was free a moment ago.
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t size = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
 
 // A video whose uniform sampling decodes all of it (one keyframe, no B-frames): 2000 frames at
 // 720p in 5 MB, about 2 s of decoding on one core.
@@ -410,7 +396,7 @@ TEST_F(EngineServerTest, PrometheusScrapesTheServer) {
       << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
       << "scrape_configs:\n  - job_name: vidclf\n    static_configs:\n"
       << "      - targets: ['127.0.0.1:" << server->metrics_port() << "']\n";
-  const int port = FreePort();
+  const int port = testing::UnusedLoopbackPort();
   testing::RunCommand(
       absl::StrCat("prometheus --config.file=", prometheus_dir,
                    "/prometheus.yml --storage.tsdb.path=", prometheus_dir,

@@ -1,13 +1,10 @@
 // Three real vidclf-server replicas behind a real nginx, configured with deploy/nginx's files:
 // calls spread over the replicas, uploads and live streams pass through, and a replica that
 // drains and stops loses no call, since the client tries a refused call again.
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "tests/test_util/python_server.h"
 #include "tests/test_util/server_process.h"
 #include "tests/test_util/test_files.h"
 #include "tests/test_util/test_models.h"
@@ -27,30 +25,6 @@ namespace vidclf {
 namespace {
 
 using ::testing::HasSubstr;
-
-// A loopback port nobody listens on now.
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-bool Accepts(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  ::close(fd);
-  return connected;
-}
 
 // nginx in the foreground, one process, everything under `dir`; stopped with the object.
 class Nginx {
@@ -62,13 +36,13 @@ class Nginx {
                static_cast<char*>(nullptr));
       ::_exit(127);
     }
-    for (int i = 0; i < 100 && !Accepts(port); ++i) ::usleep(50 * 1000);
+    for (int i = 0; i < 100 && !testing::AcceptsConnections(port); ++i) ::usleep(50 * 1000);
   }
   ~Nginx() {
     ::kill(pid_, SIGQUIT);
     ::waitpid(pid_, nullptr, 0);
   }
-  bool running() const { return Accepts(port_); }
+  bool running() const { return testing::AcceptsConnections(port_); }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   std::string error_log() const { return testing::ReadFile(dir_ + "/error.log"); }
 
@@ -136,7 +110,7 @@ void ExpectPrometheusScrapesAll(
                      absl::StrCat("global: {scrape_interval: 1s}\nscrape_configs:\n",
                                   "  - job_name: vidclf\n    static_configs:\n",
                                   "      - targets: [", targets, "]\n"));
-  const int port = FreePort();
+  const int port = testing::UnusedLoopbackPort();
   int exit_code = 0;
   testing::RunCommand(
       absl::StrCat("prometheus --config.file=", dir, "/prometheus.yml",
@@ -181,7 +155,7 @@ TEST(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
     ports.push_back(std::stoi((*replica)->grpc_address().substr(10)));
     replicas.push_back(*std::move(replica));
   }
-  const int port = FreePort();
+  const int port = testing::UnusedLoopbackPort();
   WriteNginxConfig(dir + "/nginx", port, ports);
   Nginx nginx(dir + "/nginx", port);
   ASSERT_TRUE(nginx.running()) << nginx.error_log();
