@@ -18,15 +18,17 @@ build: deps
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# The default repository (scripts/build-model-repository.sh): a GRU, a softmax transformer that
+# may run clustered attention, and a causal-linear transformer, made once.
 model-repository: build
-	@if [ ! -f $(MODEL_REPOSITORY)/demo/1/model.json ]; then \
-	  $(BUILD_DIR)/bin/vidclf-train --output-repository $(MODEL_REPOSITORY) \
-	    --samples-dir $(SAMPLES_DIR); \
+	@if [ ! -f $(MODEL_REPOSITORY)/demo-causal/1/model.json ]; then \
+	  ./scripts/build-model-repository.sh $(BUILD_DIR)/bin $(MODEL_REPOSITORY) \
+	    $(BUILD_DIR)/model-training $(SAMPLES_DIR); \
 	fi
 
 serve: model-repository
 	@echo "From a second terminal, classify a sample video:"
-	@echo "  $(BUILD_DIR)/bin/vidclf classify $(SAMPLES_DIR)/fade_in.mp4 --server localhost:$(GRPC_PORT)"
+	@echo "  $(BUILD_DIR)/bin/vidclf classify $(SAMPLES_DIR)/fade_in.* --server localhost:$(GRPC_PORT)"
 	$(BUILD_DIR)/bin/vidclf-server --model-repository $(MODEL_REPOSITORY) \
 	  --grpc-port $(GRPC_PORT) --metrics-port $(METRICS_PORT)
 

@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -34,6 +35,13 @@ void PrintModel(const vidclf::v1::ModelInfo& model) {
                                  model.attention_substitutions().empty()
                                      ? "none"
                                      : absl::StrJoin(model.attention_substitutions(), ", "));
+  }
+  const nlohmann::json metrics = nlohmann::json::parse(model.metrics_json(), nullptr, false);
+  if (metrics.is_object() && metrics.contains("accuracy")) {
+    std::cout << absl::StrFormat(
+        "  test metrics  accuracy %.3f, macro recall %.3f, MCC %.3f on %d clips\n",
+        metrics.value("accuracy", 0.0), metrics.value("macro_recall", 0.0),
+        metrics.value("mcc", 0.0), metrics.value("clips", 0));
   }
   const auto& streaming = model.streaming();
   std::cout << "  streams       "

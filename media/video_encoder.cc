@@ -7,6 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "media/av_util.h"
 
+extern "C" {
+#include <libavutil/opt.h>
+}
+
 namespace vidclf::media {
 namespace {
 
@@ -135,6 +139,12 @@ absl::StatusOr<std::string> EncodeVideo(const std::vector<RgbImage>& frames,
   encoder->thread_count = 1;  // one thread keeps the output bit-exact
   encoder->flags |= AV_CODEC_FLAG_QSCALE | AV_CODEC_FLAG_BITEXACT;
   encoder->global_quality = FF_QP2LAMBDA * options.quantizer;
+  // Standard JPEG is full-range YUV; libavcodec's MJPEG encoder refuses limited range.
+  const bool full_range = codec->id == AV_CODEC_ID_MJPEG;
+  if (full_range) encoder->color_range = AVCOL_RANGE_JPEG;
+  // libx264's macroblock-tree rate control made the bytes depend on which encodes ran before in
+  // the process (the decoded frames too), so it is off: a second run would not match the first.
+  if (std::strcmp(codec->name, "libx264") == 0) av_opt_set_int(encoder->priv_data, "mbtree", 0, 0);
   if (muxer->oformat->flags & AVFMT_GLOBALHEADER) encoder->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
   if (auto status = Check(avcodec_open2(encoder.get(), codec, nullptr), "cannot open the encoder");
       !status.ok()) {
@@ -158,9 +168,15 @@ absl::StatusOr<std::string> EncodeVideo(const std::vector<RgbImage>& frames,
   FramePtr frame(av_frame_alloc());
   PacketPtr packet(av_packet_alloc());
   if (!to_yuv || !frame || !packet) return absl::ResourceExhaustedError("out of memory");
+  if (full_range) {
+    const int* bt601 = sws_getCoefficients(SWS_CS_ITU601);
+    sws_setColorspaceDetails(to_yuv.get(), bt601, /*srcRange=*/1, bt601, /*dstRange=*/1,
+                             /*brightness=*/0, /*contrast=*/1 << 16, /*saturation=*/1 << 16);
+  }
   frame->format = AV_PIX_FMT_YUV420P;
   frame->width = width;
   frame->height = height;
+  frame->color_range = encoder->color_range;
   if (auto status = Check(av_frame_get_buffer(frame.get(), 0), "out of memory for a frame");
       !status.ok()) {
     return status;

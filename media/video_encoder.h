@@ -22,6 +22,8 @@ struct EncodeOptions {
   // Container short name, as `ffmpeg -f` takes it.
   std::string container = "mp4";
   // Encoder name, as `ffmpeg -c:v` takes it. MPEG-4 part 2 is built into every libavcodec.
+  // MJPEG is coded full-range, as JPEG is; libx264 without macroblock-tree rate control, whose
+  // output was not repeatable within one process.
   std::string codec = "mpeg4";
   int frames_per_second = 12;
   // Fixed quantiser for codecs that take one (2 = near-lossless, 31 = worst).

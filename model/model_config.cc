@@ -1,10 +1,12 @@
 #include "model/model_config.h"
 
 #include <algorithm>
+#include <set>
+#include <utility>
 
-#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "model/attention/registry.h"
 
 namespace vidclf::model {
@@ -14,28 +16,118 @@ absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("model.json: ", what));
 }
 
-// Reads the fields `json` has and keeps the defaults of the others.
-attention::AttentionOptions AttentionOptionsFromJson(const nlohmann::json& json) {
+// nlohmann's messages start with "[json.exception.type_error.302] "; users need only the rest.
+absl::string_view WithoutExceptionId(absl::string_view message) {
+  if (const size_t end = message.find("] ");
+      !message.empty() && message[0] == '[' && end != absl::string_view::npos) {
+    message.remove_prefix(end + 2);
+  }
+  return message;
+}
+
+// Reads one JSON object field by field. It keeps the first error, and remembers the keys it was
+// asked for so that Finish can name a key the format does not have (a misspelling, usually).
+class ObjectReader {
+ public:
+  // `path` is the object's place in the document ("" for the root, "head." for the head).
+  ObjectReader(const nlohmann::json& json, std::string path, absl::Status* error)
+      : json_(json), path_(std::move(path)), error_(error) {
+    if (!json_.is_object()) {
+      Fail(absl::StrCat(path_.empty() ? "the document" : path_.substr(0, path_.size() - 1),
+                        " must be a JSON object"));
+    }
+  }
+
+  template <typename T>
+  void Read(const char* key, T* field, bool required = false) {
+    const nlohmann::json* value = Find(key, required);
+    if (value == nullptr) return;
+    try {
+      *field = value->get<T>();
+    } catch (const nlohmann::json::exception& e) {
+      Fail(absl::StrCat(path_, key, ": ", WithoutExceptionId(e.what())));
+    }
+  }
+
+  // Reads a name and turns it into an enum with `parse`, whose error lists the known names.
+  template <typename Enum>
+  void ReadName(const char* key, Enum* field, absl::StatusOr<Enum> (*parse)(absl::string_view),
+                bool required = false) {
+    std::string name;
+    if (!Has(key) && !required) {
+      seen_.insert(key);
+      return;
+    }
+    Read(key, &name, required);
+    if (!error_->ok()) return;
+    absl::StatusOr<Enum> parsed = parse(name);
+    if (!parsed.ok()) return Fail(absl::StrCat(path_, key, ": ", parsed.status().message()));
+    *field = *parsed;
+  }
+
+  // The object under `key`, or nullptr when it is absent (an error if `required`).
+  const nlohmann::json* Object(const char* key, bool required = false) {
+    return Find(key, required);
+  }
+
+  bool Has(const char* key) const { return json_.is_object() && json_.contains(key); }
+
+  // Names the first key that no Read asked for.
+  void Finish() {
+    if (!error_->ok()) return;
+    for (const auto& item : json_.items()) {
+      if (seen_.count(item.key()) == 0) {
+        return Fail(absl::StrCat("unknown key \"", path_, item.key(),
+                                 "\"; known here: ", absl::StrJoin(seen_, ", ")));
+      }
+    }
+  }
+
+ private:
+  const nlohmann::json* Find(const char* key, bool required) {
+    seen_.insert(key);
+    if (!error_->ok()) return nullptr;
+    const auto it = json_.find(key);
+    if (it == json_.end()) {
+      if (required) Fail(absl::StrCat(path_, key, " is required"));
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  void Fail(absl::string_view what) {
+    if (error_->ok()) *error_ = Invalid(what);
+  }
+
+  const nlohmann::json& json_;
+  const std::string path_;
+  absl::Status* error_;
+  std::set<std::string> seen_;
+};
+
+attention::AttentionOptions AttentionOptionsFromJson(const nlohmann::json& json,
+                                                     absl::Status* error) {
   attention::AttentionOptions options;
-  options.type = json.value("type", options.type);
-  options.scale = json.value("scale", options.scale);
-  options.max_length = json.value("max_length", options.max_length);
-  options.causal = json.value("causal", options.causal);
-  options.epsilon = json.value("epsilon", options.epsilon);
-  options.linformer_k = json.value("linformer_k", options.linformer_k);
-  options.nystrom_landmarks = json.value("nystrom_landmarks", options.nystrom_landmarks);
-  options.nystrom_pinv_iterations =
-      json.value("nystrom_pinv_iterations", options.nystrom_pinv_iterations);
-  options.clusters = json.value("clusters", options.clusters);
-  options.hash_bits = json.value("hash_bits", options.hash_bits);
-  options.lloyd_iterations = json.value("lloyd_iterations", options.lloyd_iterations);
-  options.topk = json.value("topk", options.topk);
-  options.seed = json.value("seed", options.seed);
+  ObjectReader reader(json, "head.attention.", error);
+  reader.ReadName("type", &options.type, &attention::ParseAttentionType);
+  reader.Read("scale", &options.scale);
+  reader.Read("max_length", &options.max_length);
+  reader.Read("causal", &options.causal);
+  reader.Read("epsilon", &options.epsilon);
+  reader.Read("linformer_k", &options.linformer_k);
+  reader.Read("nystrom_landmarks", &options.nystrom_landmarks);
+  reader.Read("nystrom_pinv_iterations", &options.nystrom_pinv_iterations);
+  reader.Read("clusters", &options.clusters);
+  reader.Read("hash_bits", &options.hash_bits);
+  reader.Read("lloyd_iterations", &options.lloyd_iterations);
+  reader.Read("topk", &options.topk);
+  reader.Read("seed", &options.seed);
+  reader.Finish();
   return options;
 }
 
 nlohmann::json AttentionOptionsToJson(const attention::AttentionOptions& options) {
-  return {{"type", options.type},
+  return {{"type", attention::AttentionTypeName(options.type)},
           {"scale", options.scale},
           {"max_length", options.max_length},
           {"causal", options.causal},
@@ -50,23 +142,98 @@ nlohmann::json AttentionOptionsToJson(const attention::AttentionOptions& options
           {"seed", options.seed}};
 }
 
+void ReadHead(const nlohmann::json& json, ModelConfig* config, absl::Status* error) {
+  ObjectReader reader(json, "head.", error);
+  reader.ReadName("type", &config->head, &ParseHeadType, /*required=*/true);
+  if (!error->ok()) return;
+  if (config->head == HeadType::kGru) {
+    GruHeadConfig& g = config->gru;
+    reader.Read("hidden_size", &g.hidden_size);
+    reader.Read("num_layers", &g.num_layers);
+    reader.Read("mlp_hidden_size", &g.mlp_hidden_size);
+  } else if (config->head == HeadType::kTransformer) {
+    TransformerHeadConfig& t = config->transformer;
+    reader.Read("d_model", &t.d_model);
+    reader.Read("num_heads", &t.num_heads);
+    reader.Read("num_layers", &t.num_layers);
+    reader.Read("ffn_size", &t.ffn_size);
+    reader.Read("pre_norm", &t.pre_norm);
+    reader.ReadName("pooling", &t.pooling, &ParsePooling);
+    reader.Read("positional_encoding", &t.positional_encoding);
+    reader.Read("dropout", &t.dropout);
+    if (const nlohmann::json* attention = reader.Object("attention")) {
+      t.attention = AttentionOptionsFromJson(*attention, error);
+    }
+    std::vector<std::string> substitutions;
+    reader.Read("attention_substitutions", &substitutions);
+    for (const std::string& name : substitutions) {
+      absl::StatusOr<attention::AttentionType> type = attention::ParseAttentionType(name);
+      if (!type.ok()) {
+        if (error->ok()) {
+          *error = Invalid(absl::StrCat("head.attention_substitutions: ", type.status().message()));
+        }
+        return;
+      }
+      t.attention_substitutions.push_back(*type);
+    }
+  }
+  reader.Finish();
+}
+
+// A path component: REPO/<name>/<version>/ must stay inside the repository.
+bool IsPathComponent(const std::string& part) {
+  return !part.empty() && part != "." && part != ".." &&
+         part.find_first_of("/\\") == std::string::npos;
+}
+
 absl::Status ValidateTransformer(const ModelConfig& config) {
   const TransformerHeadConfig& t = config.transformer;
-  const std::vector<std::string> known = attention::AttentionTypes();
-  for (const std::string& type : t.attention_substitutions) {
-    if (std::find(known.begin(), known.end(), type) == known.end()) {
-      return Invalid(absl::StrCat("unknown attention substitution \"", type,
-                                  "\"; known: ", absl::StrJoin(known, ", ")));
-    }
-    if (type == "linformer") {
+  if (t.d_model < 2 || t.d_model % 2 != 0) {
+    return Invalid(absl::StrCat("head.d_model must be even and positive; got ", t.d_model));
+  }
+  if (t.num_heads < 1 || t.d_model % t.num_heads != 0) {
+    return Invalid(absl::StrCat("head.num_heads must divide head.d_model (", t.d_model, "); got ",
+                                t.num_heads));
+  }
+  if (t.num_layers < 1 || t.ffn_size < 1) {
+    return Invalid("head.num_layers and head.ffn_size must be positive");
+  }
+  if (t.dropout < 0 || t.dropout >= 1) {
+    return Invalid(absl::StrCat("head.dropout must be in [0, 1); got ", t.dropout));
+  }
+  const bool causal =
+      t.attention.causal || t.attention.type == attention::AttentionType::kCausalLinear;
+  if (causal && t.pooling == Pooling::kCls) {
+    return Invalid(absl::StrCat("head.pooling \"cls\" cannot be used with causal attention (",
+                                attention::AttentionTypeName(t.attention.type),
+                                "): a class token placed first would see no frame; use \"mean\""));
+  }
+  for (const attention::AttentionType type : t.attention_substitutions) {
+    if (type == attention::AttentionType::kLinformer) {
       return Invalid(
-          "linformer cannot be an attention substitution: its projections E and F are learned "
-          "weights that a model trained with another mechanism does not have");
+          "head.attention_substitutions: linformer cannot be an attention substitution: its "
+          "projections E and F are learned weights that a model trained with another mechanism "
+          "does not have");
+    }
+  }
+  // Each mechanism checks its own options (clusters, landmarks, …) when it is built.
+  std::vector<attention::AttentionType> types = t.attention_substitutions;
+  types.push_back(t.attention.type);
+  for (const attention::AttentionType type : types) {
+    attention::AttentionOptions options = t.attention;
+    options.type = type;
+    options.num_heads = t.num_heads;
+    options.head_dim = t.d_model / t.num_heads;
+    options.value_dim = options.head_dim;
+    if (auto mechanism = attention::MakeAttention(options); !mechanism.ok()) {
+      return Invalid(absl::StrCat("head.attention: ", mechanism.status().message()));
     }
   }
   // The sliding window (plus a class token) must fit Linformer's fixed projections.
-  const int64_t window_tokens = config.streaming.window_frames + (t.pooling == "cls" ? 1 : 0);
-  if (t.attention.type == "linformer" && window_tokens > t.attention.max_length) {
+  const int64_t window_tokens =
+      config.streaming.window_frames + (t.pooling == Pooling::kCls ? 1 : 0);
+  if (t.attention.type == attention::AttentionType::kLinformer &&
+      window_tokens > t.attention.max_length) {
     return Invalid(absl::StrCat("streaming.window_frames (", config.streaming.window_frames,
                                 ") does not fit linformer's max_length ", t.attention.max_length));
   }
@@ -75,90 +242,120 @@ absl::Status ValidateTransformer(const ModelConfig& config) {
 
 }  // namespace
 
-absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& json) {
-  ModelConfig config;
-  try {
-    config.name = json.at("name").get<std::string>();
-    config.version = json.at("version").get<std::string>();
-    config.labels = json.at("labels").get<std::vector<std::string>>();
-    const nlohmann::json& input = json.at("input");
-    config.input.num_frames = input.value("num_frames", config.input.num_frames);
-    config.input.resize_shorter_side =
-        input.value("resize_shorter_side", config.input.resize_shorter_side);
-    config.input.crop_size = input.value("crop_size", config.input.crop_size);
-    config.input.mean = input.value("mean", config.input.mean);
-    config.input.std = input.value("std", config.input.std);
-    config.backbone = json.value("backbone", config.backbone);
-    const nlohmann::json& head = json.at("head");
-    config.head = head.at("type").get<std::string>();
-    if (config.head == "gru") {
-      config.gru.hidden_size = head.value("hidden_size", config.gru.hidden_size);
-      config.gru.num_layers = head.value("num_layers", config.gru.num_layers);
-      config.gru.mlp_hidden_size = head.value("mlp_hidden_size", config.gru.mlp_hidden_size);
-    } else if (config.head == "transformer") {
-      TransformerHeadConfig& t = config.transformer;
-      t.d_model = head.value("d_model", t.d_model);
-      t.num_heads = head.value("num_heads", t.num_heads);
-      t.num_layers = head.value("num_layers", t.num_layers);
-      t.ffn_size = head.value("ffn_size", t.ffn_size);
-      t.pre_norm = head.value("pre_norm", t.pre_norm);
-      t.pooling = head.value("pooling", t.pooling);
-      t.dropout = head.value("dropout", t.dropout);
-      t.attention = AttentionOptionsFromJson(head.value("attention", nlohmann::json::object()));
-      t.attention_substitutions = head.value("attention_substitutions", t.attention_substitutions);
-    }
-    const nlohmann::json streaming = json.value("streaming", nlohmann::json::object());
-    config.streaming.window_frames =
-        streaming.value("window_frames", config.streaming.window_frames);
-    config.streaming.stride_frames =
-        streaming.value("stride_frames", config.streaming.stride_frames);
-    config.provenance = json.value("provenance", nlohmann::json::object());
-  } catch (const nlohmann::json::exception& e) {
-    return Invalid(e.what());
+std::string HeadTypeName(HeadType head) {
+  switch (head) {
+    case HeadType::kGru:
+      return "gru";
+    case HeadType::kTransformer:
+      return "transformer";
+    case HeadType::kBagOfFrames:
+      return "bag_of_frames";
   }
-  if (config.name.empty() || config.version.empty()) return Invalid("name and version are needed");
+  return "?";
+}
+
+absl::StatusOr<HeadType> ParseHeadType(absl::string_view name) {
+  for (const HeadType head : {HeadType::kGru, HeadType::kTransformer, HeadType::kBagOfFrames}) {
+    if (name == HeadTypeName(head)) return head;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown head type \"", name, "\"; known: gru, transformer, bag_of_frames"));
+}
+
+absl::Status ValidateModelConfig(const ModelConfig& config) {
+  if (!IsPathComponent(config.name) || !IsPathComponent(config.version)) {
+    return Invalid(absl::StrCat("name and version must be non-empty and free of slashes; got \"",
+                                config.name, "\" and \"", config.version, "\""));
+  }
   if (config.labels.empty()) return Invalid("labels must list at least one class");
-  if (config.input.num_frames < 1) return Invalid("input.num_frames must be at least 1");
-  if (config.input.crop_size < 32 || config.input.resize_shorter_side < config.input.crop_size) {
+  std::set<std::string> unique_labels;
+  for (const std::string& label : config.labels) {
+    if (label.empty()) return Invalid("labels: a label is empty");
+    if (!unique_labels.insert(label).second) {
+      return Invalid(absl::StrCat("labels: \"", label, "\" appears twice"));
+    }
+  }
+  const InputConfig& input = config.input;
+  if (input.num_frames < 1) return Invalid("input.num_frames must be at least 1");
+  if (input.crop_size < 32 || input.resize_shorter_side < input.crop_size) {
     return Invalid("input needs 32 <= crop_size <= resize_shorter_side");
+  }
+  if (std::any_of(input.std.begin(), input.std.end(), [](float s) { return !(s > 0); })) {
+    return Invalid("input.std must be positive");
   }
   if (config.backbone != "resnet18") {
     return Invalid(absl::StrCat("unknown backbone \"", config.backbone, "\"; known: resnet18"));
-  }
-  if (config.head != "gru" && config.head != "transformer") {
-    return Invalid(
-        absl::StrCat("unknown head type \"", config.head, "\"; known: gru, transformer"));
-  }
-  if (config.gru.hidden_size < 1 || config.gru.num_layers < 1 || config.gru.mlp_hidden_size < 1) {
-    return Invalid("head sizes must be positive");
   }
   if (config.streaming.window_frames < 1 || config.streaming.stride_frames < 1 ||
       config.streaming.stride_frames > config.streaming.window_frames) {
     return Invalid("streaming needs 1 <= stride_frames <= window_frames");
   }
-  if (config.head == "transformer") {
-    if (auto status = ValidateTransformer(config); !status.ok()) return status;
+  if (config.head == HeadType::kBagOfFrames) return absl::OkStatus();
+  if (config.head == HeadType::kGru) {
+    if (config.gru.hidden_size < 1 || config.gru.num_layers < 1 || config.gru.mlp_hidden_size < 1) {
+      return Invalid("head: hidden_size, num_layers and mlp_hidden_size must be positive");
+    }
+    return absl::OkStatus();
   }
+  return ValidateTransformer(config);
+}
+
+absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& json) {
+  ModelConfig config;
+  absl::Status error;
+  ObjectReader root(json, "", &error);
+  root.Read("name", &config.name, /*required=*/true);
+  root.Read("version", &config.version, /*required=*/true);
+  root.Read("labels", &config.labels, /*required=*/true);
+  if (const nlohmann::json* input = root.Object("input", /*required=*/true)) {
+    ObjectReader reader(*input, "input.", &error);
+    reader.Read("num_frames", &config.input.num_frames);
+    reader.Read("resize_shorter_side", &config.input.resize_shorter_side);
+    reader.Read("crop_size", &config.input.crop_size);
+    reader.Read("mean", &config.input.mean);
+    reader.Read("std", &config.input.std);
+    reader.Finish();
+  }
+  root.Read("backbone", &config.backbone);
+  if (const nlohmann::json* head = root.Object("head", /*required=*/true)) {
+    ReadHead(*head, &config, &error);
+  }
+  if (const nlohmann::json* streaming = root.Object("streaming")) {
+    ObjectReader reader(*streaming, "streaming.", &error);
+    reader.Read("window_frames", &config.streaming.window_frames);
+    reader.Read("stride_frames", &config.streaming.stride_frames);
+    reader.Finish();
+  }
+  root.Read("metrics", &config.metrics);
+  root.Read("provenance", &config.provenance);
+  root.Finish();
+  if (!error.ok()) return error;
+  if (auto status = ValidateModelConfig(config); !status.ok()) return status;
   return config;
 }
 
 nlohmann::json ModelConfigToJson(const ModelConfig& config) {
-  nlohmann::json head = {{"type", config.head}};
-  if (config.head == "gru") {
+  nlohmann::json head = {{"type", HeadTypeName(config.head)}};
+  if (config.head == HeadType::kGru) {
     head["hidden_size"] = config.gru.hidden_size;
     head["num_layers"] = config.gru.num_layers;
     head["mlp_hidden_size"] = config.gru.mlp_hidden_size;
-  } else {
+  } else if (config.head == HeadType::kTransformer) {
     const TransformerHeadConfig& t = config.transformer;
     head["d_model"] = t.d_model;
     head["num_heads"] = t.num_heads;
     head["num_layers"] = t.num_layers;
     head["ffn_size"] = t.ffn_size;
     head["pre_norm"] = t.pre_norm;
-    head["pooling"] = t.pooling;
+    head["pooling"] = PoolingName(t.pooling);
+    head["positional_encoding"] = t.positional_encoding;
     head["dropout"] = t.dropout;
     head["attention"] = AttentionOptionsToJson(t.attention);
-    head["attention_substitutions"] = t.attention_substitutions;
+    std::vector<std::string> substitutions;
+    for (const attention::AttentionType type : t.attention_substitutions) {
+      substitutions.push_back(attention::AttentionTypeName(type));
+    }
+    head["attention_substitutions"] = substitutions;
   }
   return {
       {"name", config.name},
@@ -175,6 +372,7 @@ nlohmann::json ModelConfigToJson(const ModelConfig& config) {
       {"streaming",
        {{"window_frames", config.streaming.window_frames},
         {"stride_frames", config.streaming.stride_frames}}},
+      {"metrics", config.metrics},
       {"provenance", config.provenance},
   };
 }

@@ -12,11 +12,25 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "model/attention/attention.h"
 #include "model/heads/head_stream.h"
+#include "model/heads/transformer_head.h"
 
 namespace vidclf::model {
+
+enum class HeadType {
+  kGru,
+  kTransformer,
+  kBagOfFrames,  // order-blind baseline (heads/bag_of_frames_head.h); has no options
+};
+
+// "gru", "transformer" or "bag_of_frames".
+std::string HeadTypeName(HeadType head);
+// INVALID_ARGUMENT for any other name.
+absl::StatusOr<HeadType> ParseHeadType(absl::string_view name);
 
 // How frames are read and prepared before the backbone sees them.
 struct InputConfig {
@@ -42,14 +56,16 @@ struct TransformerHeadConfig {
   int64_t num_layers = 6;
   int64_t ffn_size = 1024;
   bool pre_norm = false;
-  std::string pooling = "mean";  // or "cls"
+  Pooling pooling = Pooling::kMean;
+  // False drops the sinusoidal positions (a baseline that sees frames as a set).
+  bool positional_encoding = true;
   double dropout = 0.1;
   // type and per-mechanism options; head_dim, value_dim and num_heads follow from the above.
   attention::AttentionOptions attention;
   // Mechanisms a caller may ask to run instead of attention.type with the same weights, e.g.
   // clustered or improved-clustered for a softmax-trained model (the clustered-attention thesis
   // evaluates exactly this). Only mechanisms without learned weights of their own qualify.
-  std::vector<std::string> attention_substitutions;
+  std::vector<attention::AttentionType> attention_substitutions;
 };
 
 struct ModelConfig {
@@ -59,17 +75,25 @@ struct ModelConfig {
   InputConfig input;
   // Only "resnet18" for now.
   std::string backbone = "resnet18";
-  // "gru" or "transformer"; only the matching block below is used (and written).
-  std::string head = "gru";
+  // Only the matching block below is used (and written).
+  HeadType head = HeadType::kGru;
   GruHeadConfig gru;
   TransformerHeadConfig transformer;
   // How heads without a recurrent step follow a live stream (heads/head_stream.h).
   SlidingWindowOptions streaming;
-  // Free-form record of how the weights were made (data set, seed, metrics); shown to users.
+  // Held-out metrics of the weights (vidclf-train writes its evaluation); free-form, shown to
+  // users.
+  nlohmann::json metrics = nlohmann::json::object();
+  // Free-form record of how the weights were made (data set, seed, code version); shown to users.
   nlohmann::json provenance = nlohmann::json::object();
 };
 
-// Reads and validates a model.json document. Errors are INVALID_ARGUMENT and name the bad field.
+// The one check of a configuration, used when model.json is read, before it is written and by
+// VideoModel::Create. INVALID_ARGUMENT naming the field (as its model.json path) and the problem.
+absl::Status ValidateModelConfig(const ModelConfig& config);
+
+// Reads and validates a model.json document. Strict: a key the format does not have, a value of
+// the wrong type or an unknown name is INVALID_ARGUMENT naming it ("head.hiden_size").
 absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& json);
 nlohmann::json ModelConfigToJson(const ModelConfig& config);
 

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/heads/bag_of_frames_head.h"
 #include "model/heads/gru_head.h"
 #include "model/heads/head_stream.h"
 #include "model/heads/transformer_head.h"
@@ -24,7 +25,7 @@ constexpr char kHeadFile[] = "head.pt";
 // Throws c10::Error when the head's options are inconsistent.
 std::shared_ptr<TemporalHead> MakeHead(const ModelConfig& config) {
   const auto num_classes = static_cast<int64_t>(config.labels.size());
-  if (config.head == "transformer") {
+  if (config.head == HeadType::kTransformer) {
     const TransformerHeadConfig& t = config.transformer;
     return TransformerHead(TransformerHeadOptions(num_classes)
                                .input_size(kResNet18EmbeddingSize)
@@ -34,9 +35,13 @@ std::shared_ptr<TemporalHead> MakeHead(const ModelConfig& config) {
                                .ffn_size(t.ffn_size)
                                .pre_norm(t.pre_norm)
                                .pooling(t.pooling)
+                               .positional_encoding(t.positional_encoding)
                                .dropout(t.dropout)
                                .attention(t.attention))
         .ptr();
+  }
+  if (config.head == HeadType::kBagOfFrames) {
+    return BagOfFramesHead(kResNet18EmbeddingSize, num_classes).ptr();
   }
   return GruHead(GruHeadOptions(num_classes)
                      .input_size(kResNet18EmbeddingSize)
@@ -169,8 +174,8 @@ void VideoModel::Prepare() {
   MoveWeights(*head_, device_, torch::kFloat, /*channels_last=*/false);
   backbone_->eval();
   head_->eval();
-  if (config_.head != "transformer") return;
-  for (const std::string& type : config_.transformer.attention_substitutions) {
+  if (config_.head != HeadType::kTransformer) return;
+  for (const attention::AttentionType type : config_.transformer.attention_substitutions) {
     ModelConfig substitute_config = config_;
     substitute_config.transformer.attention.type = type;
     std::shared_ptr<TemporalHead> substitute = MakeHead(substitute_config);
@@ -189,6 +194,7 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Create(const ModelConfig
                                                                const InferenceOptions& options) {
   absl::StatusOr<ResolvedInference> inference = ResolveInference(options);
   if (!inference.ok()) return inference.status();
+  if (auto status = ValidateModelConfig(config); !status.ok()) return status;
   try {
     std::unique_ptr<VideoModel> model(new VideoModel(config, ResNet18(), MakeHead(config),
                                                      inference->device, inference->dtype,
@@ -237,6 +243,8 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& 
 }
 
 absl::Status VideoModel::Save(const std::string& bundle_dir) const {
+  // mutable_config() may have changed it since Create or Load; never write what Load refuses.
+  if (auto status = ValidateModelConfig(config_); !status.ok()) return status;
   if (!device_.is_cpu() || backbone_dtype_ != torch::kFloat || channels_last_) {
     return absl::FailedPreconditionError(
         "only a model on the CPU in fp32 and NCHW layout can be saved as a bundle");
@@ -284,21 +292,29 @@ absl::StatusOr<torch::Tensor> VideoModel::Embed(const torch::Tensor& frames,
 }
 
 absl::StatusOr<TemporalHead*> VideoModel::HeadFor(absl::string_view attention) const {
-  if (attention.empty() ||
-      (config_.head == "transformer" && attention == config_.transformer.attention.type)) {
+  if (attention.empty()) return head_.get();
+  const absl::StatusOr<attention::AttentionType> type = attention::ParseAttentionType(attention);
+  if (type.ok() && config_.head == HeadType::kTransformer &&
+      *type == config_.transformer.attention.type) {
     return head_.get();
   }
-  if (const auto substitute = substitutes_.find(attention); substitute != substitutes_.end()) {
-    return substitute->second.get();
+  if (type.ok()) {
+    if (const auto substitute = substitutes_.find(*type); substitute != substitutes_.end()) {
+      return substitute->second.get();
+    }
   }
-  if (config_.head != "transformer") {
+  if (config_.head != HeadType::kTransformer) {
     return absl::InvalidArgumentError(absl::StrCat("attention \"", attention,
                                                    "\" was asked for, but model ", config_.name,
-                                                   " has a GRU head"));
+                                                   " has a ", HeadTypeName(config_.head), " head"));
   }
-  const std::vector<std::string>& allowed = config_.transformer.attention_substitutions;
+  std::vector<std::string> allowed;
+  for (const attention::AttentionType allowed_type : config_.transformer.attention_substitutions) {
+    allowed.push_back(attention::AttentionTypeName(allowed_type));
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("model ", config_.name, " (", config_.transformer.attention.type,
+      absl::StrCat("model ", config_.name, " (",
+                   attention::AttentionTypeName(config_.transformer.attention.type),
                    " attention) cannot run with attention \"", attention, "\"; its bundle allows ",
                    allowed.empty() ? "no substitution" : absl::StrJoin(allowed, ", ")));
 }

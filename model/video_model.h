@@ -108,7 +108,7 @@ class VideoModel {
   mutable ResNet18 backbone_;
   std::shared_ptr<TemporalHead> head_;
   // One head per allowed attention substitution, sharing head_'s parameter storage.
-  std::map<std::string, std::shared_ptr<TemporalHead>, std::less<>> substitutes_;
+  std::map<attention::AttentionType, std::shared_ptr<TemporalHead>> substitutes_;
 };
 
 // Sets `threads` intra-op threads for LibTorch and returns a line naming the BLAS and thread count

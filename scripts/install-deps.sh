@@ -22,6 +22,8 @@ build_packages=(
   # command lines of the three executables; the server's log; TLS and token digests (and the
   # openssl command that makes test certificates)
   libcli11-dev libspdlog-dev libssl-dev openssl
+  # vidclf-train's training-curve plots (PNG)
+  libcairo2-dev
   # media
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev ffmpeg
   # cameras (V4L2) for `vidclf stream`

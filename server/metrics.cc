@@ -69,12 +69,14 @@ class EngineCollector : public prometheus::Collectable {
         Family("vidclf_model_info", "The models served (value 1), with their version and head.");
     for (const auto& [name, entry] : engine_->repository()->entries()) {
       const model::ModelConfig& config = entry.model->config();
-      AddSample(
-          info, 1,
-          {{"model", name},
-           {"version", config.version},
-           {"head", config.head},
-           {"attention", config.head == "transformer" ? config.transformer.attention.type : ""}});
+      AddSample(info, 1,
+                {{"model", name},
+                 {"version", config.version},
+                 {"head", model::HeadTypeName(config.head)},
+                 {"attention",
+                  config.head == model::HeadType::kTransformer
+                      ? model::attention::AttentionTypeName(config.transformer.attention.type)
+                      : ""}});
     }
     prometheus::MetricFamily streams =
         Family("vidclf_active_streams", "Live streams open (StreamClassify), by model.");

@@ -93,7 +93,9 @@ bool IsLinearTime(const std::string& type) { return type != "softmax"; }
 void SweepMechanisms() {
   std::vector<int64_t> lengths = ParseList(absl::GetFlag(FLAGS_lengths));
   const std::vector<int64_t> extra = ParseList(absl::GetFlag(FLAGS_linear_lengths));
-  for (const std::string& type : vidclf::model::attention::AttentionTypes()) {
+  for (const vidclf::model::attention::AttentionType attention_type :
+       vidclf::model::attention::AttentionTypes()) {
+    const std::string type = vidclf::model::attention::AttentionTypeName(attention_type);
     std::vector<int64_t> sweep = lengths;
     if (IsLinearTime(type)) sweep.insert(sweep.end(), extra.begin(), extra.end());
     for (int64_t n : sweep) {
@@ -105,7 +107,7 @@ void SweepMechanisms() {
         continue;
       }
       AttentionOptions options;
-      options.type = type;
+      options.type = attention_type;
       options.head_dim = kHeadDim;
       options.value_dim = kHeadDim;
       options.num_heads = kHeads;
@@ -138,7 +140,7 @@ void SweepStreamingStep() {
   constexpr int64_t kClasses = 5;
   auto transformer = [](const std::string& type) {
     AttentionOptions attention;
-    attention.type = type;
+    attention.type = *vidclf::model::attention::ParseAttentionType(type);
     torch::manual_seed(0);
     vidclf::model::TransformerHead head(
         vidclf::model::TransformerHeadOptions(kClasses).attention(attention));

@@ -869,8 +869,11 @@ def main(argv=None):
             parser.error(f"no model bundle in --repository {args.repository}")
         if not args.train_binary:
             parser.error("no model repository: give --train-binary or --repository")
-        log("training the demo model (about a minute on two cores)")
-        run([args.train_binary, "--output-repository", repository], stdout=subprocess.DEVNULL)
+        log("training the demo model (about two minutes on two cores)")
+        training = os.path.join(args.work_dir, "model-training")
+        run([args.train_binary, "all", "--synthesize", "--data", os.path.join(training, "data"),
+             "--work", os.path.join(training, "work"), "--run", "demo",
+             "--output-repository", repository], stdout=subprocess.DEVNULL)
         bundle = find_bundle(repository, args.model)
     with open(os.path.join(bundle, "model.json"), encoding="utf-8") as f:
         config = json.load(f)

@@ -39,8 +39,8 @@ std::unique_ptr<VideoModel> Make(const std::string& head, const std::string& att
   config.name = head + "-" + attention;
   config.version = "1";
   config.labels = {"a", "b", "c", "d"};
-  config.head = head;
-  config.transformer.attention.type = attention;
+  config.head = *vidclf::model::ParseHeadType(head);
+  config.transformer.attention.type = *vidclf::model::attention::ParseAttentionType(attention);
   config.transformer.attention_substitutions = {};
   auto model = VideoModel::Create(config);
   if (!model.ok()) {

@@ -21,15 +21,36 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace vidclf::model::attention {
+
+// The mechanisms, in the order the docs and tables list them.
+enum class AttentionType {
+  kSoftmax,
+  kLinear,
+  kCausalLinear,
+  kCosformer,
+  kLinformer,
+  kNystrom,
+  kClustered,
+  kImprovedClustered,
+};
+
+// Every type, in the order above.
+const std::vector<AttentionType>& AttentionTypes();
+// The name used in model.json, requests and metrics: "softmax", "causal-linear", ….
+std::string AttentionTypeName(AttentionType type);
+// INVALID_ARGUMENT for an unknown name, listing the known ones.
+absl::StatusOr<AttentionType> ParseAttentionType(absl::string_view name);
 
 // Options of every mechanism; each reads the fields it needs. Defaults follow the seeds (see
 // docs/attention.md); a model bundle's JSON overrides them per field.
 struct AttentionOptions {
-  // Registry name: softmax, linear, causal-linear, cosformer, linformer, nystrom, clustered,
-  // improved-clustered.
-  std::string type = "softmax";
+  AttentionType type = AttentionType::kSoftmax;
   // Width per head of queries and keys (E) and of values (M).
   int64_t head_dim = 64;
   int64_t value_dim = 64;

@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "model/attention/causal_linear_attention.h"
 #include "model/attention/clustered_attention.h"
 #include "model/attention/cosformer_attention.h"
@@ -20,47 +19,40 @@ namespace {
 using Factory = std::function<std::shared_ptr<AttentionMechanism>(const AttentionOptions&)>;
 
 template <typename Mechanism>
-std::pair<std::string, Factory> Entry(const char* name) {
-  return {name, [](const AttentionOptions& options) -> std::shared_ptr<AttentionMechanism> {
+std::pair<AttentionType, Factory> Entry(AttentionType type) {
+  return {type, [](const AttentionOptions& options) -> std::shared_ptr<AttentionMechanism> {
             return std::make_shared<Mechanism>(options);
           }};
 }
 
-const std::vector<std::pair<std::string, Factory>>& Table() {
-  static const auto* table = new std::vector<std::pair<std::string, Factory>>{
-      Entry<SoftmaxAttention>("softmax"),
-      Entry<LinearAttention>("linear"),
-      Entry<CausalLinearAttention>("causal-linear"),
-      Entry<CosformerAttention>("cosformer"),
-      Entry<LinformerAttention>("linformer"),
-      Entry<NystromAttention>("nystrom"),
-      Entry<ClusteredAttention>("clustered"),
-      Entry<ImprovedClusteredAttention>("improved-clustered"),
+const std::vector<std::pair<AttentionType, Factory>>& Table() {
+  static const auto* table = new std::vector<std::pair<AttentionType, Factory>>{
+      Entry<SoftmaxAttention>(AttentionType::kSoftmax),
+      Entry<LinearAttention>(AttentionType::kLinear),
+      Entry<CausalLinearAttention>(AttentionType::kCausalLinear),
+      Entry<CosformerAttention>(AttentionType::kCosformer),
+      Entry<LinformerAttention>(AttentionType::kLinformer),
+      Entry<NystromAttention>(AttentionType::kNystrom),
+      Entry<ClusteredAttention>(AttentionType::kClustered),
+      Entry<ImprovedClusteredAttention>(AttentionType::kImprovedClustered),
   };
   return *table;
 }
 
 }  // namespace
 
-std::vector<std::string> AttentionTypes() {
-  std::vector<std::string> names;
-  for (const auto& [name, factory] : Table()) names.push_back(name);
-  return names;
-}
-
 absl::StatusOr<std::shared_ptr<AttentionMechanism>> MakeAttention(const AttentionOptions& options) {
-  for (const auto& [name, factory] : Table()) {
-    if (name != options.type) continue;
+  for (const auto& [type, factory] : Table()) {
+    if (type != options.type) continue;
     try {
       return factory(options);
     } catch (const c10::Error& e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("attention \"", name, "\": ", e.what_without_backtrace()));
+      return absl::InvalidArgumentError(absl::StrCat("attention \"", AttentionTypeName(type),
+                                                     "\": ", e.what_without_backtrace()));
     }
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown attention type \"", options.type,
-                   "\"; known: ", absl::StrJoin(AttentionTypes(), ", ")));
+      absl::StrCat("no attention mechanism is registered for ", AttentionTypeName(options.type)));
 }
 
 }  // namespace vidclf::model::attention

@@ -3,9 +3,19 @@
 #include <cmath>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "model/attention/registry.h"
 
 namespace vidclf::model {
+
+std::string PoolingName(Pooling pooling) { return pooling == Pooling::kCls ? "cls" : "mean"; }
+
+absl::StatusOr<Pooling> ParsePooling(absl::string_view name) {
+  if (name == "mean") return Pooling::kMean;
+  if (name == "cls") return Pooling::kCls;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown pooling \"", name, "\"; known: mean, cls"));
+}
 
 torch::Tensor SinusoidalPositionalEncoding(int64_t length, int64_t d_model,
                                            int64_t first_position) {
@@ -102,18 +112,17 @@ TransformerHeadImpl::TransformerHeadImpl(const TransformerHeadOptions& options_)
               options.d_model());
   TORCH_CHECK(options.num_layers() >= 1 && options.ffn_size() >= 1,
               "transformer num_layers and ffn_size must be positive");
-  TORCH_CHECK(options.pooling() == "mean" || options.pooling() == "cls",
-              "transformer pooling must be \"mean\" or \"cls\"; got \"", options.pooling(), "\"");
-  const bool causal = options.attention().causal || options.attention().type == "causal-linear";
-  TORCH_CHECK(!(causal && options.pooling() == "cls"),
+  const bool causal = options.attention().causal ||
+                      options.attention().type == attention::AttentionType::kCausalLinear;
+  TORCH_CHECK(!(causal && options.pooling() == Pooling::kCls),
               "a class token placed first cannot see the frames through causal attention; use "
               "\"mean\" pooling with ",
-              options.attention().type);
+              attention::AttentionTypeName(options.attention().type));
   if (options.input_size() != options.d_model()) {
     input_projection = register_module("input_projection",
                                        torch::nn::Linear(options.input_size(), options.d_model()));
   }
-  if (options.pooling() == "cls") {
+  if (options.pooling() == Pooling::kCls) {
     class_token = register_parameter("class_token", torch::randn({options.d_model()}) * 0.02);
   }
   attention::AttentionOptions attention = options.attention();
@@ -148,7 +157,9 @@ torch::Tensor TransformerHeadImpl::forward(const torch::Tensor& embeddings,
     x = torch::cat({class_token.view({1, 1, -1}).expand({batch, 1, -1}), x}, 1);
     mask = torch::cat({torch::ones({batch, 1}, mask.options()), mask}, 1);
   }
-  x = x + SinusoidalPositionalEncoding(x.size(1), options.d_model()).to(x.device(), x.dtype());
+  if (options.positional_encoding()) {
+    x = x + SinusoidalPositionalEncoding(x.size(1), options.d_model()).to(x.device(), x.dtype());
+  }
   for (const auto& layer : *layers) x = layer->as<EncoderLayer>()->forward(x, mask);
   if (!final_norm.is_empty()) x = final_norm(x);
 
@@ -171,7 +182,8 @@ bool TransformerHeadImpl::has_recurrent_step() const {
 
 std::pair<torch::Tensor, HeadState> TransformerHeadImpl::step(const torch::Tensor& embeddings,
                                                               const HeadState& state) {
-  TORCH_CHECK(has_recurrent_step(), "a transformer head with ", options.attention().type,
+  TORCH_CHECK(has_recurrent_step(), "a transformer head with ",
+              attention::AttentionTypeName(options.attention().type),
               " attention has no recurrent step (its mechanism has no recurrent form); stream it "
               "over a sliding window");
   torch::Tensor x = CheckAndStandardise(embeddings, "transformer head");
@@ -182,8 +194,10 @@ std::pair<torch::Tensor, HeadState> TransformerHeadImpl::step(const torch::Tenso
               "transformer head state must hold ", 2 * num_layers + 1, " tensors; got ",
               state.tensors.size());
   if (!input_projection.is_empty()) x = input_projection(x);
-  x = x + SinusoidalPositionalEncoding(x.size(1), options.d_model(), state.frames_seen)
-              .to(x.device(), x.dtype());
+  if (options.positional_encoding()) {
+    x = x + SinusoidalPositionalEncoding(x.size(1), options.d_model(), state.frames_seen)
+                .to(x.device(), x.dtype());
+  }
   HeadState next{state.frames_seen + x.size(1), {}};
   for (size_t i = 0; i < num_layers; ++i) {
     attention::AttentionState layer_state;

@@ -16,10 +16,23 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "model/attention/attention.h"
 #include "model/heads/temporal_head.h"
 
 namespace vidclf::model {
+
+// How the encoder's outputs become one vector per video.
+enum class Pooling {
+  kMean,  // masked mean over the valid frames
+  kCls,   // a learned class token placed first
+};
+
+// "mean" or "cls".
+std::string PoolingName(Pooling pooling);
+// INVALID_ARGUMENT for any other name.
+absl::StatusOr<Pooling> ParsePooling(absl::string_view name);
 
 // PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)) for positions
 // first_position .. first_position + length - 1 (the first frame is position 0). Returns
@@ -44,8 +57,11 @@ struct TransformerHeadOptions {
   TORCH_ARG(int64_t, ffn_size) = 1024;
   /// Layer norm before each sub-layer (pre-norm) instead of after the residual (post-norm).
   TORCH_ARG(bool, pre_norm) = false;
-  /// "mean" (masked mean over valid frames) or "cls" (a learned class token). Default: "mean".
-  TORCH_ARG(std::string, pooling) = "mean";
+  /// Masked mean over valid frames, or a learned class token. Default: mean.
+  TORCH_ARG(Pooling, pooling) = Pooling::kMean;
+  /// Adds sinusoidal positions to the inputs. Without them the encoder sees a set, not a
+  /// sequence (a baseline for order-dependent classes). Default: true.
+  TORCH_ARG(bool, positional_encoding) = true;
   /// Dropout in training, after attention and in the FFN. Default: 0.1 (PyTorch's).
   TORCH_ARG(double, dropout) = 0.1;
   /// The attention mechanism and its options; head_dim, value_dim and num_heads are derived from

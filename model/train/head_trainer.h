@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "model/heads/temporal_head.h"
@@ -18,30 +19,68 @@ struct EmbeddingSet {
   torch::Tensor embeddings;  // [N, T, D] float
   torch::Tensor lengths;     // [N] int64, valid frames of each video
   torch::Tensor labels;      // [N] int64 class indices
+
+  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
 };
+
+// Builds a set from per-video embeddings [T_i, D] (padding with zeros) and their labels.
+EmbeddingSet MakeEmbeddingSet(const std::vector<torch::Tensor>& embeddings,
+                              const std::vector<int64_t>& labels);
 
 struct HeadTrainingOptions {
   int epochs = 80;
   int batch_size = 16;  // seed 004's GRU batch size (its transformer used 24)
   double learning_rate = 3e-3;
-  // Seeds the shuffling and the head's initial weights.
+  // Cross-entropy weighted per class by w_y = n / (m_y * C) (seed 000), so that a rare class
+  // counts as much as a frequent one; false gives every clip the same weight.
+  bool class_weighted_loss = true;
+  // Gradients are rescaled so that their global L2 norm is at most this (seed 004's remedy for
+  // exploding gradients); 0 turns clipping off.
+  double gradient_clip_norm = 1.0;
+  // With a validation set: stop after this many epochs without a better validation macro recall
+  // (0 never stops early). The weights of the best epoch are kept either way (seed 000).
+  int early_stopping_patience = 15;
+  // Seeds the shuffling, dropout and the head's initial weights.
   uint64_t seed = 7;
-  // Called after each epoch with (epoch, mean training loss); may be empty.
-  std::function<void(int, double)> on_epoch;
+};
+
+// What one epoch measured. Validation fields are 0 without a validation set.
+struct EpochStats {
+  int epoch = 0;  // 1-based
+  double train_loss = 0;
+  double train_accuracy = 0;
+  double validation_loss = 0;
+  double validation_accuracy = 0;
+  double validation_macro_recall = 0;
+  double seconds = 0;
 };
 
 struct TrainingReport {
+  std::vector<EpochStats> curves;
+  // The epoch whose weights the head holds: the best validation macro recall, or the last.
+  int best_epoch = 0;
+  bool stopped_early = false;
   double final_loss = 0;
   double train_accuracy = 0;
 };
 
-// Fits `head` (Adam, cross-entropy) to `train`, after setting its embedding standardisation from
-// `train`'s valid frames. Leaves the head in eval mode.
+// Fits `head` (Adam) to `train`, after setting its embedding standardisation from `train`'s
+// valid frames. With a non-empty `validation`, evaluates it after every epoch and keeps the
+// weights of the epoch with the best macro recall. `on_epoch` (may be empty) sees each epoch's
+// stats as they come. Leaves the head in eval mode.
 absl::StatusOr<TrainingReport> TrainHead(TemporalHead& head, const EmbeddingSet& train,
-                                         const HeadTrainingOptions& options);
+                                         const EmbeddingSet& validation,
+                                         const HeadTrainingOptions& options,
+                                         const std::function<void(const EpochStats&)>& on_epoch);
+
+// The most probable class of each video of `set` ([N] int64). Puts the head in eval mode.
+torch::Tensor Predict(TemporalHead& head, const EmbeddingSet& set, int64_t batch_size = 64);
 
 // Fraction of `set` whose most probable class is its label. Puts the head in eval mode.
 double Accuracy(TemporalHead& head, const EmbeddingSet& set);
+
+// Mean over the classes present in `labels` of the share of each class predicted correctly.
+double MacroRecall(const torch::Tensor& predicted, const torch::Tensor& labels);
 
 }  // namespace vidclf::model
 

@@ -25,12 +25,12 @@ vidclf::v1::ModelInfo ModelInfoOf(const engine::ModelRepository::Entry& entry,
   for (float std : config.input.std) input->add_std(std);
   input->set_default_sampling("uniform");
   info.set_backbone(config.backbone);
-  info.set_head(config.head);
-  if (config.head == "transformer") {
-    info.set_attention(config.transformer.attention.type);
+  info.set_head(model::HeadTypeName(config.head));
+  if (config.head == model::HeadType::kTransformer) {
+    info.set_attention(model::attention::AttentionTypeName(config.transformer.attention.type));
     info.set_attention_options_json(head["attention"].dump());
-    for (const std::string& type : config.transformer.attention_substitutions) {
-      info.add_attention_substitutions(type);
+    for (const model::attention::AttentionType type : config.transformer.attention_substitutions) {
+      info.add_attention_substitutions(model::attention::AttentionTypeName(type));
     }
     head.erase("attention");
     head.erase("attention_substitutions");
@@ -46,6 +46,7 @@ vidclf::v1::ModelInfo ModelInfoOf(const engine::ModelRepository::Entry& entry,
   }
   info.set_is_default(config.name == default_model);
   info.set_provenance_json(config.provenance.dump());
+  info.set_metrics_json(config.metrics.dump());
   return info;
 }
 

@@ -58,9 +58,11 @@ context="$WORK/context"
 mkdir -p "$context/out/bin" "$context/deploy/docker"
 cp "$BUILD_DIR/bin/vidclf-server" "$BUILD_DIR/bin/vidclf" "$context/out/bin/"
 cp "$ROOT/deploy/docker/runtime-packages.txt" "$context/deploy/docker/"
-"$BUILD_DIR/bin/vidclf-train" --output-repository "$context/out/models" --name small \
-  --samples-dir "$WORK/samples" --videos-per-class 4 --epochs 2 --num-frames 4 --crop-size 32 \
-  --resize-shorter-side 32 >"$WORK/train.log" 2>&1 || { cat "$WORK/train.log"; fail "vidclf-train"; }
+"$BUILD_DIR/bin/vidclf-train" all --synthesize --data "$WORK/data" --work "$WORK/train" \
+  --run small --output-repository "$context/out/models" --samples-dir "$WORK/samples" \
+  --videos-per-class 4 --epochs 2 --num-frames 4 --crop-size 32 --resize-shorter-side 32 \
+  >"$WORK/train.log" 2>&1 || { cat "$WORK/train.log"; fail "vidclf-train"; }
+sample=$(ls "$WORK"/samples/fade_in.*)
 echo "container_test: building $IMAGE"
 DOCKER_BUILDKIT=1 "$DOCKER" build --progress plain -f "$ROOT/deploy/docker/Dockerfile" \
   --build-arg BINARIES=prebuilt --build-arg RUNTIME_IMAGE="$BASE_IMAGE" -t "$IMAGE" "$context" \
@@ -79,7 +81,7 @@ for _ in $(seq 90); do
 done
 [ "$health" = healthy ] || { "$DOCKER" logs "$CONTAINER"; fail "HEALTHCHECK: $health after 90 s"; }
 
-output="$("$BUILD_DIR/bin/vidclf" classify "$WORK/samples/fade_in.mp4" --json --server "$grpc")" \
+output="$("$BUILD_DIR/bin/vidclf" classify "$sample" --json --server "$grpc")" \
   || fail "classify through $grpc: $output"
 grep -q '"model":"small"' <<<"$output" || fail "unexpected answer: $output"
 page="$(/usr/bin/python3 -c 'import sys, urllib.request

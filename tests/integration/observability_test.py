@@ -5,6 +5,7 @@ recording rules produce series and every rule evaluates without error.
 
 Usage: observability_test.py SERVER_BINARY CLIENT_BINARY TRAIN_BINARY SOURCE_DIR
 """
+import glob
 import json
 import os
 import re
@@ -72,10 +73,12 @@ class ObservabilityTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         repo = os.path.join(cls.tmp.name, "repo")
         samples = os.path.join(cls.tmp.name, "samples")
-        subprocess.run([TRAIN, "--output-repository", repo, "--name", "small", "--samples-dir",
-                        samples, "--videos-per-class", "4", "--epochs", "2", "--num-frames", "4",
+        subprocess.run([TRAIN, "all", "--synthesize", "--data", os.path.join(cls.tmp.name, "data"),
+                        "--work", os.path.join(cls.tmp.name, "work"), "--run", "small",
+                        "--output-repository", repo, "--samples-dir", samples,
+                        "--videos-per-class", "4", "--epochs", "2", "--num-frames", "4",
                         "--crop-size", "32", "--resize-shorter-side", "32"],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         cls.server = subprocess.Popen(
             [SERVER, "--model-repository", repo, "--host", "127.0.0.1", "--grpc-port", "0",
              "--metrics-port", "0"], stdout=subprocess.PIPE, text=True)
@@ -88,7 +91,7 @@ class ObservabilityTest(unittest.TestCase):
         grpc_port = re.search(r"gRPC listening on [\d.]+:(\d+)", output).group(1)
         cls.metrics_port = int(re.search(r"metrics on http://[\d.]+:(\d+)/", output).group(1))
         cls.address = f"127.0.0.1:{grpc_port}"
-        cls.video = os.path.join(samples, "fade_in.mp4")
+        cls.video = glob.glob(os.path.join(samples, "fade_in.*"))[0]
 
         config = os.path.join(cls.tmp.name, "prometheus.yml")
         with open(config, "w") as f:

@@ -5,6 +5,7 @@ Checks Classify, ClassifyUpload, ListModels and GetModel, the health service, se
 the /metrics page (with promtool); then mutual TLS and a bearer token on a second server.
 Usage: python_client_test.py SERVER_BINARY TRAIN_BINARY PROTO_DIR
 """
+import glob
 import os
 import re
 import signal
@@ -39,6 +40,10 @@ def generate_messages(out_dir):
     return (load("video_classifier_pb2", "vidclf/v1/video_classifier_pb2.py"),
             load("health_pb2", "grpc/health/v1/health_pb2.py"))
 
+# The synthetic benchmark's classes, in label order.
+LABELS = ["fade_in", "fade_out", "hue_forward", "hue_backward", "zoom_in", "zoom_out",
+          "flicker_slow", "flicker_fast", "focus_in", "focus_out"]
+
 
 def setUpModule():
     global TMP, PB, HEALTH_PB, REPO, VIDEO
@@ -47,11 +52,13 @@ def setUpModule():
     REPO = os.path.join(TMP.name, "repo")
     samples = os.path.join(TMP.name, "samples")
     # A tiny, quickly trained bundle; its held-out samples are our test videos.
-    subprocess.run([TRAIN, "--output-repository", REPO, "--name", "small", "--samples-dir",
-                    samples, "--videos-per-class", "4", "--epochs", "2", "--num-frames", "4",
+    subprocess.run([TRAIN, "all", "--synthesize", "--data", os.path.join(TMP.name, "data"),
+                    "--work", os.path.join(TMP.name, "work"), "--run", "small",
+                    "--output-repository", REPO, "--samples-dir", samples,
+                    "--videos-per-class", "4", "--epochs", "2", "--num-frames", "4",
                     "--crop-size", "32", "--resize-shorter-side", "32"],
-                   check=True, stdout=subprocess.DEVNULL)
-    with open(os.path.join(samples, "fade_in.mp4"), "rb") as video:
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(glob.glob(os.path.join(samples, "fade_in.*"))[0], "rb") as video:
         VIDEO = video.read()
 
 
@@ -112,10 +119,9 @@ class PythonClientTest(unittest.TestCase):
         return call(request, timeout=60)
 
     def test_classify(self):
-        response = self.classify(self.pb.ClassifyRequest(video=self.video, top_k=4))
+        response = self.classify(self.pb.ClassifyRequest(video=self.video, top_k=10))
         self.assertEqual(response.model, "small")
-        self.assertEqual(sorted(e.label for e in response.top_k),
-                         ["fade_in", "fade_out", "hue_backward", "hue_forward"])
+        self.assertEqual(sorted(e.label for e in response.top_k), sorted(LABELS))
         self.assertAlmostEqual(sum(e.score for e in response.top_k), 1.0, places=5)
         self.assertEqual(response.frames_used, 4)
         self.assertEqual(len(response.frame_timestamps_seconds), 4)
@@ -236,8 +242,7 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(model.head, "gru")
         self.assertEqual(model.input.num_frames, 4)
         self.assertEqual(model.streaming.mode, "recurrent")
-        self.assertEqual(list(model.labels),
-                         ["fade_in", "fade_out", "hue_forward", "hue_backward"])
+        self.assertEqual(list(model.labels), LABELS)
         get_model = self.channel.unary_unary(
             "/vidclf.v1.VideoClassifier/GetModel",
             request_serializer=self.pb.GetModelRequest.SerializeToString,

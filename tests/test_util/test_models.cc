@@ -21,12 +21,12 @@ model::ModelConfig TinyConfig() {
 model::ModelConfig TinyTransformerConfig(const std::string& name, const std::string& attention) {
   model::ModelConfig config = TinyConfig();
   config.name = name;
-  config.head = "transformer";
+  config.head = model::HeadType::kTransformer;
   config.transformer.d_model = 32;
   config.transformer.num_heads = 2;
   config.transformer.num_layers = 1;
   config.transformer.ffn_size = 64;
-  config.transformer.attention.type = attention;
+  config.transformer.attention.type = *model::attention::ParseAttentionType(attention);
   return config;
 }
 

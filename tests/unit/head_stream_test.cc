@@ -40,10 +40,10 @@ std::shared_ptr<TemporalHead> MakeGru() {
 }
 
 std::shared_ptr<TemporalHead> MakeTransformer(const std::string& attention_type, bool pre_norm,
-                                              const std::string& pooling = "mean") {
+                                              Pooling pooling = Pooling::kMean) {
   torch::manual_seed(5);
   attention::AttentionOptions attention;
-  attention.type = attention_type;
+  attention.type = *attention::ParseAttentionType(attention_type);
   TransformerHead head(TransformerHeadOptions(/*num_classes=*/3)
                            .input_size(kInputSize)
                            .d_model(16)
@@ -150,7 +150,7 @@ TEST(HeadStream, RecurrentHeadsIgnoreTheWindow) {
 TEST(HeadStream, SlidingWindowReevaluatesTheLatestFramesEveryStride) {
   torch::NoGradGuard no_grad;
   const std::shared_ptr<TemporalHead> head =
-      MakeTransformer("softmax", /*pre_norm=*/false, /*pooling=*/"cls");
+      MakeTransformer("softmax", /*pre_norm=*/false, Pooling::kCls);
   const SlidingWindowOptions window{/*window_frames=*/5, /*stride_frames=*/3};
   torch::manual_seed(7);
   const torch::Tensor embeddings = torch::randn({2, kFrames, kInputSize});

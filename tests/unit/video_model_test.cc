@@ -99,17 +99,18 @@ TEST_F(VideoModelTest, LoadRefusesWeightsOfAnotherShape) {
 
 // A softmax-trained transformer whose bundle allows the clustered mechanisms in its place.
 ModelConfig TransformerConfig(ModelConfig config) {
-  config.head = "transformer";
+  config.head = HeadType::kTransformer;
   config.transformer.d_model = 16;
   config.transformer.num_heads = 2;
   config.transformer.num_layers = 2;
   config.transformer.ffn_size = 32;
-  config.transformer.attention.type = "softmax";
+  config.transformer.attention.type = attention::AttentionType::kSoftmax;
   // Four frames never fill more than four clusters, so clustered attention is exact here, and
   // top-k = 4 keys keeps improved-clustered exact too.
   config.transformer.attention.clusters = 8;
   config.transformer.attention.topk = 4;
-  config.transformer.attention_substitutions = {"clustered", "improved-clustered"};
+  config.transformer.attention_substitutions = {attention::AttentionType::kClustered,
+                                                attention::AttentionType::kImprovedClustered};
   return config;
 }
 
@@ -154,16 +155,18 @@ TEST_F(VideoModelTest, RefusesAttentionTheBundleDoesNotAllow) {
   ASSERT_TRUE(gru.ok());
   auto on_gru = (*gru)->Classify(embeddings, lengths, "clustered");
   EXPECT_EQ(on_gru.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(on_gru.status().message(), HasSubstr("GRU head"));
+  EXPECT_THAT(on_gru.status().message(), HasSubstr("gru head"));
 
   ModelConfig learned = TransformerConfig(config_);
-  learned.transformer.attention_substitutions = {"linformer"};
+  learned.transformer.attention_substitutions = {attention::AttentionType::kLinformer};
   auto refused = ModelConfigFromJson(ModelConfigToJson(learned));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), HasSubstr("learned weights"));
-  learned.transformer.attention_substitutions = {"flash"};
-  EXPECT_THAT(ModelConfigFromJson(ModelConfigToJson(learned)).status().message(),
-              HasSubstr("unknown attention substitution \"flash\""));
+  EXPECT_FALSE(VideoModel::Create(learned).ok());
+  nlohmann::json flash = ModelConfigToJson(TransformerConfig(config_));
+  flash["head"]["attention_substitutions"] = {"flash"};
+  EXPECT_THAT(ModelConfigFromJson(flash).status().message(),
+              HasSubstr("head.attention_substitutions: unknown attention type \"flash\""));
 }
 
 TEST_F(VideoModelTest, ConfigKeepsStreamingAndSubstitutions) {
@@ -179,7 +182,7 @@ TEST_F(VideoModelTest, ConfigKeepsStreamingAndSubstitutions) {
   EXPECT_THAT(ModelConfigFromJson(ModelConfigToJson(config)).status().message(),
               HasSubstr("stride_frames <= window_frames"));
   config.streaming = {/*window_frames=*/600, /*stride_frames=*/1};
-  config.transformer.attention.type = "linformer";
+  config.transformer.attention.type = attention::AttentionType::kLinformer;
   config.transformer.attention_substitutions.clear();
   EXPECT_THAT(ModelConfigFromJson(ModelConfigToJson(config)).status().message(),
               HasSubstr("does not fit linformer's max_length"));

@@ -12,7 +12,7 @@ using testing::MaxAbs;
 
 AttentionOptions Options(int64_t clusters, uint64_t seed = 0) {
   AttentionOptions options;
-  options.type = "clustered";
+  options.type = AttentionType::kClustered;
   options.head_dim = 4;
   options.value_dim = 3;
   options.clusters = clusters;

@@ -12,7 +12,7 @@ using testing::MaxAbs;
 
 AttentionOptions Options(int64_t clusters, int64_t topk) {
   AttentionOptions options;
-  options.type = "improved-clustered";
+  options.type = AttentionType::kImprovedClustered;
   options.head_dim = 4;
   options.value_dim = 3;
   options.clusters = clusters;

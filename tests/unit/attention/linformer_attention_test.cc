@@ -16,7 +16,7 @@ using ::testing::HasSubstr;
 
 AttentionOptions Options(int64_t k, int64_t max_length) {
   AttentionOptions options;
-  options.type = "linformer";
+  options.type = AttentionType::kLinformer;
   options.head_dim = 4;
   options.value_dim = 3;
   options.linformer_k = k;
@@ -107,7 +107,7 @@ TEST(LinformerAttention, ProjectionsAreLearnedParametersWithJlInitialisation) {
 double MeanRelativeErrorToSoftmax(int64_t k, uint64_t base_seed) {
   constexpr int64_t kLength = 256, kWidth = 32, kSeeds = 8;
   AttentionOptions options;
-  options.type = "linformer";
+  options.type = AttentionType::kLinformer;
   options.head_dim = kWidth;
   options.value_dim = kWidth;
   options.linformer_k = k;

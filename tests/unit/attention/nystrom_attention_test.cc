@@ -11,7 +11,7 @@ using testing::MaxAbs;
 
 AttentionOptions Options(int64_t landmarks, int64_t iterations) {
   AttentionOptions options;
-  options.type = "nystrom";
+  options.type = AttentionType::kNystrom;
   options.head_dim = 16;
   options.value_dim = 3;
   options.nystrom_landmarks = landmarks;

@@ -10,12 +10,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(AttentionRegistry, EveryRegisteredNameBuilds) {
-  const std::vector<std::string> names = AttentionTypes();
-  EXPECT_EQ(names.size(), 8u);
-  for (const std::string& name : names) {
+TEST(AttentionRegistry, EveryTypeBuildsAndItsNameParsesBack) {
+  EXPECT_EQ(AttentionTypes().size(), 8u);
+  for (const AttentionType type : AttentionTypes()) {
+    const std::string name = AttentionTypeName(type);
+    const absl::StatusOr<AttentionType> parsed = ParseAttentionType(name);
+    ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status();
+    EXPECT_EQ(*parsed, type) << name;
     AttentionOptions options;
-    options.type = name;
+    options.type = type;
     const auto attention = MakeAttention(options);
     EXPECT_TRUE(attention.ok()) << name << ": " << attention.status();
   }
@@ -24,15 +27,16 @@ TEST(AttentionRegistry, EveryRegisteredNameBuilds) {
 // Recurrence is part of the mechanism's interface: causal-linear alone has a recurrent form, and
 // the others refuse to step with a message that says to use a sliding window.
 TEST(AttentionRegistry, OnlyCausalLinearHasARecurrentForm) {
-  for (const std::string& name : AttentionTypes()) {
+  for (const AttentionType type : AttentionTypes()) {
+    const std::string name = AttentionTypeName(type);
     AttentionOptions options;
-    options.type = name;
+    options.type = type;
     options.head_dim = options.value_dim = 4;
     options.num_heads = 2;
     const auto attention = MakeAttention(options);
     ASSERT_TRUE(attention.ok()) << name << ": " << attention.status();
-    EXPECT_EQ((*attention)->has_recurrent_form(), name == "causal-linear") << name;
-    if (name == "causal-linear") continue;
+    EXPECT_EQ((*attention)->has_recurrent_form(), type == AttentionType::kCausalLinear) << name;
+    if (type == AttentionType::kCausalLinear) continue;
     const torch::Tensor x = torch::randn({1, 2, 3, 4});
     try {
       (*attention)->forward_chunk(x, x, x, AttentionState{});
@@ -44,20 +48,18 @@ TEST(AttentionRegistry, OnlyCausalLinearHasARecurrentForm) {
 }
 
 TEST(AttentionRegistry, UnknownNameIsInvalidArgumentListingTheKnownNames) {
-  AttentionOptions options;
-  options.type = "performer";
-  const auto attention = MakeAttention(options);
-  ASSERT_FALSE(attention.ok());
-  EXPECT_EQ(attention.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(attention.status().message()), HasSubstr("\"performer\""));
-  for (const std::string& name : AttentionTypes()) {
-    EXPECT_THAT(std::string(attention.status().message()), HasSubstr(name));
+  const absl::StatusOr<AttentionType> type = ParseAttentionType("performer");
+  ASSERT_FALSE(type.ok());
+  EXPECT_EQ(type.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(type.status().message()), HasSubstr("\"performer\""));
+  for (const AttentionType known : AttentionTypes()) {
+    EXPECT_THAT(std::string(type.status().message()), HasSubstr(AttentionTypeName(known)));
   }
 }
 
 TEST(AttentionRegistry, BadOptionsAreInvalidArgumentNamingTheOption) {
   AttentionOptions options;
-  options.type = "cosformer";
+  options.type = AttentionType::kCosformer;
   options.max_length = 0;
   const auto attention = MakeAttention(options);
   ASSERT_FALSE(attention.ok());
@@ -72,7 +74,7 @@ TEST(AttentionRegistry, ExactMechanismsReturnTheRightShape) {
   const torch::Tensor mask = torch::ones({2, 6}, torch::kBool);
   for (const std::string name : {"softmax", "linear", "causal-linear", "cosformer"}) {
     AttentionOptions options;
-    options.type = name;
+    options.type = *ParseAttentionType(name);
     options.head_dim = 4;
     options.value_dim = 5;
     options.num_heads = 3;

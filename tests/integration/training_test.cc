@@ -1,0 +1,223 @@
+// vidclf-train from outside: the real binary over real video files, and its bundles served by the
+// real server. Small clips (4 frames at 32 px) keep it quick; what is checked does not depend on
+// the size.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "model/video_model.h"
+#include "pipeline/video_pipeline.h"
+#include "tests/test_util/server_process.h"
+#include "tests/test_util/test_files.h"
+#include "vidclf/v1/video_classifier.grpc.pb.h"
+
+namespace vidclf {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr char kSmallClips[] = " --num-frames 4 --crop-size 32 --resize-shorter-side 32";
+
+std::string Train(const std::string& arguments, int* exit_code = nullptr) {
+  int code = 0;
+  std::string output =
+      testing::RunCommand(absl::StrCat(VIDCLF_TRAIN_BINARY, " ", arguments, " 2>&1"), &code);
+  if (exit_code != nullptr) {
+    *exit_code = code;
+  } else {
+    EXPECT_EQ(code, 0) << arguments << "\n" << output;
+  }
+  return output;
+}
+
+// The finished embeddings in the cache (not the temporary files of an interrupted write).
+std::vector<fs::path> CachedEmbeddings(const fs::path& work) {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::recursive_directory_iterator(work / "embeddings")) {
+    if (entry.is_regular_file() && entry.path().extension() == ".pt") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+class TrainingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(testing::MakeScratchDir("training_test"));
+    // Ten classes, four videos each: three to train on, one held out.
+    Train(absl::StrCat("synth --output ", *dir_, "/data --videos-per-class 4 --min-frames 8 ",
+                       "--max-frames 12"));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  static std::string Data() { return *dir_ + "/data"; }
+  static std::string Lists() {
+    return absl::StrCat(" --data ", Data(), "/videos --train-list ", Data(),
+                        "/splits/trainlist01.txt --test-list ", Data(),
+                        "/splits/testlist01.txt --class-index ", Data(), "/splits/classInd.txt");
+  }
+
+  static std::string* dir_;
+};
+std::string* TrainingTest::dir_ = nullptr;
+
+// The cache holds exactly what the server's decode-and-embed path makes of the same file, and a
+// second run after an interruption embeds only what is missing.
+TEST_F(TrainingTest, EmbedIsTheServersTensorAndResumes) {
+  const fs::path work = *dir_ + "/embed-work";
+  const std::string embed = absl::StrCat(VIDCLF_TRAIN_BINARY, " embed --work ", work.string(),
+                                         Lists(), kSmallClips, " --jobs 1");
+  int code = 0;
+  // Killed part way (on a fast machine it may have finished): whatever it wrote is whole.
+  testing::RunCommand("timeout -s KILL 2 " + embed + " >/dev/null 2>&1", &code);
+  const size_t finished = CachedEmbeddings(work).size();
+  const std::string resumed = testing::RunCommand(embed + " 2>&1", &code);
+  ASSERT_EQ(code, 0) << resumed;
+  if (finished > 0) EXPECT_THAT(resumed, HasSubstr(absl::StrCat(finished, " clips already")));
+  EXPECT_THAT(resumed, HasSubstr(absl::StrCat("embedded ", 40 - finished, " clips")));
+
+  std::vector<fs::path> files = CachedEmbeddings(work);
+  ASSERT_EQ(files.size(), 40u);
+  for (int i : {0, 7, 21}) fs::remove(files[i]);
+  std::map<fs::path, fs::file_time_type> kept;
+  for (const fs::path& file : CachedEmbeddings(work)) kept[file] = fs::last_write_time(file);
+  const std::string again = testing::RunCommand(embed + " 2>&1", &code);
+  ASSERT_EQ(code, 0) << again;
+  EXPECT_THAT(again, HasSubstr("37 clips already embedded"));
+  EXPECT_THAT(again, HasSubstr("embedded 3 clips"));
+  ASSERT_EQ(CachedEmbeddings(work).size(), 40u);
+  for (const auto& [file, time] : kept) EXPECT_EQ(fs::last_write_time(file), time) << file;
+
+  auto backbone = model::VideoModel::Load((work / "backbone").string());
+  ASSERT_TRUE(backbone.ok()) << backbone.status();
+  // "<class>/<file>" of a clip that the second run embedded again.
+  const std::string clip = fs::relative(files[0], work / "embeddings").replace_extension().string();
+  const std::string bytes = testing::ReadFile(Data() + "/videos/" + clip);
+  media::ClipOptions options;
+  options.sampling.num_frames = 4;
+  auto served = pipeline::DecodeAndEmbed(**backbone, pipeline::VideoSource::Bytes(bytes), options);
+  ASSERT_TRUE(served.ok()) << served.status();
+  torch::Tensor cached;
+  torch::load(cached, (work / "embeddings" / (clip + ".pt")).string());
+  EXPECT_TRUE(torch::equal(cached, served->embeddings)) << clip;
+
+  // Other settings would mix inconsistent inputs: refused, naming the setting.
+  const std::string refused =
+      Train(absl::StrCat("embed --work ", work.string(), Lists(),
+                         " --num-frames 4 --crop-size 48 --resize-shorter-side 48"),
+            &code);
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(refused, HasSubstr("input.crop_size"));
+}
+
+// A short fit drives the training loss down, writes its curves, and bad flags are named.
+TEST_F(TrainingTest, FitLowersTheLossAndWritesItsCurves) {
+  const std::string work = *dir_ + "/fit-work";
+  Train(absl::StrCat("embed --work ", work, Lists(), kSmallClips));
+  Train(absl::StrCat("fit --work ", work,
+                     " --run tiny --head transformer --d-model 32 --num-heads 2 --num-layers 1 "
+                     "--ffn-size 32 --epochs 12 --patience 0"));
+  std::vector<double> losses;
+  std::ifstream csv(work + "/runs/tiny/curves.csv");
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_THAT(line, HasSubstr("epoch,train_loss"));
+  while (std::getline(csv, line)) {
+    const std::vector<std::string> fields = absl::StrSplit(line, ',');
+    losses.push_back(std::stod(fields[1]));
+  }
+  ASSERT_EQ(losses.size(), 12u);
+  EXPECT_LT(losses.back(), 0.7 * losses.front());
+  EXPECT_GT(fs::file_size(work + "/runs/tiny/curves.png"), 1000u);
+  EXPECT_TRUE(fs::exists(work + "/runs/tiny/fit.json"));
+
+  int code = 0;
+  EXPECT_THAT(
+      Train(absl::StrCat("fit --work ", work, " --run x --head transformer ", "--attention flash"),
+            &code),
+      HasSubstr("unknown attention type \"flash\""));
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(Train(absl::StrCat("fit --work ", work, " --run x --head transformer ",
+                                 "--d-model 30 --num-heads 4"),
+                    &code),
+              HasSubstr("head.num_heads"));
+  EXPECT_THAT(Train(absl::StrCat("export --work ", work, " --run tiny --output-repository ", *dir_,
+                                 "/never"),
+                    &code),
+              HasSubstr("no test metrics"));
+}
+
+// A user's own data set in the UCF101 layout, two classes, no split lists: trained, exported,
+// served by the real server, which classifies the clips it was trained on as labelled, with the
+// probabilities the head gives on the cached embeddings.
+TEST_F(TrainingTest, Ucf101LayoutTrainsExportsAndServes) {
+  const fs::path root = *dir_ + "/mine";
+  std::map<std::string, std::string> classes = {{"Brighten", "fade_in"}, {"Darken", "fade_out"}};
+  for (const auto& [name, source] : classes) {
+    fs::create_directories(root / name);
+    for (const auto& entry : fs::directory_iterator(Data() + "/videos/" + source)) {
+      fs::copy_file(entry.path(),
+                    root / name / ("v_" + name + "_" + entry.path().filename().string()));
+    }
+  }
+  const std::string work = *dir_ + "/mine-work";
+  const std::string repository = *dir_ + "/repository";
+  const std::string output =
+      Train(absl::StrCat("all --data ", root.string(), " --work ", work,
+                         " --run mine --output-repository ", repository, kSmallClips,
+                         " --test-fraction 0.25 --validation-fraction 0 --epochs 150 --patience 0 "
+                         "--gru-hidden-size 16"));
+  EXPECT_THAT(output, HasSubstr("wrote " + repository + "/mine/1"));
+  std::ifstream model_json(repository + "/mine/1/model.json");
+  const nlohmann::json bundle = nlohmann::json::parse(model_json);
+  EXPECT_EQ(bundle["labels"], nlohmann::json({"Brighten", "Darken"}));
+  EXPECT_TRUE(bundle["metrics"].contains("mcc"));
+  EXPECT_EQ(bundle["provenance"]["made_by"], "vidclf-train");
+
+  auto model = model::VideoModel::Load(repository + "/mine/1");
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto server =
+      testing::ServerProcess::Start(VIDCLF_SERVER_BINARY, {"--model-repository", repository});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::VideoClassifier::NewStub(
+      grpc::CreateChannel((*server)->grpc_address(), grpc::InsecureChannelCredentials()));
+  std::ifstream dataset_json(work + "/dataset.json");
+  const nlohmann::json dataset = nlohmann::json::parse(dataset_json);
+  int trained_on = 0;
+  for (const nlohmann::json& clip : dataset["clips"]) {
+    if (clip["split"] != "train") continue;
+    ++trained_on;
+    const std::string path = clip["path"];
+    v1::ClassifyRequest request;
+    request.set_video(testing::ReadFile(root.string() + "/" + path));
+    request.set_top_k(2);
+    v1::ClassifyResponse response;
+    grpc::ClientContext context;
+    const grpc::Status status = stub->Classify(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << path << ": " << status.error_message();
+    EXPECT_EQ(response.top_k(0).label(), path.substr(0, path.find('/'))) << path;
+
+    torch::Tensor cached;
+    torch::load(cached, work + "/embeddings/" + path + ".pt");
+    auto probabilities =
+        (*model)->Classify(cached.unsqueeze(0), torch::tensor({cached.size(0)}, torch::kLong));
+    ASSERT_TRUE(probabilities.ok());
+    const int64_t top = probabilities->argmax(1).item<int64_t>();
+    EXPECT_NEAR(response.top_k(0).score(), (*probabilities)[0][top].item<float>(), 1e-5) << path;
+  }
+  EXPECT_EQ(trained_on, 6);  // four clips per class, one held out
+}
+
+}  // namespace
+}  // namespace vidclf

@@ -1,0 +1,185 @@
+// vidclf-train embed: splits a data set and embeds every clip into the work directory's cache.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "media/frame_sampler.h"
+#include "model/resnet18_archive.h"
+#include "model/video_model.h"
+#include "train/commands.h"
+#include "train/embedding_cache.h"
+#include "train/work_dir.h"
+
+namespace vidclf::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What the cached embeddings depend on: if any of it changes, they must be made again.
+nlohmann::json EmbedSettings(const EmbedFlags& flags, const model::InputConfig& input) {
+  return {{"input",
+           {{"resize_shorter_side", input.resize_shorter_side},
+            {"crop_size", input.crop_size},
+            {"mean", input.mean},
+            {"std", input.std}}},
+          {"sampling",
+           {{"strategy", flags.sampling},
+            {"num_frames", flags.num_frames},
+            {"frames_per_second", flags.sampling == "fps" ? flags.frames_per_second : 0.0}}},
+          {"backbone", flags.backbone_archive.empty()
+                           ? nlohmann::json{{"weights", "random"}, {"seed", flags.seed}}
+                           : nlohmann::json{{"weights", "archive"},
+                                            {"file", fs::absolute(flags.backbone_archive)}}}};
+}
+
+// The backbone of the cache: loaded when an earlier run made it, else made (seeded, or from the
+// archive) and saved beside the embeddings, so that every run of fit ships exactly these weights.
+absl::StatusOr<std::unique_ptr<model::VideoModel>> CacheBackbone(const EmbedFlags& flags,
+                                                                 const model::ModelConfig& config,
+                                                                 const EmbeddingCache& cache) {
+  if (fs::exists(fs::path(cache.backbone_dir()) / "model.json")) {
+    return model::VideoModel::Load(cache.backbone_dir());
+  }
+  torch::manual_seed(flags.seed);
+  absl::StatusOr<std::unique_ptr<model::VideoModel>> model = model::VideoModel::Create(config);
+  if (!model.ok()) return model.status();
+  if (!flags.backbone_archive.empty()) {
+    if (auto status = model::LoadResNet18Archive(flags.backbone_archive, (*model)->backbone());
+        !status.ok()) {
+      return status;
+    }
+  }
+  if (auto status = (*model)->Save(cache.backbone_dir()); !status.ok()) return status;
+  return model;
+}
+
+}  // namespace
+
+void AddDataFlags(CLI::App* app, DataFlags* flags) {
+  app->add_option("--data", flags->data,
+                  "Data set root in the UCF101 layout: DATA/<class>/<video>.")
+      ->required();
+  app->add_option("--train-list", flags->train_list,
+                  "UCF101 train split list (\"<class>/<file> <label>\" lines); needs --test-list.");
+  app->add_option("--test-list", flags->test_list,
+                  "UCF101 test split list (\"<class>/<file>\" lines); needs --train-list.");
+  app->add_option("--class-index", flags->class_index,
+                  "UCF101 classInd.txt: fixes the class order (default: directory names sorted).");
+  app->add_option("--test-fraction", flags->test_fraction,
+                  "Without split lists: the share of each class held out for testing.")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.9));
+  app->add_option("--validation-fraction", flags->validation_fraction,
+                  "The share of each class's training clips that chooses the epoch.")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.9));
+}
+
+void AddEmbedFlags(CLI::App* app, EmbedFlags* flags, bool with_work) {
+  if (with_work) {
+    app->add_option("--work", flags->work, "Work directory (created).")->required();
+    app->add_option("--seed", flags->seed, "Seeds the split and the backbone's random weights.")
+        ->capture_default_str();
+  }
+  app->add_option("--num-frames", flags->num_frames,
+                  "Frames per clip with uniform sampling; the served model's default.")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app->add_option("--sampling", flags->sampling,
+                  "uniform (--num-frames over the clip) or fps (--frames-per-second, every "
+                  "frame of long clips).")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"uniform", "fps"}));
+  app->add_option("--frames-per-second", flags->frames_per_second, "Rate of fps sampling.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("--crop-size", flags->crop_size, "Side of the square frames the backbone sees.")
+      ->capture_default_str()
+      ->check(CLI::Range(32, 1024));
+  app->add_option("--resize-shorter-side", flags->resize_shorter_side,
+                  "Shorter side before the centre crop.")
+      ->capture_default_str()
+      ->check(CLI::Range(32, 4096));
+  app->add_option("--jobs", flags->jobs, "Clips embedded at once (0: one per core).")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
+  app->add_option("--backbone-archive", flags->backbone_archive,
+                  "ResNet18 weights from model/scripts/export_resnet18.py instead of seeded "
+                  "random ones.");
+}
+
+int RunEmbed(const DataFlags& data, const EmbedFlags& flags) {
+  if (flags.resize_shorter_side < flags.crop_size) {
+    std::cerr << "vidclf-train embed: --resize-shorter-side must be at least --crop-size\n";
+    return kExitUsage;
+  }
+  DatasetOptions options;
+  options.root = data.data;
+  options.train_list = data.train_list;
+  options.test_list = data.test_list;
+  options.class_index = data.class_index;
+  options.test_fraction = data.test_fraction;
+  options.validation_fraction = data.validation_fraction;
+  options.seed = flags.seed;
+  absl::StatusOr<Dataset> dataset = LoadDataset(options);
+  if (!dataset.ok()) {
+    std::cerr << "vidclf-train embed: " << dataset.status().message() << "\n";
+    return kExitUsage;
+  }
+  model::ModelConfig config;
+  config.name = "backbone";
+  config.version = "1";
+  config.labels = dataset->classes;
+  config.input.num_frames = flags.num_frames;
+  config.input.crop_size = flags.crop_size;
+  config.input.resize_shorter_side = flags.resize_shorter_side;
+  absl::StatusOr<EmbeddingCache> cache =
+      EmbeddingCache::Open(flags.work, EmbedSettings(flags, config.input));
+  if (!cache.ok()) {
+    std::cerr << "vidclf-train embed: " << cache.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (auto status = WriteJsonFile(DatasetToJson(*dataset), DatasetPath(flags.work)); !status.ok()) {
+    std::cerr << "vidclf-train embed: " << status.message() << "\n";
+    return kExitFailed;
+  }
+  const int jobs = flags.jobs > 0
+                       ? flags.jobs
+                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // Clips run side by side, each on one intra-op thread: decoding does not stall the backbone.
+  std::cout << model::ConfigureTorchThreads(1) << "; " << jobs << " clips at a time" << std::endl;
+  absl::StatusOr<std::unique_ptr<model::VideoModel>> backbone =
+      CacheBackbone(flags, config, *cache);
+  if (!backbone.ok()) {
+    std::cerr << "vidclf-train embed: " << backbone.status().message() << "\n";
+    return kExitFailed;
+  }
+  media::ClipOptions clip;
+  clip.sampling.strategy = *media::ParseSamplingStrategy(flags.sampling);
+  clip.sampling.num_frames = flags.num_frames;
+  clip.sampling.frames_per_second = flags.frames_per_second;
+  clip.decoder_threads = 1;
+  std::cout << dataset->classes.size() << " classes, " << dataset->clips.size() << " clips ("
+            << dataset->ClipsOf(Split::kTrain).size() << " train, "
+            << dataset->ClipsOf(Split::kValidation).size() << " validation, "
+            << dataset->ClipsOf(Split::kTest).size() << " test; " << dataset->split_source << ")"
+            << std::endl;
+  absl::StatusOr<EmbedReport> report = EmbedDataset(**backbone, *dataset, clip, *cache, jobs);
+  if (!report.ok()) {
+    std::cerr << "vidclf-train embed: " << report.status().message() << "\n";
+    return kExitFailed;
+  }
+  std::ofstream skipped(fs::path(flags.work) / "skipped.txt");
+  for (const SkippedClip& clip_skipped : report->skipped) {
+    skipped << clip_skipped.path << "\t" << clip_skipped.reason << "\n";
+    std::cerr << "skipped " << clip_skipped.path << ": " << clip_skipped.reason << "\n";
+  }
+  std::cout << "embedded " << report->embedded << " clips in " << report->seconds << " s, "
+            << report->reused << " already cached, " << report->skipped.size()
+            << " skipped (listed in " << (fs::path(flags.work) / "skipped.txt").string() << ")"
+            << std::endl;
+  return 0;
+}
+
+}  // namespace vidclf::train

@@ -1,0 +1,169 @@
+#include "train/embedding_cache.h"
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "pipeline/video_pipeline.h"
+#include "train/progress.h"
+
+namespace vidclf::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kSettingsFile[] = "embed.json";
+
+// The first key path at which two JSON documents differ, for an error a user can act on.
+std::string FirstDifference(const nlohmann::json& a, const nlohmann::json& b,
+                            const std::string& path = "") {
+  if (a.is_object() && b.is_object()) {
+    for (const auto& item : a.items()) {
+      if (!b.contains(item.key())) return path + item.key();
+      std::string inner = FirstDifference(item.value(), b.at(item.key()), path + item.key() + ".");
+      if (!inner.empty()) return inner;
+    }
+    for (const auto& item : b.items()) {
+      if (!a.contains(item.key())) return path + item.key();
+    }
+    return "";
+  }
+  return a == b ? "" : (path.empty() ? std::string("(root)") : path.substr(0, path.size() - 1));
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+absl::StatusOr<EmbeddingCache> EmbeddingCache::Open(const std::string& work_dir,
+                                                    const nlohmann::json& settings) {
+  std::error_code error;
+  fs::create_directories(fs::path(work_dir) / "embeddings", error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create ", work_dir, "/embeddings: ", error.message()));
+  }
+  const fs::path settings_path = fs::path(work_dir) / kSettingsFile;
+  if (fs::exists(settings_path)) {
+    std::ifstream in(settings_path);
+    const nlohmann::json existing = nlohmann::json::parse(in, nullptr, false);
+    if (existing.is_discarded()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(settings_path.string(), " is not valid JSON; remove the work directory"));
+    }
+    if (existing != settings) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the embeddings in ", work_dir, " were made with another ",
+                       FirstDifference(existing, settings),
+                       " than asked for now; use a new --work directory, or the same settings"));
+    }
+  } else {
+    std::ofstream out(settings_path);
+    out << settings.dump(2) << "\n";
+    if (!out)
+      return absl::PermissionDeniedError(absl::StrCat("cannot write ", settings_path.string()));
+  }
+  return EmbeddingCache(work_dir);
+}
+
+std::string EmbeddingCache::backbone_dir() const {
+  return (fs::path(work_dir_) / "backbone").string();
+}
+
+std::string EmbeddingCache::PathFor(const Clip& clip) const {
+  return (fs::path(work_dir_) / "embeddings" / (clip.path + ".pt")).string();
+}
+
+bool EmbeddingCache::Has(const Clip& clip) const { return fs::exists(PathFor(clip)); }
+
+absl::Status EmbeddingCache::Put(const Clip& clip, const torch::Tensor& embeddings) const {
+  const fs::path path = PathFor(clip);
+  const fs::path partial = path.string() + ".partial";
+  try {
+    fs::create_directories(path.parent_path());
+    torch::save(embeddings.contiguous(), partial.string());
+    fs::rename(partial, path);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("cannot write ", path.string(), ": ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::Tensor> EmbeddingCache::Get(const Clip& clip) const {
+  torch::Tensor embeddings;
+  try {
+    torch::load(embeddings, PathFor(clip));
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(absl::StrCat("cannot read ", PathFor(clip), ": ",
+                                            e.what_without_backtrace(),
+                                            "; delete it and run embed again"));
+  }
+  return embeddings;
+}
+
+absl::StatusOr<EmbedReport> EmbedDataset(const model::VideoModel& model, const Dataset& dataset,
+                                         const media::ClipOptions& clip_options,
+                                         const EmbeddingCache& cache, int jobs) {
+  const auto start = std::chrono::steady_clock::now();
+  EmbedReport report;
+  std::vector<const Clip*> pending;
+  for (const Clip& clip : dataset.clips) {
+    if (cache.Has(clip)) {
+      ++report.reused;
+    } else {
+      pending.push_back(&clip);
+    }
+  }
+  if (report.reused > 0) {
+    std::fprintf(stderr, "%ld clips already embedded in %s\n", static_cast<long>(report.reused),
+                 cache.work_dir().c_str());
+  }
+  Progress progress("clips", static_cast<int64_t>(pending.size()));
+  std::atomic<size_t> next{0};
+  std::mutex mutex;
+  absl::Status failure;
+  auto work = [&] {
+    for (size_t i = next++; i < pending.size(); i = next++) {
+      const Clip& clip = *pending[i];
+      const std::string file = (fs::path(dataset.root) / clip.path).string();
+      absl::StatusOr<std::string> bytes = ReadFile(file);
+      absl::StatusOr<pipeline::EmbeddedVideo> embedded =
+          bytes.ok()
+              ? pipeline::DecodeAndEmbed(model, pipeline::VideoSource::Bytes(*bytes), clip_options)
+              : absl::StatusOr<pipeline::EmbeddedVideo>(bytes.status());
+      std::string note;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!embedded.ok() || embedded->embeddings.size(0) == 0) {
+          report.skipped.push_back({clip.path, embedded.ok()
+                                                   ? "no frames decoded"
+                                                   : std::string(embedded.status().message())});
+          note = "skipped " + clip.path;
+        } else if (absl::Status put = cache.Put(clip, embedded->embeddings); !put.ok()) {
+          if (failure.ok()) failure = put;
+        } else {
+          ++report.embedded;
+        }
+      }
+      progress.Advance(1, note);
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int j = 0; j < std::max(1, jobs); ++j) workers.emplace_back(work);
+  for (std::thread& worker : workers) worker.join();
+  progress.Finish();
+  if (!failure.ok()) return failure;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace vidclf::train

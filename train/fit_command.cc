@@ -1,0 +1,298 @@
+// vidclf-train fit: trains one head on the cached embeddings and writes it as a run.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "model/video_model.h"
+#include "train/attention_cost.h"
+#include "train/commands.h"
+#include "train/training_curves.h"
+#include "train/work_dir.h"
+
+namespace vidclf::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A field of /proc/self/status in MiB ("VmRSS", "VmHWM"); 0 where it cannot be read.
+double ProcStatusMib(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024;
+  }
+  return 0;
+}
+
+// Starts the peak-RSS measurement afresh (Linux: writing 5 to clear_refs resets VmHWM).
+void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+absl::StatusOr<model::ModelConfig> RunConfig(const FitFlags& flags,
+                                             const model::ModelConfig& backbone_config,
+                                             int64_t longest_clip) {
+  model::ModelConfig config = backbone_config;
+  config.name = flags.run;
+  config.version = "1";
+  absl::StatusOr<model::HeadType> head = model::ParseHeadType(flags.head);
+  if (!head.ok()) return head.status();
+  config.head = *head;
+  config.gru.hidden_size = flags.gru_hidden_size;
+  config.gru.num_layers = flags.gru_num_layers;
+  model::TransformerHeadConfig& t = config.transformer;
+  t.d_model = flags.d_model;
+  t.num_heads = flags.num_heads;
+  t.num_layers = flags.num_layers;
+  t.ffn_size = flags.ffn_size;
+  t.dropout = flags.dropout;
+  t.positional_encoding = flags.positional_encoding;
+  absl::StatusOr<model::Pooling> pooling = model::ParsePooling(flags.pooling);
+  if (!pooling.ok()) return pooling.status();
+  t.pooling = *pooling;
+  absl::StatusOr<model::attention::AttentionType> type =
+      model::attention::ParseAttentionType(flags.attention);
+  if (!type.ok()) return type.status();
+  t.attention.type = *type;
+  t.attention.clusters = flags.clusters;
+  t.attention.topk = flags.topk;
+  t.attention.nystrom_landmarks = flags.landmarks;
+  t.attention.linformer_k = flags.linformer_k;
+  // Positions the attention must accept: the longest clip here, or the 256 frames a request may
+  // ask the server for (its default limit), plus a class token.
+  t.attention.max_length = std::max<int64_t>(longest_clip, 256) + 1;
+  for (const std::string& name : flags.attention_substitutions) {
+    absl::StatusOr<model::attention::AttentionType> substitute =
+        model::attention::ParseAttentionType(name);
+    if (!substitute.ok()) return substitute.status();
+    t.attention_substitutions.push_back(*substitute);
+  }
+  if (auto status = model::ValidateModelConfig(config); !status.ok()) return status;
+  return config;
+}
+
+// Every tensor of the backbone from `from`, so that the run ships the weights that made the
+// embeddings it was trained on.
+void CopyBackbone(model::VideoModel& from, model::VideoModel& to) {
+  torch::NoGradGuard no_grad;
+  const auto source = from.backbone()->named_parameters();
+  for (auto& item : to.backbone()->named_parameters()) item.value().copy_(source[item.key()]);
+  const auto buffers = from.backbone()->named_buffers();
+  for (auto& item : to.backbone()->named_buffers()) item.value().copy_(buffers[item.key()]);
+}
+
+// The run's backbone.pt becomes a hard link to the cache's: the same weights, no second copy.
+void ShareBackboneFile(const std::string& work, const std::string& run_dir) {
+  const fs::path cached = fs::path(work) / "backbone" / "backbone.pt";
+  const fs::path own = fs::path(run_dir) / "backbone.pt";
+  std::error_code error;
+  const fs::path linked = own.string() + ".link";
+  fs::create_hard_link(cached, linked, error);
+  if (!error) fs::rename(linked, own, error);
+}
+
+}  // namespace
+
+void AddFitFlags(CLI::App* app, FitFlags* flags, bool with_work) {
+  if (with_work) {
+    app->add_option("--work", flags->work, "Work directory that embed filled.")->required();
+    app->add_option("--seed", flags->seed, "Seeds the head's weights, shuffling and dropout.")
+        ->capture_default_str();
+  }
+  app->add_option("--run", flags->run, "Name of the run (and of the model it exports).")
+      ->required();
+  app->add_option("--head", flags->head, "Temporal head.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gru", "transformer", "bag_of_frames"}));
+  app->add_option("--attention", flags->attention,
+                  "Transformer attention: softmax, linear, causal-linear, cosformer, linformer, "
+                  "nystrom, clustered, improved-clustered.")
+      ->capture_default_str();
+  app->add_option("--attention-substitutions", flags->attention_substitutions,
+                  "Mechanisms the served model may run instead with the same weights "
+                  "(e.g. clustered improved-clustered for a softmax model).");
+  app->add_option("--pooling", flags->pooling, "Transformer pooling: mean or cls.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mean", "cls"}));
+  app->add_flag("--positional-encoding,!--no-positional-encoding", flags->positional_encoding,
+                "Sinusoidal positions (off: the transformer sees a set of frames).")
+      ->capture_default_str();
+  app->add_option("--d-model", flags->d_model, "Transformer width (seed 004: 512).")
+      ->capture_default_str();
+  app->add_option("--num-heads", flags->num_heads, "Attention heads (seed 004: 8).")
+      ->capture_default_str();
+  app->add_option("--num-layers", flags->num_layers, "Encoder layers (seed 004: 6).")
+      ->capture_default_str();
+  app->add_option("--ffn-size", flags->ffn_size, "Feed-forward width (seed 004: 1024).")
+      ->capture_default_str();
+  app->add_option("--dropout", flags->dropout, "Transformer dropout.")->capture_default_str();
+  app->add_option("--clusters", flags->clusters, "Clusters of (improved-)clustered attention.")
+      ->capture_default_str();
+  app->add_option("--topk", flags->topk, "Top-k keys of improved-clustered attention.")
+      ->capture_default_str();
+  app->add_option("--landmarks", flags->landmarks, "Landmarks of Nystrom attention.")
+      ->capture_default_str();
+  app->add_option("--linformer-k", flags->linformer_k, "Projected length of Linformer.")
+      ->capture_default_str();
+  app->add_option("--gru-hidden-size", flags->gru_hidden_size, "GRU width (seed 004: 32).")
+      ->capture_default_str();
+  app->add_option("--gru-num-layers", flags->gru_num_layers, "GRU layers (seed 004: 2).")
+      ->capture_default_str();
+  app->add_option("--epochs", flags->epochs, "Most epochs.")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app->add_option("--batch-size", flags->batch_size, "Clips per step.")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app->add_option("--learning-rate", flags->learning_rate,
+                  "Adam learning rate (0: 3e-3 for gru and bag_of_frames, 1e-3 for transformer).")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app->add_option("--gradient-clip-norm", flags->gradient_clip_norm,
+                  "Largest global gradient norm (0: no clipping).")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  app->add_option("--patience", flags->patience,
+                  "Stop after this many epochs without a better validation macro recall (0: "
+                  "never).")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  app->add_flag("--class-weighted-loss,!--no-class-weighted-loss", flags->class_weighted_loss,
+                "Weight each class's clips by n / (m_y C) (seed 000).")
+      ->capture_default_str();
+}
+
+int RunFit(const FitFlags& flags) {
+  absl::StatusOr<Dataset> dataset = LoadWorkDataset(flags.work);
+  if (!dataset.ok()) {
+    std::cerr << "vidclf-train fit: " << dataset.status().message() << "\n";
+    return kExitUsage;
+  }
+  std::cout << model::ConfigureTorchThreads(static_cast<int>(std::thread::hardware_concurrency()))
+            << std::endl;
+  absl::StatusOr<LoadedSplit> train = LoadSplit(flags.work, *dataset, Split::kTrain);
+  absl::StatusOr<LoadedSplit> validation = LoadSplit(flags.work, *dataset, Split::kValidation);
+  if (!train.ok() || !validation.ok()) {
+    std::cerr << "vidclf-train fit: "
+              << (train.ok() ? validation.status() : train.status()).message() << "\n";
+    return kExitFailed;
+  }
+  if (train->set.size() == 0) {
+    std::cerr << "vidclf-train fit: no embedded training clips in " << flags.work << "\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<std::unique_ptr<model::VideoModel>> backbone =
+      model::VideoModel::Load((fs::path(flags.work) / "backbone").string());
+  if (!backbone.ok()) {
+    std::cerr << "vidclf-train fit: " << backbone.status().message() << "\n";
+    return kExitFailed;
+  }
+  const int64_t longest =
+      std::max(train->set.embeddings.size(1),
+               validation->set.size() > 0 ? validation->set.embeddings.size(1) : int64_t{0});
+  absl::StatusOr<model::ModelConfig> config = RunConfig(flags, (*backbone)->config(), longest);
+  if (!config.ok()) {
+    std::cerr << "vidclf-train fit: " << config.status().message() << "\n";
+    return kExitUsage;
+  }
+  torch::manual_seed(flags.seed);
+  absl::StatusOr<std::unique_ptr<model::VideoModel>> model = model::VideoModel::Create(*config);
+  if (!model.ok()) {
+    std::cerr << "vidclf-train fit: " << model.status().message() << "\n";
+    return kExitUsage;
+  }
+  CopyBackbone(**backbone, **model);
+  backbone->reset();
+
+  model::HeadTrainingOptions options;
+  options.epochs = flags.epochs;
+  options.batch_size = flags.batch_size;
+  options.learning_rate = flags.learning_rate > 0                         ? flags.learning_rate
+                          : config->head == model::HeadType::kTransformer ? 1e-3
+                                                                          : 3e-3;
+  options.class_weighted_loss = flags.class_weighted_loss;
+  options.gradient_clip_norm = flags.gradient_clip_norm;
+  options.early_stopping_patience = flags.patience;
+  options.seed = flags.seed;
+  std::cout << absl::StrFormat("fitting %s (%s) on %d clips, validating on %d", flags.run,
+                               flags.head == "transformer" ? flags.attention : flags.head,
+                               train->set.size(), validation->set.size())
+            << std::endl;
+  const double rss_before = ProcStatusMib("VmRSS");
+  ResetPeakRss();
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<model::TrainingReport> report = model::TrainHead(
+      (*model)->head(), train->set, validation->set, options, [&](const model::EpochStats& e) {
+        std::cout << absl::StrFormat(
+                         "epoch %3d/%d  loss %.4f  acc %.3f | validation loss %.4f  acc %.3f  "
+                         "macro recall %.3f  (%.2f s)",
+                         e.epoch, options.epochs, e.train_loss, e.train_accuracy, e.validation_loss,
+                         e.validation_accuracy, e.validation_macro_recall, e.seconds)
+                  << std::endl;
+      });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double peak_training_mib = std::max(0.0, ProcStatusMib("VmHWM") - rss_before);
+  if (!report.ok()) {
+    std::cerr << "vidclf-train fit: " << report.status().message() << "\n";
+    return kExitFailed;
+  }
+  const std::string run_dir = RunDir(flags.work, flags.run);
+  if (auto status = (*model)->Save(run_dir); !status.ok()) {
+    std::cerr << "vidclf-train fit: " << status.message() << "\n";
+    return kExitFailed;
+  }
+  ShareBackboneFile(flags.work, run_dir);
+  const double mean_frames = train->set.lengths.to(torch::kDouble).mean().item<double>();
+  const nlohmann::json fit = {
+      {"run", flags.run},
+      {"head", flags.head},
+      {"attention", flags.head == "transformer" ? flags.attention : ""},
+      {"positional_encoding", flags.positional_encoding},
+      {"seed", flags.seed},
+      {"epochs_run", report->curves.size()},
+      {"best_epoch", report->best_epoch},
+      {"stopped_early", report->stopped_early},
+      {"learning_rate", options.learning_rate},
+      {"batch_size", options.batch_size},
+      {"class_weighted_loss", options.class_weighted_loss},
+      {"gradient_clip_norm", options.gradient_clip_norm},
+      {"train_clips", train->set.size()},
+      {"validation_clips", validation->set.size()},
+      {"best_validation_macro_recall",
+       report->curves[report->best_epoch - 1].validation_macro_recall},
+      {"train_accuracy", report->train_accuracy},
+      {"training_seconds", seconds},
+      {"peak_training_mib", peak_training_mib},
+      {"mean_frames_per_clip", mean_frames},
+      {"attention_flops_per_clip",
+       AttentionFlopsPerClip(*config, static_cast<int64_t>(std::lround(mean_frames)))},
+  };
+  absl::Status written = WriteJsonFile(fit, (fs::path(run_dir) / "fit.json").string());
+  if (written.ok()) {
+    written = WriteCurvesCsv(report->curves, (fs::path(run_dir) / "curves.csv").string());
+  }
+  if (written.ok()) {
+    written = DrawCurvesPng(report->curves, report->best_epoch,
+                            absl::StrFormat("%s: %s", flags.run,
+                                            fit["attention"].get<std::string>().empty()
+                                                ? flags.head
+                                                : "transformer, " + flags.attention),
+                            (fs::path(run_dir) / "curves.png").string());
+  }
+  if (!written.ok()) {
+    std::cerr << "vidclf-train fit: " << written.message() << "\n";
+    return kExitFailed;
+  }
+  std::cout << absl::StrFormat(
+                   "kept epoch %d of %d (validation macro recall %.3f)%s; %.1f s, peak %.0f MiB "
+                   "above the data; wrote %s",
+                   report->best_epoch, report->curves.size(),
+                   fit["best_validation_macro_recall"].get<double>(),
+                   report->stopped_early ? ", stopped early" : "", seconds, peak_training_mib,
+                   run_dir)
+            << std::endl;
+  return 0;
+}
+
+}  // namespace vidclf::train

@@ -1,0 +1,74 @@
+#include "train/work_dir.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace vidclf::train {
+
+namespace fs = std::filesystem;
+
+std::string DatasetPath(const std::string& work) {
+  return (fs::path(work) / "dataset.json").string();
+}
+
+std::string RunDir(const std::string& work, const std::string& run) {
+  return (fs::path(work) / "runs" / run).string();
+}
+
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return absl::DataLossError(absl::StrCat(path, " is not valid JSON"));
+  return json;
+}
+
+absl::Status WriteJsonFile(const nlohmann::json& json, const std::string& path) {
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial);
+    out << json.dump(2) << "\n";
+    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+  }
+  std::error_code error;
+  fs::rename(partial, path, error);
+  if (error)
+    return absl::PermissionDeniedError(absl::StrCat("cannot write ", path, ": ", error.message()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Dataset> LoadWorkDataset(const std::string& work) {
+  if (!fs::exists(DatasetPath(work))) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(work, " holds no embedded data set; run `vidclf-train embed --work ", work,
+                     " --data DIR` first"));
+  }
+  absl::StatusOr<nlohmann::json> json = ReadJsonFile(DatasetPath(work));
+  if (!json.ok()) return json.status();
+  return DatasetFromJson(*json);
+}
+
+absl::StatusOr<LoadedSplit> LoadSplit(const std::string& work, const Dataset& dataset,
+                                      Split split) {
+  absl::StatusOr<nlohmann::json> settings = ReadJsonFile((fs::path(work) / "embed.json").string());
+  if (!settings.ok()) return settings.status();
+  absl::StatusOr<EmbeddingCache> cache = EmbeddingCache::Open(work, *settings);
+  if (!cache.ok()) return cache.status();
+  LoadedSplit loaded;
+  std::vector<torch::Tensor> embeddings;
+  std::vector<int64_t> labels;
+  for (const Clip& clip : dataset.ClipsOf(split)) {
+    if (!cache->Has(clip)) continue;  // skipped by embed: undecodable
+    absl::StatusOr<torch::Tensor> tensor = cache->Get(clip);
+    if (!tensor.ok()) return tensor.status();
+    embeddings.push_back(*tensor);
+    labels.push_back(clip.label);
+    loaded.clips.push_back(clip);
+  }
+  loaded.set = model::MakeEmbeddingSet(embeddings, labels);
+  return loaded;
+}
+
+}  // namespace vidclf::train
