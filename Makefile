@@ -9,7 +9,7 @@ METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
 
 .PHONY: deps build model-repository serve test sanitize bench-attention bench-backbone bench-media \
-  bench-serving bench-streaming clean
+  bench-serving bench-streaming bench-training clean
 
 deps:
 	./scripts/install-deps.sh
@@ -41,6 +41,13 @@ test: build
 # single-picture path for IMAGE_FUZZ_SECONDS (20). About 3.5 minutes on two cores.
 sanitize: deps
 	JOBS=$(JOBS) ./scripts/media-sanitizer-check.sh
+
+# Writes docs/results.md and its plots: the GRU, the transformer with each attention mechanism and
+# the baselines on the synthetic benchmark, over three seeds, on 16-frame and long clips, and
+# clustered attention substituted into a softmax model (about 45 minutes on two cores).
+bench-training: build
+	/usr/bin/python3 bench/training/run_comparison.py --train-binary $(BUILD_DIR)/bin/vidclf-train \
+	  --work-dir $(BUILD_DIR)/training-bench --output docs/results.md
 
 # Prints the ResNet18 throughput table of docs/backbone-benchmark.md (about a minute on the CPU).
 bench-backbone: build

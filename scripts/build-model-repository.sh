@@ -32,7 +32,8 @@ models=(
      --patience 10"
 )
 for spec in "${models[@]}"; do
-  read -r -a fields <<<"$(echo $spec)"
+  # shellcheck disable=SC2206 # split the spec, across its lines, into words
+  fields=($spec)
   run=${fields[0]}
   name=${fields[1]}
   if [ -f "$repository/$name/1/model.json" ]; then

@@ -83,7 +83,8 @@ void AddEmbedFlags(CLI::App* app, EmbedFlags* flags, bool with_work) {
         ->capture_default_str();
   }
   app->add_option("--num-frames", flags->num_frames,
-                  "Frames per clip with uniform sampling; the served model's default.")
+                  "Frames per clip with uniform sampling (the served model's default); with fps "
+                  "sampling, the most kept (the first ones).")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   app->add_option("--sampling", flags->sampling,

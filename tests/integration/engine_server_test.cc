@@ -7,7 +7,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -247,14 +249,23 @@ TEST_F(EngineServerTest, DrainsOnSigterm) {
   }
   // The short calls must queue for the one decoding slot ahead of the long ones, or one of them
   // could wait behind them past the drain timeout.
+  // Waits until the server holds `count` calls plus the short calls that have not returned yet
+  // (they may all be done before the long ones arrive; waiting for nine would then time out while
+  // the long calls finish, leaving nothing to drain).
   auto wait_for_inflight = [&](int count) {
+    auto short_calls_running = [&] {
+      return static_cast<int>(std::count_if(inflight.begin(), inflight.end(), [](auto& call) {
+        return call.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+      }));
+    };
     const absl::Time wait_until = absl::Now() + absl::Seconds(10);
-    while (testing::MetricValue(Metrics(*server), "vidclf_inflight_requests") < count &&
+    while (testing::MetricValue(Metrics(*server), "vidclf_inflight_requests") <
+               count + short_calls_running() &&
            absl::Now() < wait_until) {
       absl::SleepFor(absl::Milliseconds(10));
     }
   };
-  wait_for_inflight(3);
+  wait_for_inflight(0);
   // Long enough to outlast the drain timeout: six long calls on one decoding slot.
   std::vector<std::future<grpc::Status>> too_long;
   for (int i = 0; i < 6; ++i) {
@@ -263,7 +274,7 @@ TEST_F(EngineServerTest, DrainsOnSigterm) {
       return Classify(*server, Request(*long_video_), &response);
     }));
   }
-  wait_for_inflight(9);
+  wait_for_inflight(6);
   server->Signal(SIGTERM);
   ASSERT_TRUE(server->WaitForOutput("draining", 10)) << server->output();
   v1::ClassifyResponse response;
