@@ -75,12 +75,14 @@ class BearerTokenInterceptorFactory final
 // Calls refused with UNAVAILABLE (a replica that is draining, or one that stopped before the call
 // reached it) are tried again, which behind a balancer reaches another replica. Only methods
 // whose request is one message: classification has no side effects, so a second try is safe.
+// Five attempts, gRPC's most: a round-robin balancer may hand a retry to the same draining
+// replica, each time with a chance of one in the number of replicas.
 constexpr char kRetryServiceConfig[] = R"json({
   "methodConfig": [{
     "name": [{"service": "vidclf.v1.VideoClassifier", "method": "Classify"},
              {"service": "vidclf.v1.VideoClassifier", "method": "ListModels"},
              {"service": "vidclf.v1.VideoClassifier", "method": "GetModel"}],
-    "retryPolicy": {"maxAttempts": 4, "initialBackoff": "0.2s", "maxBackoff": "2s",
+    "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.2s", "maxBackoff": "2s",
                     "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}
   }]
 })json";

@@ -34,7 +34,7 @@ void AddConnectionOptions(CLI::App* command, ConnectionOptions* options);
 
 // A channel that sends messages up to 1 GiB (the server enforces its own upload limit), over TLS
 // and with the token when the options ask, and that tries unary calls refused with UNAVAILABLE
-// again (up to 4 attempts). An error names a file that cannot be read.
+// again (up to 5 attempts). An error names a file that cannot be read.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const ConnectionOptions& options);
 
 void SetDeadline(grpc::ClientContext& context, const ConnectionOptions& options);
