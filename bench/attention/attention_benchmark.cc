@@ -29,6 +29,7 @@
 
 ABSL_FLAG(std::string, lengths, "256,512,1024,2048,4096,8192,16384", "Lengths for all mechanisms.");
 ABSL_FLAG(std::string, linear_lengths, "32768,65536", "Extra lengths for linear-time mechanisms.");
+ABSL_FLAG(std::string, mechanisms, "", "Mechanisms to sweep (registry names); empty: all eight.");
 ABSL_FLAG(int, repeats, 5, "Timed runs per point (after one warm-up); the median is reported.");
 ABSL_FLAG(std::string, streaming_history, "10,1000,10000", "Frames seen, for the streaming step.");
 ABSL_FLAG(bool, streaming_only, false, "Measure only the streaming step.");
@@ -96,6 +97,9 @@ void SweepMechanisms() {
   for (const vidclf::model::attention::AttentionType attention_type :
        vidclf::model::attention::AttentionTypes()) {
     const std::string type = vidclf::model::attention::AttentionTypeName(attention_type);
+    const std::vector<std::string> wanted =
+        absl::StrSplit(absl::GetFlag(FLAGS_mechanisms), ',', absl::SkipEmpty());
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), type) == wanted.end()) continue;
     std::vector<int64_t> sweep = lengths;
     if (IsLinearTime(type)) sweep.insert(sweep.end(), extra.begin(), extra.end());
     for (int64_t n : sweep) {

@@ -8,8 +8,9 @@
 // When a sequence has at most C real queries every query is its own cluster, so the result is
 // exactly softmax attention.
 //
-// Cost per (batch, head): O(L E B) hashing, O(L C B) per Lloyd iteration, O(C S (E + M)) for the
-// centroid attention and O(L M) to broadcast; nothing L x S is ever built.
+// Cost per (batch, head): O(L E B) hashing, O(L C) popcounts per Lloyd iteration (on a CPU core,
+// clustering.h), O(C S (E + M)) for the centroid attention and O(L M) to broadcast; nothing L x S
+// is ever built.
 //
 // Options read: head_dim/scale (scale), clusters (C), hash_bits (B, 1..63), lloyd_iterations (L),
 // seed (the random planes). Thesis defaults C = 100, B = 63, L = 10.

@@ -1,6 +1,7 @@
 #include "model/attention/clustering.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <limits>
@@ -9,11 +10,99 @@
 namespace vidclf::model::attention {
 namespace {
 
-// Nearest centroid by Hamming distance; codes [B, H, L, bits], centroids [B, H, C, bits].
-torch::Tensor NearestCentroid(const torch::Tensor& codes, const torch::Tensor& centroids) {
-  const torch::Tensor distance = codes.sum(-1, /*keepdim=*/true) + centroids.sum(-1).unsqueeze(-2) -
-                                 2 * torch::matmul(codes, centroids.transpose(-2, -1));
-  return distance.argmin(-1);  // ties: the first (lowest) cluster index
+// Hash codes [B, H, L, bits] as bool.
+torch::Tensor HashBits(const torch::Tensor& queries, int64_t bits, uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const torch::Tensor planes =
+      torch::randn({bits, queries.size(-1)}, generator, torch::kFloat64).to(queries.options());
+  return torch::matmul(queries.detach(), planes.t()) > 0;
+}
+
+// A query's hash code, bit b of the code being bit b here.
+using Code = uint64_t;
+
+int Hamming(Code a, Code b) { return __builtin_popcountll(a ^ b); }
+
+// Ties go to the lowest cluster index.
+int64_t NearestCentroid(Code code, const std::vector<Code>& centroids) {
+  int64_t nearest = 0;
+  int nearest_distance = Hamming(code, centroids[0]);
+  for (size_t c = 1; c < centroids.size(); ++c) {
+    const int distance = Hamming(code, centroids[c]);
+    if (distance < nearest_distance) {
+      nearest = static_cast<int64_t>(c);
+      nearest_distance = distance;
+    }
+  }
+  return nearest;
+}
+
+// Codes [B, H, L, bits] (bool, any device) packed into one integer per query, [B * H * L] on the
+// CPU: the clustering below is a few hundred popcounts per query, cheap on a CPU core and cheaper
+// than the [L, C] distance matrices a tensor formulation builds on every iteration.
+std::vector<Code> PackCodes(const torch::Tensor& codes) {
+  const torch::Tensor bits = codes.to(torch::kCPU).contiguous();
+  const int64_t width = bits.size(-1);
+  const bool* bit = bits.data_ptr<bool>();
+  std::vector<Code> packed(bits.numel() / width);
+  for (Code& code : packed) {
+    code = 0;
+    for (int64_t b = 0; b < width; ++b, ++bit) code |= static_cast<Code>(*bit) << b;
+  }
+  return packed;
+}
+
+// Hamming K-means of one (batch, head)'s codes, as described in clustering.h; writes the cluster
+// of every query (padded ones included) to `assignment`. Almost all of its time is popcounts: on
+// x86-64 it is also compiled for the POPCNT instruction, which the baseline ISA lacks, and picked
+// at load time where the CPU has it.
+#if defined(__x86_64__)
+__attribute__((target_clones("popcnt", "default")))
+#endif
+void ClusterSequence(const Code* codes, const bool* valid, int64_t length, int64_t clusters,
+                     int64_t bits, int64_t iterations, int64_t* assignment) {
+  // Farthest-point initialisation: the first real query's code, then repeatedly the real query
+  // farthest from the centroids so far, ties to the lowest position.
+  const int64_t first = std::find(valid, valid + length, true) - valid;
+  std::vector<Code> centroids = {codes[first == length ? 0 : first]};
+  std::vector<int> nearest(length);
+  for (int64_t i = 0; i < length; ++i) nearest[i] = valid[i] ? static_cast<int>(bits) + 1 : -1;
+  while (static_cast<int64_t>(centroids.size()) < clusters) {
+    int64_t farthest = 0;
+    for (int64_t i = 0; i < length; ++i) {
+      nearest[i] = std::min(nearest[i], Hamming(codes[i], centroids.back()));
+      if (nearest[i] > nearest[farthest]) farthest = i;
+    }
+    centroids.push_back(codes[farthest]);
+  }
+
+  // Lloyd iterations: assign the real queries, then a majority vote per centroid bit; a tie
+  // (an empty cluster included) keeps the bit. Once a vote changes no centroid, every later
+  // iteration would repeat it: stop there.
+  std::vector<int64_t> ones(clusters * bits), size(clusters);
+  bool changed = true;
+  for (int64_t iteration = 0; iteration < iterations && changed; ++iteration) {
+    std::fill(ones.begin(), ones.end(), 0);
+    std::fill(size.begin(), size.end(), 0);
+    for (int64_t i = 0; i < length; ++i) {
+      if (!valid[i]) continue;
+      const int64_t c = NearestCentroid(codes[i], centroids);
+      ++size[c];
+      for (int64_t b = 0; b < bits; ++b) ones[c * bits + b] += (codes[i] >> b) & 1;
+    }
+    changed = false;
+    for (int64_t c = 0; c < clusters; ++c) {
+      const Code before = centroids[c];
+      for (int64_t b = 0; b < bits; ++b) {
+        const Code bit = Code{1} << b;
+        if (2 * ones[c * bits + b] > size[c]) centroids[c] |= bit;
+        if (2 * ones[c * bits + b] < size[c]) centroids[c] &= ~bit;
+      }
+      changed = changed || centroids[c] != before;
+    }
+  }
+  for (int64_t i = 0; i < length; ++i) assignment[i] = NearestCentroid(codes[i], centroids);
 }
 
 }  // namespace
@@ -37,11 +126,7 @@ torch::Tensor QueryValidity(const torch::Tensor& queries, const torch::Tensor& k
 }
 
 torch::Tensor HashQueries(const torch::Tensor& queries, int64_t bits, uint64_t seed) {
-  torch::NoGradGuard no_grad;
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  const torch::Tensor planes =
-      torch::randn({bits, queries.size(-1)}, generator, torch::kFloat64).to(queries.options());
-  return (torch::matmul(queries.detach(), planes.t()) > 0).to(queries.scalar_type());
+  return HashBits(queries, bits, seed).to(queries.scalar_type());
 }
 
 QueryClusters ClusterQueries(const torch::Tensor& queries, const torch::Tensor& query_valid,
@@ -49,47 +134,32 @@ QueryClusters ClusterQueries(const torch::Tensor& queries, const torch::Tensor& 
   torch::NoGradGuard no_grad;
   const int64_t batch = queries.size(0), heads = queries.size(1), length = queries.size(2);
   const int64_t clusters = std::max<int64_t>(1, std::min(options.clusters, length));
-  const torch::Tensor valid = query_valid.to(queries.device());
-  const torch::Tensor real = valid.view({batch, 1, length, 1}).to(queries.scalar_type());
-  const torch::Tensor count = valid.sum(1);                         // [B] int64
-  const torch::Tensor rank = valid.to(torch::kLong).cumsum(1) - 1;  // rank among real queries
-
-  const torch::Tensor codes = HashQueries(queries, options.hash_bits, options.seed);
-  const int64_t bits = codes.size(-1);
-
-  // Farthest-point initialisation: the first real query's code, then repeatedly the real query
-  // farthest (Hamming) from the centroids so far, ties to the lowest position.
-  const torch::Tensor first = valid.to(torch::kLong).argmax(1);  // first real position ([B])
-  std::vector<torch::Tensor> chosen = {
-      codes.gather(2, first.view({batch, 1, 1, 1}).expand({batch, heads, 1, bits}))};
-  torch::Tensor nearest =
-      torch::where(valid.view({batch, 1, length}), torch::full({1}, bits + 1.0, codes.options()),
-                   torch::full({1}, -1.0, codes.options()));  // [B, H, L]
-  for (int64_t j = 1; j < clusters; ++j) {
-    nearest = torch::minimum(nearest, (codes - chosen.back()).abs().sum(-1));
-    const torch::Tensor farthest = nearest.argmax(-1);  // [B, H]
-    chosen.push_back(
-        codes.gather(2, farthest.view({batch, heads, 1, 1}).expand({batch, heads, 1, bits})));
-  }
-  torch::Tensor centroids = torch::cat(chosen, 2);  // [B, H, C, bits]
-
-  for (int64_t iteration = 0; iteration < options.lloyd_iterations; ++iteration) {
-    const torch::Tensor members =
-        torch::one_hot(NearestCentroid(codes, centroids), clusters).to(codes.scalar_type()) * real;
-    const torch::Tensor size = members.sum(2).unsqueeze(-1);                         // [B, H, C, 1]
-    const torch::Tensor ones = 2 * torch::matmul(members.transpose(-2, -1), codes);  // 2 * votes
-    centroids = torch::where(ones > size, torch::ones_like(centroids),
-                             torch::where(ones < size, torch::zeros_like(centroids), centroids));
-  }
-  torch::Tensor assignment = NearestCentroid(codes, centroids);  // [B, H, L]
-
-  // Few enough real queries: each is its own cluster, exactly softmax.
-  const torch::Tensor singleton = (count <= options.clusters).view({batch, 1, 1});
-  assignment = torch::where(singleton, rank.clamp_min(0).view({batch, 1, length}), assignment);
+  const torch::Tensor valid = query_valid.to(torch::kCPU, torch::kBool).contiguous();
+  const std::vector<Code> codes = PackCodes(HashBits(queries, options.hash_bits, options.seed));
+  torch::Tensor assignment = torch::empty({batch, heads, length}, torch::kLong);
+  const bool* valid_data = valid.data_ptr<bool>();
+  int64_t* assignment_data = assignment.data_ptr<int64_t>();
+  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t sequence = begin; sequence < end; ++sequence) {
+      const bool* sequence_valid = valid_data + (sequence / heads) * length;
+      int64_t* sequence_assignment = assignment_data + sequence * length;
+      const int64_t real = std::count(sequence_valid, sequence_valid + length, true);
+      if (real <= options.clusters) {
+        // Few enough real queries: each is its own cluster, exactly softmax.
+        int64_t rank = 0;
+        for (int64_t i = 0; i < length; ++i) {
+          sequence_assignment[i] = std::max<int64_t>(0, rank - 1 + sequence_valid[i]);
+          rank += sequence_valid[i];
+        }
+        continue;
+      }
+      ClusterSequence(codes.data() + sequence * length, sequence_valid, length, clusters,
+                      options.hash_bits, options.lloyd_iterations, sequence_assignment);
+    }
+  });
 
   QueryClusters result;
-  result.assignment = assignment;
-  result.members = torch::one_hot(assignment, clusters).to(codes.scalar_type()) * real;
+  result.assignment = assignment.to(queries.device());
   result.num_clusters = clusters;
   return result;
 }
@@ -105,11 +175,21 @@ CentroidAttention ComputeCentroidAttention(const torch::Tensor& queries, const t
                                            const torch::Tensor& key_padding_mask,
                                            const AttentionOptions& options) {
   CentroidAttention result;
-  result.clusters =
-      ClusterQueries(queries, QueryValidity(queries, keys, key_padding_mask), options);
-  const torch::Tensor& members = result.clusters.members;  // [B, H, L, C]
-  const torch::Tensor size = members.sum(2).unsqueeze(-1).clamp_min(1);
-  const torch::Tensor centroids = torch::matmul(members.transpose(-2, -1), queries) / size;
+  const torch::Tensor query_valid = QueryValidity(queries, keys, key_padding_mask);
+  result.clusters = ClusterQueries(queries, query_valid, options);
+  // Centroids: the mean of each cluster's real queries, summed by scatter rather than by a
+  // [L, C] one-hot matmul.
+  const int64_t batch = queries.size(0), heads = queries.size(1), length = queries.size(2);
+  const torch::Tensor real = query_valid.view({batch, 1, length, 1}).to(queries.scalar_type());
+  const torch::Tensor cluster = result.clusters.assignment.unsqueeze(-1);  // [B, H, L, 1]
+  const int64_t num_clusters = result.clusters.num_clusters;
+  const torch::Tensor size = torch::zeros({batch, heads, num_clusters, 1}, queries.options())
+                                 .scatter_add(2, cluster, real.expand({batch, heads, length, 1}))
+                                 .clamp_min(1);
+  const torch::Tensor centroids =
+      torch::zeros({batch, heads, num_clusters, queries.size(3)}, queries.options())
+          .scatter_add(2, cluster.expand_as(queries), queries * real) /
+      size;
   const torch::Tensor key_valid =
       key_padding_mask.defined()
           ? key_padding_mask.view({keys.size(0), 1, 1, keys.size(2)}).to(keys.device())

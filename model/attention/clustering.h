@@ -6,9 +6,9 @@
 // are shared by every batch element and head (fast-transformers shares them too). The same seed
 // therefore always gives the same planes and clustering, on any device and in either dtype (a
 // code can differ only where a projection rounds across zero).
-// Bits are kept as a 0/1 tensor rather than packed into an int64, and the Hamming distance
-// |x| + |c| - 2 x.c is one matmul; it is an exact small integer in float32 and float64 alike.
-// B <= 63 is kept from the seed (it is what fits an int64) so bundles stay portable.
+// B <= 63 is kept from the seed (it is what fits an int64) so bundles stay portable. The K-means
+// below runs on the CPU on codes packed one integer per query, whatever the queries' device:
+// Hamming distance is then one popcount, and no [L, C] distance matrix is ever built.
 //
 // Hamming K-means, per (batch, head), on the real queries only:
 //   * C' = min(options.clusters, L) clusters; centroids are B-bit codes.
@@ -25,8 +25,8 @@
 //     (singleton clusters), so the mechanism is exactly softmax attention.
 // Padded queries (see QueryValidity) take no part in initialisation, votes or centroid means; they
 // are still assigned to their nearest centroid so that their outputs are finite.
-// Cost per (batch, head): O(L E B) hashing, O(L C' B) for the initialisation (C' small sequential
-// steps) and O(L C' B) per Lloyd iteration.
+// Cost per (batch, head): O(L E B) hashing, O(L C') popcounts for the initialisation and per
+// Lloyd iteration, O(L B) for the votes; (batch, head) pairs run in parallel.
 #ifndef VIDCLF_MODEL_ATTENTION_CLUSTERING_H_
 #define VIDCLF_MODEL_ATTENTION_CLUSTERING_H_
 
@@ -51,11 +51,9 @@ torch::Tensor QueryValidity(const torch::Tensor& queries, const torch::Tensor& k
 torch::Tensor HashQueries(const torch::Tensor& queries, int64_t bits, uint64_t seed);
 
 struct QueryClusters {
-  // [B, H, L] int64 in [0, num_clusters): the cluster of every query, padded ones included.
+  // [B, H, L] int64 in [0, num_clusters), on the queries' device: the cluster of every query,
+  // padded ones included.
   torch::Tensor assignment;
-  // [B, H, L, num_clusters] in the queries' dtype: one-hot of `assignment`, zero rows for padded
-  // queries. Members^T Q / counts gives the centroids.
-  torch::Tensor members;
   int64_t num_clusters = 0;
 };
 

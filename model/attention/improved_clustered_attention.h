@@ -13,7 +13,9 @@
 // clustering. Proposition 2: ||A^t_i - A_i||_1 <= ||A^c_j - A_i||_1, never worse than clustered.
 //
 // Cost per (batch, head): clustered's, plus O(C S log k) for the top-k and O(L k (E + M)) for the
-// exact part; nothing L x S is ever built.
+// exact part; nothing L x S is ever built. Without gradients on the CPU the exact part is a loop
+// over queries reading per-cluster copies of the top keys and values; otherwise (training, GPUs)
+// it gathers each query's k keys and values as tensors.
 //
 // Options read: those of clustered attention (head_dim/scale, clusters, hash_bits,
 // lloyd_iterations, seed) and topk (k >= 1; thesis default 32). Departures from the seed: as for

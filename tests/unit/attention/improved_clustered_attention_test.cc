@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "model/attention/clustered_attention.h"
 #include "tests/unit/attention/reference.h"
 
@@ -80,6 +83,27 @@ TEST(ImprovedClusteredAttention, IsNeverFartherFromSoftmaxThanClusteredPerQuery)
       // A^t differs from A^c_c(i) only on the cluster's top-k keys of A^c.
       const torch::Tensor top = std::get<1>(a_c.topk(topk, -1));
       EXPECT_LT(MaxAbs((a_t - a_c).scatter(-1, top, 0.0)), 1e-12);
+    }
+  }
+}
+
+TEST(ImprovedClusteredAttention, CpuInferenceLoopEqualsTheDifferentiableGather) {
+  // Inputs without gradients take the CPU loop; the same inputs requiring gradients take the
+  // tensor formulation that also runs on GPUs. Sequence 1 has 15 real keys: k = 20 includes
+  // padded ones; a single cluster with 40 queries; and float32.
+  for (const int64_t seed : {7, 8}) {
+    const Inputs in = RandomInputs(seed);
+    for (const auto& [clusters, topk] :
+         std::vector<std::pair<int64_t, int64_t>>{{3, 1}, {3, 5}, {5, 20}, {1, 7}}) {
+      ImprovedClusteredAttention attention(Options(clusters, topk));
+      const torch::Tensor loop = attention.forward(in.q, in.k, in.v, in.mask);
+      const torch::Tensor gather =
+          attention.forward(in.q.clone().requires_grad_(), in.k, in.v, in.mask).detach();
+      EXPECT_LT(MaxAbs(loop - gather), 1e-12)
+          << "seed " << seed << ", " << clusters << " clusters, k = " << topk;
+      const torch::Tensor loop32 = attention.forward(
+          in.q.to(torch::kFloat32), in.k.to(torch::kFloat32), in.v.to(torch::kFloat32), in.mask);
+      EXPECT_LT(MaxAbs(loop32.to(torch::kFloat64) - gather), 1e-5);
     }
   }
 }
