@@ -169,10 +169,23 @@ VideoModel::VideoModel(ModelConfig config, ResNet18 backbone, std::shared_ptr<Te
       backbone_(std::move(backbone)),
       head_(std::move(head)) {}
 
-void VideoModel::Prepare() {
-  MoveWeights(*backbone_, device_, backbone_dtype_, channels_last_);
+ResNet18& VideoModel::backbone() {
+  TORCH_CHECK(!fused_backbone_, "model ", config_.name,
+              " runs a fused backbone; its eager weights were released");
+  return backbone_;
+}
+
+void VideoModel::Prepare(bool fuse_backbone) {
+  if (fuse_backbone) {
+    backbone_->eval();
+    fused_backbone_ =
+        std::make_unique<FusedResNet18>(backbone_, device_, backbone_dtype_, channels_last_);
+    backbone_ = ResNet18(nullptr);
+  } else {
+    MoveWeights(*backbone_, device_, backbone_dtype_, channels_last_);
+    backbone_->eval();
+  }
   MoveWeights(*head_, device_, torch::kFloat, /*channels_last=*/false);
-  backbone_->eval();
   head_->eval();
   if (config_.head != HeadType::kTransformer) return;
   for (const attention::AttentionType type : config_.transformer.attention_substitutions) {
@@ -199,7 +212,7 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Create(const ModelConfig
     std::unique_ptr<VideoModel> model(new VideoModel(config, ResNet18(), MakeHead(config),
                                                      inference->device, inference->dtype,
                                                      options.channels_last));
-    model->Prepare();
+    model->Prepare(options.fuse_backbone);
     return model;
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
@@ -234,7 +247,7 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& 
     std::unique_ptr<VideoModel> model(new VideoModel(*std::move(config), std::move(backbone),
                                                      std::move(head), inference->device,
                                                      inference->dtype, options.channels_last));
-    model->Prepare();
+    model->Prepare(options.fuse_backbone);
     return model;
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
@@ -245,9 +258,10 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& 
 absl::Status VideoModel::Save(const std::string& bundle_dir) const {
   // mutable_config() may have changed it since Create or Load; never write what Load refuses.
   if (auto status = ValidateModelConfig(config_); !status.ok()) return status;
-  if (!device_.is_cpu() || backbone_dtype_ != torch::kFloat || channels_last_) {
+  if (!device_.is_cpu() || backbone_dtype_ != torch::kFloat || channels_last_ || fused_backbone_) {
     return absl::FailedPreconditionError(
-        "only a model on the CPU in fp32 and NCHW layout can be saved as a bundle");
+        "only a model on the CPU in fp32 and NCHW layout, with its backbone not fused, can be "
+        "saved as a bundle");
   }
   const std::filesystem::path dir(bundle_dir);
   std::error_code error;
@@ -279,7 +293,9 @@ absl::StatusOr<torch::Tensor> VideoModel::Embed(const torch::Tensor& frames,
     for (const torch::Tensor& chunk : frames.split(max_batch_frames)) {
       torch::Tensor input = chunk.to(device_, backbone_dtype_);
       if (channels_last_) input = input.contiguous(torch::MemoryFormat::ChannelsLast);
-      chunks.push_back(backbone_->forward(input).to(torch::kCPU, torch::kFloat));
+      const torch::Tensor embeddings =
+          fused_backbone_ ? fused_backbone_->forward(input) : backbone_->forward(input);
+      chunks.push_back(embeddings.to(torch::kCPU, torch::kFloat));
     }
     return torch::cat(chunks);
   } catch (const c10::OutOfMemoryError& e) {

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "model/fused_resnet18.h"
 #include "model/heads/temporal_head.h"
 #include "model/model_config.h"
 #include "model/resnet18.h"
@@ -28,6 +29,10 @@ struct InferenceOptions {
   // Backbone activations and convolution weights in channels-last (NHWC) layout, which cuDNN's
   // tensor-core kernels and oneDNN prefer. Outputs are the same up to rounding.
   bool channels_last = false;
+  // Run the backbone as FusedResNet18 (fused_resnet18.h: batch norm folded into the convolutions;
+  // oneDNN's pre-packed kernels on the CPU in fp32) instead of the module as trained. The eager
+  // backbone is then released: backbone() is unavailable and the model cannot be saved.
+  bool fuse_backbone = false;
 };
 
 // The device `spec` names ("auto", "cpu", "cuda", "cuda:N"). INVALID_ARGUMENT for a malformed
@@ -58,7 +63,10 @@ class VideoModel {
   // a transformer with causal-linear attention); otherwise it re-runs a sliding window.
   bool has_recurrent_step() const { return head_->has_recurrent_step(); }
   ModelConfig& mutable_config() { return config_; }
-  ResNet18& backbone() { return backbone_; }
+  // The eager backbone, to read or change its weights. Throws c10::Error when fused.
+  ResNet18& backbone();
+  // Whether the backbone runs fused (InferenceOptions::fuse_backbone).
+  bool fused_backbone() const { return fused_backbone_ != nullptr; }
   // The temporal head (GRU or transformer, as the config says).
   TemporalHead& head() { return *head_; }
 
@@ -96,9 +104,9 @@ class VideoModel {
              torch::Device device, torch::Dtype backbone_dtype, bool channels_last);
   // The head that runs `attention` (see Classify).
   absl::StatusOr<TemporalHead*> HeadFor(absl::string_view attention) const;
-  // Puts the weights on the device in the layout asked for, and builds the substitution heads.
-  // Throws c10::Error.
-  void Prepare();
+  // Puts the weights on the device in the layout asked for, fuses the backbone when asked, and
+  // builds the substitution heads. Throws c10::Error.
+  void Prepare(bool fuse_backbone);
 
   ModelConfig config_;
   torch::Device device_;
@@ -106,6 +114,8 @@ class VideoModel {
   bool channels_last_;
   // LibTorch's forward() is not const, but in eval mode under InferenceMode it only reads.
   mutable ResNet18 backbone_;
+  // Set instead of backbone_ when the backbone is fused.
+  std::unique_ptr<const FusedResNet18> fused_backbone_;
   std::shared_ptr<TemporalHead> head_;
   // One head per allowed attention substitution, sharing head_'s parameter storage.
   std::map<attention::AttentionType, std::shared_ptr<TemporalHead>> substitutes_;

@@ -64,6 +64,7 @@ absl::StatusOr<model::InferenceOptions> InferenceOptionsFromFlags(const ServerFl
   options.device = device->str();
   options.precision = flags.precision;
   options.channels_last = flags.memory_format == "channels-last";
+  options.fuse_backbone = flags.backbone_kernels == "fused";
   return options;
 }
 
@@ -108,8 +109,9 @@ int Run(const ServerFlags& flags) {
     spdlog::error("{}", std::string(inference.status().message()));
     return 2;
   }
-  spdlog::info("models run on {} in {}, {}", inference->device, inference->precision,
-               inference->channels_last ? "channels-last" : "NCHW");
+  spdlog::info("models run on {} in {}, {}, {} backbone", inference->device, inference->precision,
+               inference->channels_last ? "channels-last" : "NCHW",
+               inference->fuse_backbone ? "fused" : "eager");
   absl::StatusOr<std::unique_ptr<ModelRepository>> repository =
       ModelRepository::Load(repository_dir, flags.default_model, *inference);
   if (!repository.ok()) {

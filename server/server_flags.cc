@@ -31,6 +31,12 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "docs/backbone-benchmark.md) or nchw.")
       ->capture_default_str()
       ->check(CLI::IsMember({"channels-last", "nchw"}));
+  app.add_option("--backbone-kernels", flags->backbone_kernels,
+                 "fused: batch norm folded into the convolutions, which run as oneDNN's "
+                 "pre-packed kernels on the CPU in fp32 (docs/backbone-benchmark.md); eager: the "
+                 "module as trained.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fused", "eager"}));
   app.add_option("--cores", flags->cores,
                  "Cores that decoding and the backbone share (0: the machine's). A call decoding "
                  "alone uses them all; the backbone takes those that decoding leaves free.")

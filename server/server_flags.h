@@ -18,6 +18,7 @@ struct ServerFlags {
   std::string device = "auto";
   std::string precision = "fp32";
   std::string memory_format = "channels-last";
+  std::string backbone_kernels = "fused";
   int cores = 0;
   int decode_slots = 0;
   int max_batch_frames = 16;

@@ -1,17 +1,21 @@
-// ResNet18 embedding throughput for each layout and precision the device supports, measured side
-// by side: the variants take turns within every round, so drift on a shared machine hits them
-// alike. Prints a Markdown table (median over rounds) for docs/backbone-benchmark.md.
+// ResNet18 embedding throughput for each layout and precision the device supports, eager and
+// fused (model/fused_resnet18.h), against the device's own matrix-multiply peak: a square
+// matrix product takes its turn with the variants within every round, so drift on a shared
+// machine hits them alike. Prints a Markdown table (median over rounds) for
+// docs/backbone-benchmark.md.
 //
 //   vidclf-backbone-bench [--device auto] [--sizes 112,224] [--batch 16] [--rounds 7]
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -25,6 +29,7 @@ ABSL_FLAG(std::string, sizes, "112,224", "Square frame sizes (crop sizes) to mea
 ABSL_FLAG(int, batch, 16, "Frames per backbone batch.");
 ABSL_FLAG(int, rounds, 7, "Timed rounds (after one warm-up); the median is reported.");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0: LibTorch's default).");
+ABSL_FLAG(int, gemm_size, 2048, "Side of the square fp32 matrix product that measures the peak.");
 
 namespace {
 
@@ -38,6 +43,31 @@ struct Variant {
   std::unique_ptr<VideoModel> model;
   std::vector<double> seconds;
 };
+
+// Floating-point operations (a multiply-add counts two) of ResNet18's convolutions for one
+// size x size frame; the pooling, additions and ReLUs are a rounding error beside them.
+double ResNet18Flops(int64_t size) {
+  double flops = 0;
+  // Adds a k x k convolution with `stride` and torchvision's padding k / 2; returns its side.
+  auto conv = [&flops](int64_t side, int64_t in, int64_t out, int64_t k, int64_t stride) {
+    const int64_t out_side = (side + 2 * (k / 2) - k) / stride + 1;
+    flops += 2.0 * static_cast<double>(in * out * k * k * out_side * out_side);
+    return out_side;
+  };
+  int64_t side = conv(size, 3, 64, 7, 2);
+  side = (side + 2 - 3) / 2 + 1;  // max pooling 3x3, stride 2, padding 1
+  int64_t channels = 64;
+  for (const int64_t width : {64, 128, 256, 512}) {
+    const int64_t stride = width == 64 ? 1 : 2;
+    const int64_t block_in = side;
+    side = conv(side, channels, width, 3, stride);
+    side = conv(side, width, width, 3, 1);
+    if (stride != 1 || channels != width) conv(block_in, channels, width, 1, stride);
+    side = conv(conv(side, width, width, 3, 1), width, width, 3, 1);
+    channels = width;
+  }
+  return flops;
+}
 
 }  // namespace
 
@@ -53,8 +83,14 @@ int main(int argc, char** argv) {
   if (device->is_cuda()) precisions = {"fp32", "fp16", "bf16"};
   const int batch = absl::GetFlag(FLAGS_batch);
 
+  // The peak: an fp32 square matrix product on the device, timed with the variants.
+  const int64_t gemm_size = absl::GetFlag(FLAGS_gemm_size);
+  const torch::Tensor gemm_a = torch::randn({gemm_size, gemm_size}).to(*device);
+  const torch::Tensor gemm_b = torch::randn({gemm_size, gemm_size}).to(*device);
+
   std::cout << "| frame size | variant | ms per batch of " << batch
-            << " (median) | frames/s | time vs fp32 NCHW |\n|---|---|---|---|---|\n";
+            << " (median) | frames/s | GFLOP/s | matrix-product peak GFLOP/s | of the peak | time "
+               "vs fp32 NCHW |\n|---|---|---|---|---|---|---|---|\n";
   for (const absl::string_view size_text : absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',')) {
     const int size = std::stoi(std::string(size_text));
     vidclf::model::ModelConfig config;
@@ -65,12 +101,15 @@ int main(int argc, char** argv) {
     config.input.resize_shorter_side = size;
     std::vector<Variant> variants;
     for (const std::string& precision : precisions) {
-      for (const bool channels_last : {false, true}) {
+      for (const auto& [channels_last, fused] :
+           std::vector<std::pair<bool, bool>>{{false, false}, {true, false}, {true, true}}) {
         Variant variant;
-        variant.name = precision + (channels_last ? " channels-last" : " NCHW");
+        variant.name =
+            precision + (channels_last ? " channels-last" : " NCHW") + (fused ? ", fused" : "");
         variant.options.device = device->str();
         variant.options.precision = precision;
         variant.options.channels_last = channels_last;
+        variant.options.fuse_backbone = fused;
         torch::manual_seed(1);  // the same weights for every variant
         auto model = VideoModel::Create(config, variant.options);
         if (!model.ok()) {
@@ -81,9 +120,18 @@ int main(int argc, char** argv) {
         variants.push_back(std::move(variant));
       }
     }
+    std::vector<double> gemm_seconds;
     torch::manual_seed(2);
     const torch::Tensor frames = torch::randn({batch, 3, size, size}).to(*device);
     for (int round = 0; round <= absl::GetFlag(FLAGS_rounds); ++round) {
+      {
+        torch::InferenceMode inference;
+        const auto start = std::chrono::steady_clock::now();
+        const torch::Tensor product = torch::mm(gemm_a, gemm_b).to(torch::kCPU);
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (round > 0) gemm_seconds.push_back(seconds);
+      }
       for (Variant& variant : variants) {
         const auto start = std::chrono::steady_clock::now();
         auto embeddings = variant.model->Embed(frames, /*max_batch_frames=*/batch);
@@ -98,12 +146,20 @@ int main(int argc, char** argv) {
       }
     }
     const double baseline = Median(variants.front().seconds);
+    const double flops = ResNet18Flops(size) * batch;
+    const double peak = 2.0 * std::pow(static_cast<double>(gemm_size), 3) / Median(gemm_seconds);
     for (const Variant& variant : variants) {
       const double median = Median(variant.seconds);
       std::cout << "| " << size << "×" << size << " | " << variant.name << " | " << std::fixed
                 << std::setprecision(1) << median * 1e3 << " | " << std::setprecision(0)
-                << batch / median << " | " << std::setprecision(2) << median / baseline << " |\n";
+                << batch / median << " | " << flops / median / 1e9 << " | " << peak / 1e9 << " | "
+                << std::setprecision(2) << flops / median / peak << " | " << median / baseline
+                << " |\n";
     }
   }
+  std::cout << "\nResNet18 convolutions: " << std::fixed << std::setprecision(3)
+            << ResNet18Flops(224) / 1e9 << " GFLOP per 224×224 frame, " << ResNet18Flops(112) / 1e9
+            << " per 112×112 (a multiply-add counts two). Peak: fp32 " << gemm_size << "×"
+            << gemm_size << " matrix product, 2n³ FLOP, timed in the same rounds.\n";
   return 0;
 }

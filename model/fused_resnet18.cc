@@ -1,0 +1,87 @@
+#include "model/fused_resnet18.h"
+
+#include <ATen/Context.h>
+
+namespace vidclf::model {
+
+FusedResNet18::FusedResNet18(const ResNet18& resnet, const torch::Device& device,
+                             torch::Dtype dtype, bool channels_last)
+    : device_(device),
+      dtype_(dtype),
+      channels_last_(channels_last),
+      onednn_(device.is_cpu() && dtype == torch::kFloat && at::hasMKLDNN()) {
+  torch::NoGradGuard no_grad;
+  stem_ = Fold(*resnet->conv1, *resnet->bn1);
+  for (const torch::nn::Sequential* stage :
+       {&resnet->layer1, &resnet->layer2, &resnet->layer3, &resnet->layer4}) {
+    for (const auto& child : (*stage)->children()) {
+      const auto& block = *child->as<BasicBlockImpl>();
+      Block folded;
+      folded.conv1 = Fold(*block.conv1, *block.bn1);
+      folded.conv2 = Fold(*block.conv2, *block.bn2);
+      if (!block.downsample.is_empty()) {
+        torch::nn::Sequential downsample = block.downsample;  // a handle; operator[] is not const
+        folded.has_downsample = true;
+        folded.downsample = Fold(*downsample[0]->as<torch::nn::Conv2dImpl>(),
+                                 *downsample[1]->as<torch::nn::BatchNorm2dImpl>());
+      }
+      blocks_.push_back(std::move(folded));
+    }
+  }
+}
+
+FusedResNet18::FoldedConv FusedResNet18::Fold(const torch::nn::Conv2dImpl& conv,
+                                              const torch::nn::BatchNorm2dImpl& norm) const {
+  // Folded in float64, so that the folding itself adds no rounding.
+  const torch::Tensor weight = conv.weight.to(torch::kCPU, torch::kDouble);
+  TORCH_CHECK(weight.size(2) == weight.size(3) && weight.size(2) % 2 == 1,
+              "fused ResNet18 expects square kernels of odd size; got ", weight.sizes());
+  const torch::Tensor scale =
+      norm.weight.to(torch::kCPU, torch::kDouble) /
+      torch::sqrt(norm.running_var.to(torch::kCPU, torch::kDouble) + norm.options.eps());
+  FoldedConv folded;
+  folded.stride = (*conv.options.stride())[0];
+  folded.padding = weight.size(2) / 2;  // torchvision pads every convolution to keep its centre
+  folded.weight = (weight * scale.view({-1, 1, 1, 1})).to(device_, dtype_).contiguous();
+  folded.bias = (norm.bias.to(torch::kCPU, torch::kDouble) -
+                 norm.running_mean.to(torch::kCPU, torch::kDouble) * scale)
+                    .to(device_, dtype_);
+  if (onednn_) {
+    folded.weight = at::mkldnn_reorder_conv2d_weight(folded.weight.to_mkldnn(),
+                                                     {folded.padding, folded.padding},
+                                                     {folded.stride, folded.stride}, {1, 1}, 1);
+  } else if (channels_last_) {
+    folded.weight = folded.weight.contiguous(torch::MemoryFormat::ChannelsLast);
+  }
+  return folded;
+}
+
+torch::Tensor FusedResNet18::Convolve(const torch::Tensor& x, const FoldedConv& conv) const {
+  if (onednn_) {
+    return at::mkldnn_convolution(x, conv.weight, conv.bias, {conv.padding, conv.padding},
+                                  {conv.stride, conv.stride}, {1, 1}, 1);
+  }
+  return at::conv2d(x, conv.weight, conv.bias, {conv.stride, conv.stride},
+                    {conv.padding, conv.padding});
+}
+
+torch::Tensor FusedResNet18::forward(const torch::Tensor& frames) const {
+  TORCH_CHECK(frames.dim() == 4 && frames.size(1) == 3,
+              "ResNet18 expects frames shaped [N, 3, H, W]; got ", frames.sizes());
+  torch::Tensor x = onednn_          ? frames.to_mkldnn()
+                    : channels_last_ ? frames.contiguous(torch::MemoryFormat::ChannelsLast)
+                                     : frames;
+  // Every intermediate below is this forward's own, so ReLU and the residual add run in place.
+  x = Convolve(x, stem_).relu_();
+  x = at::max_pool2d(x, /*kernel_size=*/{3, 3}, /*stride=*/{2, 2}, /*padding=*/{1, 1});
+  for (const Block& block : blocks_) {
+    torch::Tensor out = Convolve(Convolve(x, block.conv1).relu_(), block.conv2);
+    out.add_(block.has_downsample ? Convolve(x, block.downsample) : x);
+    x = out.relu_();
+  }
+  x = at::adaptive_avg_pool2d(x, {1, 1});
+  if (onednn_) x = x.to_dense();
+  return x.flatten(1);
+}
+
+}  // namespace vidclf::model

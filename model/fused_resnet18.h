@@ -1,0 +1,60 @@
+// ResNet18 prepared for inference: every batch norm folded into the convolution before it, and
+// on the CPU in fp32 the convolutions run as oneDNN kernels on weights reordered once, at load,
+// into oneDNN's blocked layout, with activations kept in that layout from the first convolution to
+// the pooling. Eager ResNet18 in eval mode spends its time elsewhere: one pass over memory per
+// batch norm, and a weight reorder on every oneDNN call (docs/backbone-benchmark.md measures the
+// difference). Outputs equal the eager module's up to float rounding.
+#ifndef VIDCLF_MODEL_FUSED_RESNET18_H_
+#define VIDCLF_MODEL_FUSED_RESNET18_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "model/resnet18.h"
+
+namespace vidclf::model {
+
+class FusedResNet18 {
+ public:
+  // Folds the weights of `resnet` (its batch-norm running statistics, as eval mode uses them) and
+  // places them on `device` in `dtype`, channels-last when asked (ignored where oneDNN runs).
+  // Throws c10::Error.
+  FusedResNet18(const ResNet18& resnet, const torch::Device& device, torch::Dtype dtype,
+                bool channels_last);
+
+  // frames: [N, 3, H, W] on the device in its dtype, H and W at least 32. Returns [N, 512] in the
+  // frames' dtype. Only reads the weights: any number of threads may call it at once.
+  torch::Tensor forward(const torch::Tensor& frames) const;
+
+  // Whether the convolutions run as oneDNN kernels on pre-reordered weights.
+  bool uses_onednn() const { return onednn_; }
+
+ private:
+  // A convolution with its batch norm folded in: weight W * g / sqrt(v + eps), bias
+  // b - m * g / sqrt(v + eps).
+  struct FoldedConv {
+    torch::Tensor weight, bias;
+    int64_t stride = 1, padding = 0;
+  };
+  struct Block {
+    FoldedConv conv1, conv2;
+    bool has_downsample = false;
+    FoldedConv downsample;
+  };
+
+  FoldedConv Fold(const torch::nn::Conv2dImpl& conv, const torch::nn::BatchNorm2dImpl& norm) const;
+  torch::Tensor Convolve(const torch::Tensor& x, const FoldedConv& conv) const;
+
+  torch::Device device_;
+  torch::Dtype dtype_;
+  bool channels_last_;
+  bool onednn_;
+  FoldedConv stem_;
+  std::vector<Block> blocks_;
+};
+
+}  // namespace vidclf::model
+
+#endif  // VIDCLF_MODEL_FUSED_RESNET18_H_
