@@ -75,9 +75,18 @@ int main(int argc, char** argv) {
   const std::unique_ptr<VideoModel> linear = Make("transformer", "causal-linear");
   const std::unique_ptr<VideoModel> softmax = Make("transformer", "softmax");
   const int rounds = absl::GetFlag(FLAGS_rounds);
+  // A step must read every weight of the head once: reading as many bytes from memory, timed in
+  // the same rounds, is its limit at batch 1.
+  int64_t weight_bytes = 0;
+  for (const torch::Tensor& parameter : linear->head().parameters()) {
+    weight_bytes += parameter.numel() * static_cast<int64_t>(parameter.element_size());
+  }
+  const torch::Tensor same_bytes = torch::randn({weight_bytes / 4});
 
-  std::cout << "| frames seen | GRU step ms | causal-linear step ms | softmax over the history ms "
-               "| softmax / causal-linear |\n|---|---|---|---|---|\n";
+  std::cout << "| frames seen | GRU step ms | causal-linear step ms | reading its " << std::fixed
+            << std::setprecision(1) << weight_bytes / 1048576.0
+            << " MiB of weights once ms | causal-linear / that | softmax over the history ms | "
+               "softmax / causal-linear |\n|---|---|---|---|---|---|---|\n";
   for (const absl::string_view text : absl::StrSplit(absl::GetFlag(FLAGS_frames), ',')) {
     const int64_t frames = std::stoll(std::string(text));
     const torch::Tensor history = torch::randn({1, frames + 1, kEmbedding});
@@ -85,7 +94,7 @@ int main(int argc, char** argv) {
     const HeadState gru_state = Advance(*gru, history, frames);
     const HeadState linear_state = Advance(*linear, history, frames);
     const torch::Tensor lengths = torch::full({1}, frames + 1, torch::kLong);
-    std::vector<double> gru_seconds, linear_seconds, softmax_seconds;
+    std::vector<double> gru_seconds, linear_seconds, read_seconds, softmax_seconds;
     // Softmax over 10,000 frames takes seconds a run: fewer rounds there.
     const int softmax_rounds = frames >= 5000 ? 3 : rounds;
     for (int round = 0; round <= rounds; ++round) {  // round 0 warms up
@@ -95,9 +104,13 @@ int main(int argc, char** argv) {
       start = Clock::now();
       (void)linear->StreamStep(next, linear_state);
       const double linear_step = SecondsSince(start);
+      start = Clock::now();
+      (void)same_bytes.sum().item<float>();
+      const double read = SecondsSince(start);
       if (round == 0) continue;
       gru_seconds.push_back(gru_step);
       linear_seconds.push_back(linear_step);
+      read_seconds.push_back(read);
       if (round <= softmax_rounds) {
         start = Clock::now();
         (void)softmax->Classify(history, lengths);
@@ -106,9 +119,11 @@ int main(int argc, char** argv) {
     }
     const double softmax_ms = 1e3 * Median(softmax_seconds);
     const double linear_ms = 1e3 * Median(linear_seconds);
+    const double read_ms = 1e3 * Median(read_seconds);
     std::cout << std::fixed << std::setprecision(2) << "| " << frames << " | "
-              << 1e3 * Median(gru_seconds) << " | " << linear_ms << " | " << softmax_ms << " | "
-              << std::setprecision(0) << softmax_ms / linear_ms << "x |\n"
+              << 1e3 * Median(gru_seconds) << " | " << linear_ms << " | " << read_ms << " | "
+              << linear_ms / read_ms << " | " << softmax_ms << " | " << std::setprecision(0)
+              << softmax_ms / linear_ms << "x |\n"
               << std::flush;
   }
   return 0;
