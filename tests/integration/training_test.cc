@@ -84,7 +84,9 @@ TEST_F(TrainingTest, EmbedIsTheServersTensorAndResumes) {
   const size_t finished = CachedEmbeddings(work).size();
   const std::string resumed = testing::RunCommand(embed + " 2>&1", &code);
   ASSERT_EQ(code, 0) << resumed;
-  if (finished > 0) EXPECT_THAT(resumed, HasSubstr(absl::StrCat(finished, " clips already")));
+  if (finished > 0) {
+    EXPECT_THAT(resumed, HasSubstr(absl::StrCat(finished, " clips already")));
+  }
   EXPECT_THAT(resumed, HasSubstr(absl::StrCat("embedded ", 40 - finished, " clips")));
 
   std::vector<fs::path> files = CachedEmbeddings(work);
