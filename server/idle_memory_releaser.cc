@@ -24,6 +24,8 @@ IdleMemoryReleaser::IdleMemoryReleaser(std::function<bool()> busy, absl::Duratio
 
 void IdleMemoryReleaser::LimitArenas(int arenas) { mallopt(M_ARENA_MAX, arenas); }
 
+void IdleMemoryReleaser::TrimNow() { malloc_trim(0); }
+
 IdleMemoryReleaser::~IdleMemoryReleaser() {
   stop_.Notify();
   thread_.join();

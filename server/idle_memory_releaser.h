@@ -32,6 +32,10 @@ class IdleMemoryReleaser {
   // Caps glibc's malloc arenas at `arenas` (it makes up to 8 per core), so that fewer arenas
   // hold on to freed memory between trims. Call before the threads that allocate start.
   static void LimitArenas(int arenas);
+
+  // Trims the heap once, now: after loading the models, whose preparation (the fused backbone's
+  // folding) frees temporaries that glibc would otherwise keep until the first load ends.
+  static void TrimNow();
   IdleMemoryReleaser(const IdleMemoryReleaser&) = delete;
   IdleMemoryReleaser& operator=(const IdleMemoryReleaser&) = delete;
 

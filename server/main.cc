@@ -119,6 +119,7 @@ int Run(const ServerFlags& flags) {
     return 1;
   }
   LogModels(**repository);
+  IdleMemoryReleaser::TrimNow();
 
   absl::StatusOr<media::UriAllowlist> allowlist = media::UriAllowlist::Parse(flags.allow_uri);
   if (!allowlist.ok()) {
