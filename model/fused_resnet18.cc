@@ -6,24 +6,23 @@ namespace vidclf::model {
 
 FusedResNet18::FusedResNet18(const ResNet18& resnet, const torch::Device& device,
                              torch::Dtype dtype, bool channels_last)
-    : device_(device),
-      dtype_(dtype),
-      channels_last_(channels_last),
+    : channels_last_(channels_last),
       onednn_(device.is_cpu() && dtype == torch::kFloat && at::hasMKLDNN()) {
   torch::NoGradGuard no_grad;
-  stem_ = Fold(*resnet->conv1, *resnet->bn1);
+  const torch::TensorOptions placement = torch::TensorOptions().device(device).dtype(dtype);
+  stem_ = Fold(*resnet->conv1, *resnet->bn1, placement);
   for (const torch::nn::Sequential* stage :
        {&resnet->layer1, &resnet->layer2, &resnet->layer3, &resnet->layer4}) {
     for (const auto& child : (*stage)->children()) {
       const auto& block = *child->as<BasicBlockImpl>();
       Block folded;
-      folded.conv1 = Fold(*block.conv1, *block.bn1);
-      folded.conv2 = Fold(*block.conv2, *block.bn2);
+      folded.conv1 = Fold(*block.conv1, *block.bn1, placement);
+      folded.conv2 = Fold(*block.conv2, *block.bn2, placement);
       if (!block.downsample.is_empty()) {
         torch::nn::Sequential downsample = block.downsample;  // a handle; operator[] is not const
         folded.has_downsample = true;
         folded.downsample = Fold(*downsample[0]->as<torch::nn::Conv2dImpl>(),
-                                 *downsample[1]->as<torch::nn::BatchNorm2dImpl>());
+                                 *downsample[1]->as<torch::nn::BatchNorm2dImpl>(), placement);
       }
       blocks_.push_back(std::move(folded));
     }
@@ -31,7 +30,8 @@ FusedResNet18::FusedResNet18(const ResNet18& resnet, const torch::Device& device
 }
 
 FusedResNet18::FoldedConv FusedResNet18::Fold(const torch::nn::Conv2dImpl& conv,
-                                              const torch::nn::BatchNorm2dImpl& norm) const {
+                                              const torch::nn::BatchNorm2dImpl& norm,
+                                              const torch::TensorOptions& placement) const {
   // Folded in float64, so that the folding itself adds no rounding.
   const torch::Tensor weight = conv.weight.to(torch::kCPU, torch::kDouble);
   TORCH_CHECK(weight.size(2) == weight.size(3) && weight.size(2) % 2 == 1,
@@ -42,10 +42,10 @@ FusedResNet18::FoldedConv FusedResNet18::Fold(const torch::nn::Conv2dImpl& conv,
   FoldedConv folded;
   folded.stride = (*conv.options.stride())[0];
   folded.padding = weight.size(2) / 2;  // torchvision pads every convolution to keep its centre
-  folded.weight = (weight * scale.view({-1, 1, 1, 1})).to(device_, dtype_).contiguous();
+  folded.weight = (weight * scale.view({-1, 1, 1, 1})).to(placement).contiguous();
   folded.bias = (norm.bias.to(torch::kCPU, torch::kDouble) -
                  norm.running_mean.to(torch::kCPU, torch::kDouble) * scale)
-                    .to(device_, dtype_);
+                    .to(placement);
   if (onednn_) {
     folded.weight = at::mkldnn_reorder_conv2d_weight(folded.weight.to_mkldnn(),
                                                      {folded.padding, folded.padding},

@@ -44,11 +44,11 @@ class FusedResNet18 {
     FoldedConv downsample;
   };
 
-  FoldedConv Fold(const torch::nn::Conv2dImpl& conv, const torch::nn::BatchNorm2dImpl& norm) const;
+  // `placement`: the device and dtype the folded weights go to.
+  FoldedConv Fold(const torch::nn::Conv2dImpl& conv, const torch::nn::BatchNorm2dImpl& norm,
+                  const torch::TensorOptions& placement) const;
   torch::Tensor Convolve(const torch::Tensor& x, const FoldedConv& conv) const;
 
-  torch::Device device_;
-  torch::Dtype dtype_;
   bool channels_last_;
   bool onednn_;
   FoldedConv stem_;

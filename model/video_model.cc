@@ -292,9 +292,12 @@ absl::StatusOr<torch::Tensor> VideoModel::Embed(const torch::Tensor& frames,
     std::vector<torch::Tensor> chunks;
     for (const torch::Tensor& chunk : frames.split(max_batch_frames)) {
       torch::Tensor input = chunk.to(device_, backbone_dtype_);
-      if (channels_last_) input = input.contiguous(torch::MemoryFormat::ChannelsLast);
+      // The fused backbone lays out its input itself (oneDNN's own layout on the CPU).
       const torch::Tensor embeddings =
-          fused_backbone_ ? fused_backbone_->forward(input) : backbone_->forward(input);
+          fused_backbone_
+              ? fused_backbone_->forward(input)
+              : backbone_->forward(
+                    channels_last_ ? input.contiguous(torch::MemoryFormat::ChannelsLast) : input);
       chunks.push_back(embeddings.to(torch::kCPU, torch::kFloat));
     }
     return torch::cat(chunks);

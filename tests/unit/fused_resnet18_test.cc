@@ -3,11 +3,7 @@
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <string>
 #include <thread>
-
-#include "model/video_model.h"
 
 namespace vidclf::model {
 namespace {
@@ -70,34 +66,6 @@ TEST(FusedResNet18, OneDnnKernelsMatchTheEagerModelWithin1e4) {
   other.join();
   EXPECT_TRUE(torch::equal(first, second));
   EXPECT_THROW(fused.forward(torch::randn({3, 64, 64})), c10::Error);
-}
-
-TEST(FusedResNet18, VideoModelEmbedsLikeTheEagerBackboneAndReleasesIt) {
-  ModelConfig config;
-  config.name = "tiny";
-  config.version = "1";
-  config.labels = {"a", "b"};
-  config.input.num_frames = 4;
-  config.input.resize_shorter_side = 40;
-  config.input.crop_size = 32;
-  const std::string dir = ::testing::TempDir() + "/vidclf_fused_" + std::to_string(::getpid());
-  torch::manual_seed(22);
-  ASSERT_TRUE((*VideoModel::Create(config))->Save(dir).ok());
-  InferenceOptions options;
-  options.channels_last = true;
-  options.fuse_backbone = true;
-  auto fused = VideoModel::Load(dir, options);
-  auto eager = VideoModel::Load(dir);
-  ASSERT_TRUE(fused.ok() && eager.ok());
-  EXPECT_TRUE((*fused)->fused_backbone());
-  const torch::Tensor frames = torch::randn({5, 3, 32, 32});
-  auto a = (*fused)->Embed(frames, /*max_batch_frames=*/2);
-  auto b = (*eager)->Embed(frames);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_LT(RelativeError(*a, *b), 1e-4);
-  EXPECT_THROW((*fused)->backbone(), c10::Error);
-  EXPECT_EQ((*fused)->Save(dir).code(), absl::StatusCode::kFailedPrecondition);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -245,5 +245,24 @@ TEST_F(VideoModelTest, ChannelsLastEmbedsLikeNchw) {
   EXPECT_EQ((*nhwc)->Save(dir_.string()).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(VideoModelTest, FusedBackboneEmbedsLikeTheEagerOneAndIsReleased) {
+  torch::manual_seed(22);
+  ASSERT_TRUE((*VideoModel::Create(config_))->Save(dir_.string()).ok());
+  InferenceOptions options;
+  options.channels_last = true;
+  options.fuse_backbone = true;
+  auto fused = VideoModel::Load(dir_.string(), options);
+  auto eager = VideoModel::Load(dir_.string());
+  ASSERT_TRUE(fused.ok() && eager.ok());
+  EXPECT_TRUE((*fused)->fused_backbone());
+  const torch::Tensor frames = torch::randn({5, 3, 32, 32});
+  auto a = (*fused)->Embed(frames, /*max_batch_frames=*/2);
+  auto b = (*eager)->Embed(frames);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_LT(((*a - *b).abs().max() / b->abs().max()).item<double>(), 1e-4);
+  EXPECT_THROW((*fused)->backbone(), c10::Error);
+  EXPECT_EQ((*fused)->Save(dir_.string()).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace vidclf::model
