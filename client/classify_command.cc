@@ -143,6 +143,11 @@ void AddClassifyOptions(CLI::App* command, ClassifyOptions* options) {
                       "Distance between frames, for --sampling window.");
   command->add_option("--start-seconds", options->start_seconds,
                       "Start of the window, for --sampling window.");
+  command->add_flag("--snap-to-keyframes", options->snap_to_keyframes,
+                    "Fast decoding, for uniform sampling: take the keyframe nearest each "
+                    "segment's centre when the segment holds one.");
+  command->add_flag("--skip-loop-filter", options->skip_loop_filter,
+                    "Fast decoding: skip the decoder's deblocking filter (blockier frames).");
   command->add_option("--attention", options->attention,
                       "Attention to run a transformer model with instead of its own, if its "
                       "bundle allows.");
@@ -171,6 +176,8 @@ vidclf::v1::ClassifyRequest SettingsFrom(const ClassifyOptions& options) {
   sampling->set_frames_per_second(options.fps);
   sampling->set_stride_frames(static_cast<uint32_t>(std::max(0, options.stride_frames)));
   sampling->set_start_seconds(options.start_seconds);
+  sampling->set_snap_to_keyframes(options.snap_to_keyframes);
+  sampling->set_skip_loop_filter(options.skip_loop_filter);
   request.set_attention(options.attention);
   return request;
 }

@@ -22,6 +22,9 @@ struct ClassifyOptions {
   double fps = 0;
   int stride_frames = 0;
   double start_seconds = 0;
+  // Fast decoding, opt-in (SamplingOptions in the proto).
+  bool snap_to_keyframes = false;
+  bool skip_loop_filter = false;
   // Attention to run a transformer model with instead of its own, if its bundle allows.
   std::string attention;
   bool json = false;

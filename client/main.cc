@@ -2,7 +2,8 @@
 //
 //   vidclf classify FILE|URI [--server ADDR] [--model NAME] [--top-k K] [--num-frames N]
 //                   [--sampling uniform|fps|window|all] [--fps R] [--stride-frames S]
-//                   [--start-seconds T] [--attention TYPE] [--json]
+//                   [--start-seconds T] [--snap-to-keyframes] [--skip-loop-filter]
+//                   [--attention TYPE] [--json]
 //   vidclf classify --from-list LIST [--shard I/N] [--output FILE] [the options of classify]
 //   vidclf upload FILE|- [the options of classify] [--chunk-kib K]
 //   vidclf stream SOURCE [--server ADDR] [--model NAME] [--attention TYPE] [--top-k K]

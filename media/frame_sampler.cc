@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,10 @@ absl::Status ValidateSamplingOptions(const SamplingOptions& options) {
       !(std::isfinite(options.frames_per_second) && options.frames_per_second > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("fps sampling needs frames_per_second > 0; got ", options.frames_per_second));
+  }
+  if (options.snap_to_keyframes && options.strategy != SamplingStrategy::kUniform) {
+    return absl::InvalidArgumentError(
+        "snap_to_keyframes applies to uniform sampling only, whose segments it snaps within");
   }
   if (options.strategy == SamplingStrategy::kWindow) {
     if (options.stride_frames < 1) {
@@ -54,6 +59,27 @@ std::vector<int64_t> UniformSampleIndices(int64_t total_frames, int64_t num_samp
     indices.push_back(((2 * i + 1) * total_frames) / (2 * num_samples));
   }
   return indices;
+}
+
+std::vector<int64_t> SnapToKeyframes(std::vector<int64_t> uniform, int64_t total_frames,
+                                     const std::vector<int64_t>& keyframes) {
+  const auto n = static_cast<int64_t>(uniform.size());
+  if (n == 0 || n >= total_frames) return uniform;  // every frame is kept already
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t begin = i * total_frames / n;
+    const int64_t end = (i + 1) * total_frames / n;
+    const int64_t centre = uniform[i];
+    // The keyframes either side of the centre, within the segment.
+    const auto after = std::lower_bound(keyframes.begin(), keyframes.end(), centre);
+    int64_t best = -1;
+    if (after != keyframes.end() && *after < end) best = *after;
+    if (after != keyframes.begin() && *std::prev(after) >= begin &&
+        (best < 0 || centre - *std::prev(after) <= best - centre)) {
+      best = *std::prev(after);
+    }
+    if (best >= 0) uniform[i] = best;
+  }
+  return uniform;
 }
 
 std::vector<int64_t> SampleFrameIndices(const std::vector<double>& timestamps_seconds,

@@ -33,6 +33,16 @@ struct SamplingOptions {
   int stride_frames = 1;
   // kWindow: presentation time of the window's first frame; must be >= 0.
   double start_seconds = 0.0;
+
+  // Fast decoding, opt-in: the defaults decode exactly the frames asked for, as in training.
+  // kUniform only: in each of the num_frames equal segments, take the keyframe nearest the
+  // segment's centre when the segment holds one, instead of the centre frame. A keyframe needs no
+  // other frame decoded, so when keyframes come at least once a segment only keyframes are
+  // decoded; segments without one keep their centre frame.
+  bool snap_to_keyframes = false;
+  // Skip the decoder's in-loop deblocking filter (H.264, HEVC, VP9...): less work per frame,
+  // slightly blockier pixels, and drift until the next keyframe.
+  bool skip_loop_filter = false;
 };
 
 // "uniform", "fps", "window" or "all"; INVALID_ARGUMENT otherwise, listing the names.
@@ -46,6 +56,13 @@ absl::Status ValidateSamplingOptions(const SamplingOptions& options);
 // frame is used twice; when the video has fewer frames than asked for, every frame is returned.
 // `num_samples` <= 0 also returns every frame.
 std::vector<int64_t> UniformSampleIndices(int64_t total_frames, int64_t num_samples);
+
+// `uniform` (UniformSampleIndices(total_frames, its size)) with each index moved to the keyframe
+// nearest to it within its own segment [floor(i * total / n), floor((i + 1) * total / n)), when
+// that segment holds one. `keyframes`: presentation indices, increasing. Still strictly
+// increasing, since segments do not overlap.
+std::vector<int64_t> SnapToKeyframes(std::vector<int64_t> uniform, int64_t total_frames,
+                                     const std::vector<int64_t>& keyframes);
 
 // The frames `options` keeps, as strictly increasing indices into `timestamps_seconds` (the
 // presentation time of every frame of the video, in presentation order, non-decreasing).

@@ -133,6 +133,10 @@ absl::StatusOr<ListedVideo> ListVideo(AVFormatContext* format, Clock::time_point
                                                      options.max_duration_seconds, " s"));
   }
   listed.wanted = SampleFrameIndices(listed.times, options.sampling);
+  if (options.sampling.snap_to_keyframes) {
+    listed.wanted =
+        SnapToKeyframes(std::move(listed.wanted), listed.table.count, listed.table.keyframes);
+  }
   if (listed.wanted.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "no frame matches the sampling: the video ends at ", listed.times.back(), " s"));

@@ -73,8 +73,9 @@ class SampledDecode {
         highest_sent = -1;
         continue;
       }
+      int64_t index = -1;
       if (by_timestamp_) {
-        const int64_t index = IndexOf(packet->pts);
+        index = IndexOf(packet->pts);
         highest_sent = std::max(highest_sent, index);
         if (options.skip_unwanted_non_reference_frames) {
           // Read by the decoder for this packet (frame threads copy it at submission).
@@ -88,6 +89,11 @@ class SampledDecode {
         return AvError(absl::StatusCode::kInvalidArgument, "video decoding failed", sent);
       }
       if (auto status = Drain(decoder, frame.get()); !status.ok()) return status;
+      if (can_seek_ && !done() && index == wanted_[next_wanted_] &&
+          JumpAfterWanted(decoder, highest_sent)) {
+        if (auto status = Drain(decoder, frame.get()); !status.ok()) return status;
+        avcodec_flush_buffers(decoder);
+      }
       if (auto status = CancellationStatus(options); !status.ok()) return status;
       if (PastBudget(deadline)) {
         return BudgetExceeded(
@@ -115,6 +121,27 @@ class SampledDecode {
     highest_sent = keyframe - 1;
     seek_target_ = keyframe;
     ++clip_.seeks;
+  }
+
+  // Called once the packet of the next wanted frame is sent. A decoder holds frames back (for
+  // reordering, and one per frame thread) until later packets push them out; when no later packet
+  // is needed, because this frame is the last wanted or the next lies past a keyframe ahead, the
+  // reader jumps there now and the decoder is told the input ended, so that it hands the frame
+  // out without decoding the packets after it. True when the caller must drain and flush.
+  bool JumpAfterWanted(AVCodecContext* decoder, int64_t& highest_sent) {
+    if (next_wanted_ + 1 < wanted_.size()) {
+      const int64_t target = wanted_[next_wanted_ + 1];
+      const auto after = std::upper_bound(table_.keyframes.begin(), table_.keyframes.end(), target);
+      if (after == table_.keyframes.begin()) return false;
+      const int64_t keyframe = *std::prev(after);
+      if (keyframe <= highest_sent + 1) return false;
+      if (!reader_.SeekToKeyframe(table_.pts[keyframe])) return false;
+      highest_sent = keyframe - 1;
+      seek_target_ = keyframe;
+      ++clip_.seeks;
+    }
+    avcodec_send_packet(decoder, nullptr);
+    return true;
   }
 
   // Checks the first packet after a seek. Demuxers without an index (MPEG-TS, and Matroska
@@ -210,6 +237,8 @@ absl::StatusOr<DecodedClip> DecodeListed(const ListedVideo& listed, const AVForm
     auto decoder = OpenVideoDecoder(video, listed.stream.codec, options.decoder_threads,
                                     options.max_frame_side);
     if (!decoder.ok()) return decoder.status();
+    // Frame threads copy it into their contexts with each packet.
+    if (options.sampling.skip_loop_filter) (*decoder)->skip_loop_filter = AVDISCARD_ALL;
 
     FrameConverter converter(options.preprocess);
     converter.set_rotation(ClockwiseRotation(video));

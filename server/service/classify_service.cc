@@ -72,6 +72,8 @@ absl::StatusOr<media::SamplingOptions> SamplingFromRequest(const vidclf::v1::Sam
   sampling.stride_frames =
       std::max(1, static_cast<int>(std::min<uint32_t>(in.stride_frames(), 1 << 20)));
   sampling.start_seconds = in.start_seconds();
+  sampling.snap_to_keyframes = in.snap_to_keyframes();
+  sampling.skip_loop_filter = in.skip_loop_filter();
   if (auto status = media::ValidateSamplingOptions(sampling); !status.ok()) return status;
   return sampling;
 }

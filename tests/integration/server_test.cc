@@ -428,6 +428,37 @@ TEST_F(ServerTest, SamplesAsTheRequestAsks) {
   EXPECT_THAT(status.error_message(), HasSubstr("unknown sampling strategy \"random\""));
 }
 
+// Fast decoding is opt-in: snapping moves each uniform sample to the keyframe in its segment.
+TEST_F(ServerTest, DecodesFastOnlyWhenAsked) {
+  const std::string path = *dir_ + "/keyframes.mp4";  // 20 frames at 10 fps, a keyframe every 5
+  testing::MakeVideo(
+      "-f lavfi -i testsrc2=size=160x120:rate=10 -frames:v 20 -c:v libx264 "
+      "-x264-params keyint=5:min-keyint=5:scenecut=0",
+      path);
+  v1::ClassifyRequest request;
+  request.set_video(testing::ReadFile(path));
+  request.mutable_sampling()->set_num_frames(4);
+  v1::ClassifyResponse response;
+  grpc::Status status = Call(request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(response.frame_timestamps_seconds(),
+              ElementsAre(DoubleNear(0.2, 1e-6), DoubleNear(0.7, 1e-6), DoubleNear(1.2, 1e-6),
+                          DoubleNear(1.7, 1e-6)));
+
+  request.mutable_sampling()->set_snap_to_keyframes(true);
+  request.mutable_sampling()->set_skip_loop_filter(true);
+  status = Call(request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(response.frame_timestamps_seconds(),
+              ElementsAre(DoubleNear(0.0, 1e-6), DoubleNear(0.5, 1e-6), DoubleNear(1.0, 1e-6),
+                          DoubleNear(1.5, 1e-6)));
+
+  request.mutable_sampling()->set_strategy("window");
+  status = Call(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("snap_to_keyframes applies to uniform sampling"));
+}
+
 TEST_F(ServerTest, RefusesBadInputAndKeepsServing) {
   v1::ClassifyResponse response;
   v1::ClassifyRequest empty;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -17,6 +18,7 @@
 namespace vidclf::media {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
@@ -238,6 +240,67 @@ INSTANTIATE_TEST_SUITE_P(
       std::replace(name.begin(), name.end(), '.', '_');
       return name;
     });
+
+// Snapping to keyframes takes the keyframe nearest each segment's centre, decodes less than the
+// exact sampling, and gives the same pixels for those frames as decoding every frame does.
+TEST_F(ClipDecoderTest, SnappingToKeyframesDecodesKeyframes) {
+  const std::string bytes =
+      Video("snap.mp4",
+            "-f lavfi -i testsrc2=size=96x64:rate=30 -frames:v 300 -c:v libx264 "
+            "-bf 3 -g 20");
+  ClipOptions exact = SmallFrames(/*num_frames=*/6);
+  exact.decoder_threads = 1;
+  ClipOptions snapped = exact;
+  snapped.sampling.snap_to_keyframes = true;
+  absl::StatusOr<DecodedClip> fast = DecodeClip(bytes, snapped);
+  absl::StatusOr<DecodedClip> slow = DecodeClip(bytes, exact);
+  ASSERT_TRUE(fast.ok() && slow.ok()) << fast.status() << slow.status();
+  // Segments of 50 frames with centres 25, 75, ...; keyframes every 20 frames.
+  EXPECT_THAT(fast->frame_indices, ElementsAre(20, 80, 120, 180, 220, 280));
+  // Each is a keyframe whose GOP holds no other wanted frame: the decoder is drained right after
+  // it, so nothing else is decoded.
+  EXPECT_EQ(fast->frames_decoded, 6);
+  EXPECT_LT(fast->frames_decoded, slow->frames_decoded);
+
+  ClipOptions every_frame = exact;
+  every_frame.sampling.strategy = SamplingStrategy::kAll;
+  every_frame.sampling.num_frames = 0;
+  absl::StatusOr<DecodedClip> all = DecodeClip(bytes, every_frame);
+  ASSERT_TRUE(all.ok()) << all.status();
+  const int64_t floats = static_cast<int64_t>(fast->pixels.size()) / 6;
+  for (int64_t i = 0; i < 6; ++i) {
+    EXPECT_TRUE(std::equal(fast->pixels.begin() + i * floats,
+                           fast->pixels.begin() + (i + 1) * floats,
+                           all->pixels.begin() + fast->frame_indices[i] * floats))
+        << "frame " << fast->frame_indices[i];
+  }
+}
+
+// Skipping the loop filter changes the pixels a little, and only when asked for.
+TEST_F(ClipDecoderTest, SkippingTheLoopFilterIsOptInAndClose) {
+  const std::string bytes =
+      Video("deblock.mp4",
+            "-f lavfi -i testsrc2=size=160x96:rate=30 -frames:v 60 -c:v libx264 "
+            "-crf 40 -g 60");
+  ClipOptions exact = SmallFrames(/*num_frames=*/4);
+  ClipOptions skipped = exact;
+  skipped.sampling.skip_loop_filter = true;
+  absl::StatusOr<DecodedClip> filtered = DecodeClip(bytes, exact);
+  absl::StatusOr<DecodedClip> again = DecodeClip(bytes, exact);
+  absl::StatusOr<DecodedClip> unfiltered = DecodeClip(bytes, skipped);
+  ASSERT_TRUE(filtered.ok() && again.ok() && unfiltered.ok());
+  EXPECT_EQ(filtered->pixels, again->pixels);
+  EXPECT_EQ(unfiltered->frame_indices, filtered->frame_indices);
+  ASSERT_EQ(unfiltered->pixels.size(), filtered->pixels.size());
+  double total_difference = 0;
+  for (size_t i = 0; i < filtered->pixels.size(); ++i) {
+    total_difference += std::abs(unfiltered->pixels[i] - filtered->pixels[i]);
+  }
+  const double mean_difference = total_difference / filtered->pixels.size();
+  EXPECT_GT(mean_difference, 0);
+  // Normalised pixels span about 4 units; deblocking moves them by a small fraction of it.
+  EXPECT_LT(mean_difference, 0.1);
+}
 
 // Converting on a thread of its own while decoding goes on must keep every frame as converting
 // on the decoding thread does, with frame threads and without.

@@ -38,6 +38,44 @@ TEST(UniformSampleIndices, IsStrictlyIncreasingAndInRange) {
   }
 }
 
+TEST(SnapToKeyframes, TakesTheKeyframeNearestTheCentreWithinEachSegment) {
+  // 100 frames in 4 segments [0, 25), [25, 50), [50, 75), [75, 100); centres 12, 37, 62, 87.
+  // Segment 1 holds keyframes 30 and 45: 30 is nearer 37. Segment 2 holds none. Segment 3 holds
+  // 80 and 94, equally near 87: the earlier wins. Keyframe 0 is the nearest to 12.
+  EXPECT_THAT(SnapToKeyframes(UniformSampleIndices(100, 4), 100, {0, 30, 45, 80, 94}),
+              ElementsAre(0, 30, 62, 80));
+  // A keyframe just outside a segment is not taken, even when it is the nearest.
+  EXPECT_THAT(SnapToKeyframes(UniformSampleIndices(100, 4), 100, {25, 50}),
+              ElementsAre(12, 25, 50, 87));
+  EXPECT_THAT(SnapToKeyframes(UniformSampleIndices(100, 4), 100, {}), ElementsAre(12, 37, 62, 87));
+}
+
+TEST(SnapToKeyframes, KeepsEveryFrameOfAShortVideo) {
+  EXPECT_THAT(SnapToKeyframes(UniformSampleIndices(3, 8), 3, {0}), ElementsAre(0, 1, 2));
+}
+
+TEST(SnapToKeyframes, StaysStrictlyIncreasingWithAKeyframeInEverySegment) {
+  std::vector<int64_t> keyframes;
+  for (int64_t k = 0; k < 1001; k += 7) keyframes.push_back(k);
+  const std::vector<int64_t> snapped =
+      SnapToKeyframes(UniformSampleIndices(1001, 16), 1001, keyframes);
+  ASSERT_EQ(snapped.size(), 16u);
+  for (size_t i = 0; i < snapped.size(); ++i) {
+    EXPECT_EQ(snapped[i] % 7, 0) << i;
+    if (i > 0) {
+      EXPECT_GT(snapped[i], snapped[i - 1]);
+    }
+  }
+}
+
+TEST(SnapToKeyframes, IsForUniformSamplingOnly) {
+  SamplingOptions options;
+  options.snap_to_keyframes = true;
+  EXPECT_TRUE(ValidateSamplingOptions(options).ok());
+  options.strategy = SamplingStrategy::kWindow;
+  EXPECT_EQ(ValidateSamplingOptions(options).code(), absl::StatusCode::kInvalidArgument);
+}
+
 std::vector<double> Times(std::initializer_list<double> seconds) { return seconds; }
 
 TEST(SampleFrameIndices, FpsKeepsTheFirstFrameOfEachInterval) {
