@@ -25,9 +25,10 @@ namespace vidclf::media {
 class FrameSink {
  public:
   virtual ~FrameSink() = default;
-  // A decoding pass begins: the frames given before are void. A second pass happens rarely, when
-  // a decoder rewrites timestamps and frames must be counted instead.
-  virtual void StartPass() {}
+  // A decoding pass begins, which hands over at most `frames` frames: the frames given before are
+  // void. A second pass happens rarely, when a decoder rewrites timestamps and frames must be
+  // counted instead.
+  virtual void StartPass(int64_t /*frames*/) {}
   // Frame `slot` (0, 1, ... in presentation order) is converted; `pixels` holds its
   // FrameConverter::output_floats() floats and is valid only during the call. Called from one
   // thread at a time. An error stops the decoding with it.

@@ -248,7 +248,7 @@ absl::StatusOr<DecodedClip> DecodeListed(const ListedVideo& listed, const AVForm
     clip.source_width = video.codecpar->width;
     clip.source_height = video.codecpar->height;
     FrameSink* const sink = options.frame_sink;
-    if (sink != nullptr) sink->StartPass();
+    if (sink != nullptr) sink->StartPass(static_cast<int64_t>(listed.wanted.size()));
     const int64_t slots =
         sink == nullptr ? static_cast<int64_t>(listed.wanted.size())
                         : std::min<int64_t>(listed.wanted.size(), SampledDecode::kSinkRingFrames);

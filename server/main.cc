@@ -83,6 +83,7 @@ engine::EngineOptions EngineOptionsFromFlags(const ServerFlags& flags, int cores
   options.decode_slots = flags.decode_slots;
   options.batching.max_batch_frames = flags.max_batch_frames;
   options.batching.max_queue_delay = absl::Microseconds(flags.max_queue_delay_us);
+  options.batching.embed_while_decoding = flags.embed_while_decoding;
   options.admission.max_inflight_calls = flags.max_inflight_requests;
   options.admission.max_inflight_bytes = static_cast<int64_t>(flags.max_inflight_mib) << 20;
   options.decode.max_input_bytes = static_cast<int64_t>(flags.max_upload_mib) << 20;

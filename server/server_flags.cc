@@ -53,6 +53,9 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "Longest a frame waits for others to join its batch while calls are decoding.")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--embed-while-decoding", flags->embed_while_decoding,
+               "Embed a call's frames as they are decoded instead of once its decoder is done "
+               "(which answered one call at a time sooner on two cores).");
   app.add_option("--max-inflight-requests", flags->max_inflight_requests,
                  "Calls in flight at once; past it, calls get RESOURCE_EXHAUSTED at once.")
       ->capture_default_str()

@@ -80,44 +80,75 @@ void BackboneBatcher::Loop() {
       mutex_.Lock();
     }
     if (stopping_) return;
-    // The queue whose oldest frame has waited longest goes first.
-    auto oldest = queues_.end();
-    for (auto it = queues_.begin(); it != queues_.end(); ++it) {
-      if (it->second.empty()) continue;
-      if (oldest == queues_.end() ||
-          it->second.front().enqueued < oldest->second.front().enqueued) {
-        oldest = it;
-      }
-    }
-    if (oldest == queues_.end()) continue;
-    Queue& queue = oldest->second;
-    const absl::Time due = queue.front().enqueued + options_.max_queue_delay;
-    const bool full = static_cast<int>(queue.size()) >= options_.max_batch_frames;
-    if (!full && absl::Now() < due && decoding_calls_() > 0) {
-      // Wait for more frames to join, or for the delay to pass.
-      const int64_t seen = arrivals_;
-      struct Arrived {
-        BackboneBatcher* self;
-        int64_t seen;
-      } arrived{this, seen};
-      mutex_.AwaitWithDeadline(absl::Condition(
-                                   +[](Arrived* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                     return a->self->stopping_ || a->self->arrivals_ != a->seen;
-                                   },
-                                   &arrived),
-                               due);
+    absl::Time oldest_time;
+    const auto chosen = NextQueue(&oldest_time);
+    if (chosen == queues_.end()) {
+      AwaitChange(absl::InfiniteFuture());
       continue;
     }
-    const size_t take = std::min<size_t>(queue.size(), options_.max_batch_frames);
+    Queue& queue = chosen->second;
+    const bool full = static_cast<int>(queue.size()) >= options_.max_batch_frames;
+    const absl::Time due = oldest_time + options_.max_queue_delay;
+    if (!full && absl::Now() < due && decoding_calls_() > 0) {
+      AwaitChange(due);  // for more frames to join, or for the delay to pass
+      continue;
+    }
+    size_t ready = queue.size();
+    if (!full) {
+      // Only frames whose owner has stopped decoding go (decoding never starts again).
+      ready = std::stable_partition(queue.begin(), queue.end(),
+                                    [this](const Frame& f) { return !Held(f); }) -
+              queue.begin();
+    }
+    const size_t take = std::min<size_t>(ready, options_.max_batch_frames);
     std::vector<Frame> batch(std::make_move_iterator(queue.begin()),
                              std::make_move_iterator(queue.begin() + take));
     queue.erase(queue.begin(), queue.begin() + take);
-    if (queue.empty()) queues_.erase(oldest);  // a reloaded model's queue goes with it
+    if (queue.empty()) queues_.erase(chosen);  // a reloaded model's queue goes with it
     queued_ -= static_cast<int64_t>(take);
     mutex_.Unlock();
     Run(std::move(batch));
     mutex_.Lock();
   }
+}
+
+std::map<const model::VideoModel*, BackboneBatcher::Queue>::iterator BackboneBatcher::NextQueue(
+    absl::Time* oldest) {
+  auto chosen = queues_.end();
+  for (auto it = queues_.begin(); it != queues_.end(); ++it) {
+    const Queue& queue = it->second;
+    if (queue.empty()) continue;
+    auto first = queue.begin();
+    if (static_cast<int>(queue.size()) < options_.max_batch_frames) {
+      first = std::find_if(queue.begin(), queue.end(), [this](const Frame& f) { return !Held(f); });
+      if (first == queue.end()) continue;
+    }
+    if (chosen == queues_.end() || first->enqueued < *oldest) {
+      chosen = it;
+      *oldest = first->enqueued;
+    }
+  }
+  return chosen;
+}
+
+void BackboneBatcher::AwaitChange(absl::Time deadline) {
+  struct Seen {
+    BackboneBatcher* self;
+    int64_t arrivals;
+    int64_t decode_ends;
+  } seen{this, arrivals_, decode_ends_};
+  mutex_.AwaitWithDeadline(absl::Condition(
+                               +[](Seen* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                 return s->self->stopping_ || s->self->arrivals_ != s->arrivals ||
+                                        s->self->decode_ends_ != s->decode_ends;
+                               },
+                               &seen),
+                           deadline);
+}
+
+void BackboneBatcher::DecodingEnded() {
+  absl::MutexLock lock(&mutex_);
+  ++decode_ends_;
 }
 
 void BackboneBatcher::Run(std::vector<Frame> batch) {

@@ -44,6 +44,10 @@ class FrameOwner {
   virtual const model::VideoModel& model() const = 0;
   // Whether a frame queued during decoding pass `pass` is still wanted.
   virtual bool Wants(int pass) const = 0;
+  // Whether the owner's decoder is still producing frames. Its frames then wait for the rest (up
+  // to a full batch): embedding them now would take cores from that very decoder, and one batch
+  // of them all runs faster than several small ones.
+  virtual bool StillDecoding() const { return false; }
   // Exactly once for every frame queued: its embedding, [512] on the CPU, or why it has none
   // (CANCELLED when it was no longer wanted, or the backbone's error).
   virtual void Embedded(int pass, int64_t slot, absl::StatusOr<torch::Tensor> embedding,
@@ -58,6 +62,10 @@ struct BatcherOptions {
   // Intra-op threads the backbone may use (the machine's cores); it takes those that decoding
   // leaves free, at least one.
   int max_threads = 1;
+  // Embed a call's frames as they come, beside its decoder, instead of once it has handed over
+  // the last one (or they fill a batch). Waiting answered one call at a time sooner on two cores,
+  // where a decoder alone keeps them busy; overlapping may suit machines with cores to spare.
+  bool embed_while_decoding = false;
 };
 
 // Thread-safe.
@@ -75,6 +83,8 @@ class BackboneBatcher {
   // Queues a copy of one preprocessed frame at `pixels`, in media's layout ([crop, crop, 3] when
   // the model runs channels-last, else [3, crop, crop]). Never blocks.
   void Enqueue(std::shared_ptr<FrameOwner> owner, int pass, int64_t slot, const float* pixels);
+  // An owner's decoding ended: its frames may be batched now.
+  void DecodingEnded();
 
   int64_t queued_frames() const;
 
@@ -89,6 +99,16 @@ class BackboneBatcher {
   using Queue = std::deque<Frame>;
 
   void Loop();
+  // The queue to batch from next: among those holding a full batch or frames whose owner is no
+  // longer decoding, the one whose oldest such frame has waited longest. End when none.
+  std::map<const model::VideoModel*, Queue>::iterator NextQueue(absl::Time* oldest)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether `frame` waits for the rest of its call's frames.
+  bool Held(const Frame& frame) const {
+    return !options_.embed_while_decoding && frame.owner->StillDecoding();
+  }
+  // Waits until a frame arrives, a decode ends, the batcher stops, or `deadline` passes.
+  void AwaitChange(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Removes the frames their owners no longer want from every queue.
   std::vector<Frame> TakeUnwanted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Embeds `batch` (frames of one model) and answers their owners.
@@ -102,6 +122,7 @@ class BackboneBatcher {
   std::map<const model::VideoModel*, Queue> queues_ ABSL_GUARDED_BY(mutex_);
   int64_t queued_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t arrivals_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t decode_ends_ ABSL_GUARDED_BY(mutex_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   // The batcher thread's own.
   int threads_in_use_ = 0;

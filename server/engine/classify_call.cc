@@ -79,17 +79,23 @@ void ClassifyCall::Decode() {
     started = absl::Now();
     timings_.queue_seconds = absl::ToDoubleSeconds(started - admitted_);
   }
-  // A call decoding alone takes every core; calls decoding side by side share them.
+  // Calls decoding side by side share the cores. A call decoding alone runs two frame threads per
+  // core: a frame thread often waits for rows of the frame before it, and the extra threads fill
+  // those gaps (`vidclf-media-bench --threads 2,4` on 2 cores: every frame of 640x360 H.264 and
+  // VP9 decoded 6-8% faster with 4 threads than with 2).
+  still_decoding_ = true;
   const int decoding = ++engine_->calls_decoding_;
   const int cores = engine_->options().cores;
-  const media::ClipOptions clip = ClipOptionsFor(std::clamp(cores / decoding, 1, 16));
+  const int threads = decoding == 1 ? 2 * cores : cores / decoding;
+  const media::ClipOptions clip = ClipOptionsFor(std::clamp(threads, 1, 16));
   using pipeline::VideoSource;
   const VideoSource source = input_.stream != nullptr ? VideoSource::Stream(input_.stream.get())
                              : input_.uri.empty()
                                  ? VideoSource::Bytes(input_.video)
                                  : VideoSource::Uri(input_.uri, &engine_->options().uri_allowlist);
   absl::StatusOr<media::DecodedClip> decoded = source.Decode(clip);
-  --engine_->calls_decoding_;
+  DecodingOver();
+  engine_->batcher_.DecodingEnded();
   const double decode_seconds = absl::ToDoubleSeconds(absl::Now() - started);
   const double recent = engine_->recent_decode_seconds_.load();
   engine_->recent_decode_seconds_ =
@@ -113,21 +119,33 @@ void ClassifyCall::Decode() {
   if (move_on) MoveOn();
 }
 
-void ClassifyCall::StartPass() {
+void ClassifyCall::DecodingOver() {
+  if (still_decoding_.exchange(false)) --engine_->calls_decoding_;
+}
+
+void ClassifyCall::StartPass(int64_t frames) {
   absl::MutexLock lock(&mutex_);
   ++pass_;
+  frames_announced_ = frames;
+  frames_in_pass_ = 0;
   embeddings_.clear();
 }
 
 absl::Status ClassifyCall::Frame(int64_t slot, const float* pixels, double /*timestamp_seconds*/) {
   int pass = 0;
+  bool last = false;
   {
     absl::MutexLock lock(&mutex_);
     if (!failure_.ok()) return failure_;
     ++frames_out_;
     pass = pass_;
+    last = ++frames_in_pass_ == frames_announced_;
   }
+  // With the last frame, the cores go back to the backbone before the frame reaches it, so that
+  // the batch it completes runs on all of them.
+  if (last) DecodingOver();
   engine_->batcher_.Enqueue(shared_from_this(), pass, slot, pixels);
+  if (last) engine_->batcher_.DecodingEnded();
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -43,11 +44,12 @@ class ClassifyCall final : public FrameOwner,
   // FrameOwner.
   const model::VideoModel& model() const override { return *model_; }
   bool Wants(int pass) const override;
+  bool StillDecoding() const override { return still_decoding_; }
   void Embedded(int pass, int64_t slot, absl::StatusOr<torch::Tensor> embedding,
                 const BatchReport& report) override;
 
   // media::FrameSink, called by the decoder.
-  void StartPass() override;
+  void StartPass(int64_t frames) override;
   absl::Status Frame(int64_t slot, const float* pixels, double timestamp_seconds) override;
 
  private:
@@ -62,6 +64,9 @@ class ClassifyCall final : public FrameOwner,
   // The clip options for this call: the engine's, the call's sampling and deadline, the model's
   // preprocessing, this call's cancellation and sink, and `decoder_threads`.
   media::ClipOptions ClipOptionsFor(int decoder_threads) const;
+  // Gives the decoder's cores back to the backbone, once: when the pass's last frame arrives
+  // (the decoder then only winds down), or when decoding ends.
+  void DecodingOver();
 
   ClassifyEngine* const engine_;
   const ClassifyInput input_;
@@ -70,6 +75,7 @@ class ClassifyCall final : public FrameOwner,
   const std::shared_ptr<Admission> admission_;
   const absl::Time admitted_;
   CancellationToken cancellation_;
+  std::atomic<bool> still_decoding_{false};
 
   mutable absl::Mutex mutex_;
   int64_t bytes_held_ ABSL_GUARDED_BY(mutex_);
@@ -77,9 +83,11 @@ class ClassifyCall final : public FrameOwner,
   bool decode_started_ ABSL_GUARDED_BY(mutex_) = false;
   bool decode_over_ ABSL_GUARDED_BY(mutex_) = false;
   bool moved_on_ ABSL_GUARDED_BY(mutex_) = false;
-  absl::Status failure_ ABSL_GUARDED_BY(mutex_);    // the first error met
-  int pass_ ABSL_GUARDED_BY(mutex_) = 0;            // the decoder's current pass
-  int64_t frames_out_ ABSL_GUARDED_BY(mutex_) = 0;  // queued for the backbone, not yet back
+  absl::Status failure_ ABSL_GUARDED_BY(mutex_);          // the first error met
+  int pass_ ABSL_GUARDED_BY(mutex_) = 0;                  // the decoder's current pass
+  int64_t frames_out_ ABSL_GUARDED_BY(mutex_) = 0;        // queued for the backbone, not yet back
+  int64_t frames_announced_ ABSL_GUARDED_BY(mutex_) = 0;  // by the decoder, for this pass
+  int64_t frames_in_pass_ ABSL_GUARDED_BY(mutex_) = 0;
   std::vector<torch::Tensor> embeddings_ ABSL_GUARDED_BY(mutex_);  // by slot
   media::DecodedClip clip_ ABSL_GUARDED_BY(mutex_);                // without pixels
   ClassifyResult timings_ ABSL_GUARDED_BY(mutex_);  // the stage times gathered so far

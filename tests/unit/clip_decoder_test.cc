@@ -423,8 +423,9 @@ class RecordingSink : public FrameSink {
   explicit RecordingSink(int64_t frame_floats, CancellationToken* cancel_after_first = nullptr)
       : frame_floats_(frame_floats), cancel_after_first_(cancel_after_first) {}
 
-  void StartPass() override {
+  void StartPass(int64_t frames_announced) override {
     ++passes;
+    announced = frames_announced;
     frames.clear();
   }
   absl::Status Frame(int64_t slot, const float* pixels, double timestamp_seconds) override {
@@ -438,6 +439,7 @@ class RecordingSink : public FrameSink {
   }
 
   int passes = 0;
+  int64_t announced = -1;
   std::vector<int64_t> slots;
   std::vector<double> times;
   std::vector<std::vector<float>> frames;
@@ -465,6 +467,7 @@ TEST_F(ClipDecoderTest, HandsFramesToASinkAsTheyAreConverted) {
   EXPECT_TRUE(streamed->pixels.empty());
   EXPECT_EQ(streamed->num_frames, 8);
   EXPECT_EQ(sink.passes, 1);
+  EXPECT_EQ(sink.announced, 8);
   EXPECT_THAT(sink.slots, ElementsAreArray({0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_THAT(sink.times, ElementsAreArray(whole->timestamps_seconds));
   ASSERT_EQ(sink.frames.size(), 8u);

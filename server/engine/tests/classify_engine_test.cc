@@ -179,6 +179,29 @@ TEST_F(ClassifyEngineTest, BatchesAcrossCallsWithTheAnswersOfCallsAlone) {
   ExpectNothingHeld(*batched);
 }
 
+// A call's frames wait for the rest of the call while it decodes, so that the backbone does not
+// take cores from its decoder: one batch once decoding ends, or full batches before.
+TEST_F(ClassifyEngineTest, EmbedsACallsFramesOnceItsDecodingEnds) {
+  EngineOptions options;
+  options.batching.max_batch_frames = 16;
+  options.batching.max_queue_delay = absl::Microseconds(100);
+  CountingObserver observer;
+  std::unique_ptr<ClassifyEngine> engine = Engine(options, &observer);
+  ASSERT_NE(engine, nullptr);
+  ClassifyInput twelve = Input(videos_->front());
+  twelve.sampling.num_frames = 12;
+  auto answer = Submit(*engine, twelve).answer.get();
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_THAT(observer.batch_sizes(), ::testing::ElementsAre(12));
+
+  ClassifyInput every_frame = Input(videos_->front());  // 30 frames
+  every_frame.sampling.strategy = media::SamplingStrategy::kAll;
+  answer = Submit(*engine, every_frame).answer.get();
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_THAT(observer.batch_sizes(), ::testing::ElementsAre(12, 16, 14));
+  ExpectNothingHeld(*engine);
+}
+
 // Cancelled calls stop: the one decoding stops at its next packet, the ones waiting never start;
 // their frames and bytes are given back, and a short call after them is not held up.
 TEST_F(ClassifyEngineTest, CancelledCallsStopAndHandBackWhatTheyHeld) {
