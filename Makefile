@@ -9,7 +9,7 @@ METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
 
 .PHONY: deps build model-repository serve test sanitize bench-attention bench-backbone bench-media \
-  bench-serving bench-streaming bench-training clean
+  bench-e2e bench-serving bench-streaming bench-training clean
 
 deps:
 	./scripts/install-deps.sh
@@ -66,6 +66,15 @@ bench-serving: model-repository
 	  --client-binary $(BUILD_DIR)/bin/vidclf --train-binary $(BUILD_DIR)/bin/vidclf-train \
 	  --repository $(MODEL_REPOSITORY) --output docs/serving-benchmark.md \
 	  --work-dir $(BUILD_DIR)/serving-bench --rounds 2 --requests-per-level 48
+
+# Writes docs/performance.md and .png: one clip at a time on real files (720p and 1080p H.264 and
+# HEVC, short and long GOPs), vidclf in-process and over gRPC with exact and fast decoding,
+# against the Python pipeline and the machine's limits, then the accuracy cost of fast decoding on
+# the synthetic benchmark's test split (about 10 minutes on two cores; not part of the tests).
+bench-e2e: model-repository
+	/usr/bin/python3 bench/e2e/run_benchmark.py --bin-dir $(BUILD_DIR)/bin \
+	  --repository $(MODEL_REPOSITORY) --synthetic-data $(BUILD_DIR)/model-training/data \
+	  --output docs/performance.md --work-dir $(BUILD_DIR)/e2e-bench
 
 # Writes docs/streaming-benchmark.md: how many real-time 25 fps camera feeds one server keeps
 # up with, embedding every frame and every 4th; the streaming machinery against the backbone

@@ -10,7 +10,8 @@ sampling:
    index floor((i + 0.5) * total / n) for i < n, or every frame when the video has no more;
 3. decodes the packets in order (PyAV, libavcodec with frame and slice threads), converting only
    the kept frames and stopping once the last one is out; optionally (--skip-nonref) the decoder
-   drops the non-reference frames that are not kept, as the server does;
+   drops the non-reference frames that are not kept, and (--seek) jumps to the keyframe before the
+   next kept frame when it lies ahead, as the server does;
 4. resizes the shorter side to `input.resize_shorter_side` (bilinear; swscale through PyAV by
    default, or torch's antialiased bilinear interpolation with --resize torch), crops the centre
    square of `input.crop_size`, normalises with `input.mean`/`input.std`;
@@ -42,6 +43,7 @@ Needs python3-av, python3-torch and python3-torchvision (Debian packages).
 """
 
 import argparse
+import bisect
 import concurrent.futures
 import json
 import math
@@ -232,8 +234,12 @@ class Preprocessor:
         return cropped.round_().clamp_(0, 255).to(torch.uint8).permute(1, 2, 0).numpy()
 
 
-def decode_sampled(source, num_frames, preprocess, decoder_threads=0, skip_nonref=False):
+def decode_sampled(source, num_frames, preprocess, decoder_threads=0, skip_nonref=False,
+                   seek=False):
     """Decodes the uniformly sampled frames of `source` (a path or file object).
+
+    With `seek`, jumps to the keyframe before the next wanted frame when that keyframe lies past
+    every packet sent so far, as media/sampled_decode.cc does.
 
     Returns (frames uint8 [T, crop, crop, 3], info dict).
     """
@@ -254,8 +260,12 @@ def decode_sampled(source, num_frames, preprocess, decoder_threads=0, skip_nonre
         pts = [packet.pts for packet in packets]
         by_timestamp = all(p is not None for p in pts) and len(set(pts)) == total
         index_of = {}
+        keyframes = []
         if by_timestamp:
-            index_of = {p: i for i, p in enumerate(sorted(pts))}
+            ordered = sorted(pts)
+            index_of = {p: i for i, p in enumerate(ordered)}
+            position_of = {p: i for i, p in enumerate(pts)}  # in decoding order
+            keyframes = sorted(index_of[packet.pts] for packet in packets if packet.is_keyframe)
         wanted = uniform_sample_indices(total, num_frames)
         wanted_set = set(wanted)
         sar = ctx.sample_aspect_ratio if hasattr(ctx, "sample_aspect_ratio") else None
@@ -291,9 +301,22 @@ def decode_sampled(source, num_frames, preprocess, decoder_threads=0, skip_nonre
                 rate = stream.average_rate or 25
                 kept_times.append(index / float(rate))
 
-        for packet in packets:
-            if next_wanted >= len(wanted):
-                break
+        position = 0
+        highest_sent = -1
+        while position < total and next_wanted < len(wanted):
+            if seek and keyframes:
+                after = bisect.bisect_right(keyframes, wanted[next_wanted])
+                if after > 0 and keyframes[after - 1] > highest_sent + 1:
+                    keyframe = keyframes[after - 1]
+                    # PyAV 10's codec context has no flush of its own; seeking the container
+                    # flushes its decoders. The packets are already in memory.
+                    container.seek(ordered[keyframe], stream=stream, backward=True)
+                    position = position_of[ordered[keyframe]]
+                    highest_sent = keyframe - 1
+            packet = packets[position]
+            position += 1
+            if by_timestamp:
+                highest_sent = max(highest_sent, index_of[packet.pts])
             if skip_nonref and by_timestamp:
                 # Read by the decoder when this packet is sent.
                 ctx.skip_frame = "DEFAULT" if index_of.get(packet.pts) in wanted_set else "NONREF"
@@ -325,7 +348,7 @@ def decode_sampled(source, num_frames, preprocess, decoder_threads=0, skip_nonre
 
 class Classifier:
     def __init__(self, model_dir, torch_threads=None, decoder_threads=None, resize="swscale",
-                 skip_nonref=False, channels_last=True):
+                 skip_nonref=False, channels_last=True, seek=False):
         if torch_threads:
             torch.set_num_threads(torch_threads)
         self.bundle = Bundle(model_dir, channels_last=channels_last)
@@ -335,11 +358,12 @@ class Classifier:
         self.decoder_threads = (decoder_threads if decoder_threads is not None
                                 else (torch_threads or 0))
         self.skip_nonref = skip_nonref
+        self.seek = seek
 
     def classify(self, path):
         start = time.perf_counter()
         frames, info = decode_sampled(path, self.bundle.num_frames, self.preprocess,
-                                      self.decoder_threads, self.skip_nonref)
+                                      self.decoder_threads, self.skip_nonref, self.seek)
         probabilities, embed_s, head_s = self.bundle.classify_frames(frames)
         info["embed_s"] = embed_s
         info["head_s"] = head_s
@@ -373,7 +397,7 @@ _worker = None
 
 
 def _worker_init(model_dir, threads, decoder_threads, resize, skip_nonref, channels_last,
-                 warm_file):
+                 warm_file, seek=False):
     global _worker
     # One torch thread pool per worker, no extra inter-op threads.
     try:
@@ -381,7 +405,8 @@ def _worker_init(model_dir, threads, decoder_threads, resize, skip_nonref, chann
     except RuntimeError:
         pass
     _worker = Classifier(model_dir, torch_threads=threads, decoder_threads=decoder_threads,
-                         resize=resize, skip_nonref=skip_nonref, channels_last=channels_last)
+                         resize=resize, skip_nonref=skip_nonref, channels_last=channels_last,
+                         seek=seek)
     if warm_file:
         _worker.classify(warm_file)
 
@@ -486,7 +511,7 @@ def bench(args):
     executor = concurrent.futures.ProcessPoolExecutor(
         max_workers=args.workers, mp_context=context, initializer=_worker_init,
         initargs=(args.model_dir, args.threads, args.decoder_threads, args.resize,
-                  args.skip_nonref, not args.nchw, files[0]))
+                  args.skip_nonref, not args.nchw, files[0], args.seek))
     try:
         # Start every worker (each loads the model and classifies one clip) before timing: a
         # task runs only in a worker whose initializer has finished.
@@ -506,6 +531,7 @@ def bench(args):
                             else args.threads),
         "resize": args.resize,
         "skip_nonref": args.skip_nonref,
+        "seek": args.seek,
         "memory_format": "nchw" if args.nchw else "channels-last",
         "files": files,
     }
@@ -559,6 +585,8 @@ def main(argv=None):
                         help="swscale bilinear via PyAV (default) or torch antialiased bilinear")
     parser.add_argument("--skip-nonref", action="store_true",
                         help="let the decoder drop non-reference frames that are not kept")
+    parser.add_argument("--seek", action="store_true",
+                        help="jump to the keyframe before the next kept frame when it lies ahead")
     parser.add_argument("--nchw", action="store_true",
                         help="run the backbone in NCHW instead of channels-last")
     args = parser.parse_args(argv)
@@ -566,7 +594,8 @@ def main(argv=None):
     if args.check:
         classifier = Classifier(args.model_dir, torch_threads=args.threads,
                                 decoder_threads=args.decoder_threads, resize=args.resize,
-                                skip_nonref=args.skip_nonref, channels_last=not args.nchw)
+                                skip_nonref=args.skip_nonref, channels_last=not args.nchw,
+                                seek=args.seek)
         results = []
         for path in args.check:
             probabilities, info = classifier.classify(path)

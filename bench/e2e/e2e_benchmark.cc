@@ -1,0 +1,144 @@
+// vidclf's engine in-process, with no gRPC, for bench/e2e/run_benchmark.py: the server's
+// decode stage, backbone batcher and head stage, built with the server's default options, classify
+// one video at a time as the harness asks.
+//
+// Reads requests from standard input, one per line: a video's path, then optional words
+// `snap-to-keyframes` and `skip-loop-filter`. Answers each with one JSON line on standard output,
+// written once the call has finished: the wall time from submission to the answer and the
+// engine's stage times, or the error. Prints {"ready": true} once the models are loaded.
+//
+//   vidclf-e2e-bench --repository REPO [--model NAME] [--cores N] [--backbone_kernels fused]
+//                    [--embed_while_decoding]
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "media/libav_settings.h"
+#include "model/video_model.h"
+#include "server/engine/classify_engine.h"
+
+extern "C" {
+#include <libavutil/log.h>
+}
+
+ABSL_FLAG(std::string, repository, "", "Model repository (REPO/<name>/<version>/).");
+ABSL_FLAG(std::string, model, "", "Model to classify with; empty: the repository's default.");
+ABSL_FLAG(int, cores, 0, "Cores that decoding and the backbone share; 0: the machine's.");
+ABSL_FLAG(std::string, backbone_kernels, "fused", "fused or eager, as vidclf-server's flag.");
+ABSL_FLAG(bool, embed_while_decoding, false, "As vidclf-server's --embed-while-decoding.");
+
+namespace {
+
+using vidclf::engine::ClassifyEngine;
+using vidclf::engine::ClassifyInput;
+using vidclf::engine::ClassifyResult;
+
+std::string JsonString(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// Classifies the video at `path` and waits for the answer.
+std::string ClassifyOnce(ClassifyEngine& engine, const std::string& path,
+                         const std::vector<std::string>& options) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return absl::StrFormat("{\"error\": %s}", JsonString("cannot read " + path));
+  std::ostringstream bytes;
+  bytes << file.rdbuf();
+  const std::string video = bytes.str();
+
+  ClassifyInput input;
+  input.video = video;
+  input.model = absl::GetFlag(FLAGS_model);
+  for (const std::string& option : options) {
+    if (option == "snap-to-keyframes") {
+      input.sampling.snap_to_keyframes = true;
+    } else if (option == "skip-loop-filter") {
+      input.sampling.skip_loop_filter = true;
+    } else {
+      return absl::StrFormat("{\"error\": %s}", JsonString("unknown option " + option));
+    }
+  }
+  std::promise<absl::StatusOr<ClassifyResult>> answer;
+  const absl::Time sent = absl::Now();
+  engine.Submit(std::move(input), [&answer](absl::StatusOr<ClassifyResult> result) {
+    answer.set_value(std::move(result));
+  });
+  absl::StatusOr<ClassifyResult> result = answer.get_future().get();
+  const double wall = absl::ToDoubleSeconds(absl::Now() - sent);
+  if (!result.ok()) {
+    return absl::StrFormat("{\"error\": %s}", JsonString(result.status().ToString()));
+  }
+  return absl::StrFormat(
+      "{\"wall_s\": %.6f, \"queue_s\": %.6f, \"decode_s\": %.6f, \"preprocess_s\": %.6f, "
+      "\"embed_s\": %.6f, \"head_s\": %.6f, \"frames\": %d, \"top\": %s, \"score\": %.6f}",
+      wall, result->queue_seconds, result->decode_seconds, result->preprocess_seconds,
+      result->embed_seconds, result->head_seconds,
+      static_cast<int>(result->frame_timestamps_seconds.size()),
+      JsonString(result->top_k.empty() ? "" : result->top_k.front().first),
+      result->top_k.empty() ? 0.0 : result->top_k.front().second);
+}
+
+int Run() {
+  int cores = absl::GetFlag(FLAGS_cores);
+  if (cores <= 0) cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  vidclf::model::ConfigureTorchThreads(cores);
+  vidclf::media::LibavSettings libav;
+  libav.log_level = AV_LOG_ERROR;
+  vidclf::media::ConfigureLibav(libav);
+
+  vidclf::model::InferenceOptions inference;
+  inference.channels_last = true;  // the server's defaults
+  inference.fuse_backbone = absl::GetFlag(FLAGS_backbone_kernels) == "fused";
+  auto repository =
+      vidclf::engine::ModelRepository::Load(absl::GetFlag(FLAGS_repository), "", inference);
+  if (!repository.ok()) {
+    std::cerr << "vidclf-e2e-bench: " << repository.status() << "\n";
+    return 1;
+  }
+  vidclf::engine::EngineOptions options;
+  options.cores = cores;
+  options.batching.embed_while_decoding = absl::GetFlag(FLAGS_embed_while_decoding);
+  auto engine = ClassifyEngine::Create(options, *std::move(repository));
+  if (!engine.ok()) {
+    std::cerr << "vidclf-e2e-bench: " << engine.status() << "\n";
+    return 1;
+  }
+  std::cout << "{\"ready\": true}" << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (words.empty()) continue;
+    const std::string path = words.front();
+    words.erase(words.begin());
+    std::cout << ClassifyOnce(**engine, path, words) << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return Run();
+}
