@@ -12,6 +12,7 @@
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -20,7 +21,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "media/libav_settings.h"
@@ -43,26 +43,13 @@ using vidclf::engine::ClassifyEngine;
 using vidclf::engine::ClassifyInput;
 using vidclf::engine::ClassifyResult;
 
-std::string JsonString(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+std::string Error(const std::string& message) { return nlohmann::json{{"error", message}}.dump(); }
 
 // Classifies the video at `path` and waits for the answer.
 std::string ClassifyOnce(ClassifyEngine& engine, const std::string& path,
                          const std::vector<std::string>& options) {
   std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::StrFormat("{\"error\": %s}", JsonString("cannot read " + path));
+  if (!file) return Error("cannot read " + path);
   std::ostringstream bytes;
   bytes << file.rdbuf();
   const std::string video = bytes.str();
@@ -76,7 +63,7 @@ std::string ClassifyOnce(ClassifyEngine& engine, const std::string& path,
     } else if (option == "skip-loop-filter") {
       input.sampling.skip_loop_filter = true;
     } else {
-      return absl::StrFormat("{\"error\": %s}", JsonString("unknown option " + option));
+      return Error("unknown option " + option);
     }
   }
   std::promise<absl::StatusOr<ClassifyResult>> answer;
@@ -86,17 +73,17 @@ std::string ClassifyOnce(ClassifyEngine& engine, const std::string& path,
   });
   absl::StatusOr<ClassifyResult> result = answer.get_future().get();
   const double wall = absl::ToDoubleSeconds(absl::Now() - sent);
-  if (!result.ok()) {
-    return absl::StrFormat("{\"error\": %s}", JsonString(result.status().ToString()));
-  }
-  return absl::StrFormat(
-      "{\"wall_s\": %.6f, \"queue_s\": %.6f, \"decode_s\": %.6f, \"preprocess_s\": %.6f, "
-      "\"embed_s\": %.6f, \"head_s\": %.6f, \"frames\": %d, \"top\": %s, \"score\": %.6f}",
-      wall, result->queue_seconds, result->decode_seconds, result->preprocess_seconds,
-      result->embed_seconds, result->head_seconds,
-      static_cast<int>(result->frame_timestamps_seconds.size()),
-      JsonString(result->top_k.empty() ? "" : result->top_k.front().first),
-      result->top_k.empty() ? 0.0 : result->top_k.front().second);
+  if (!result.ok()) return Error(result.status().ToString());
+  return nlohmann::json{{"wall_s", wall},
+                        {"queue_s", result->queue_seconds},
+                        {"decode_s", result->decode_seconds},
+                        {"preprocess_s", result->preprocess_seconds},
+                        {"embed_s", result->embed_seconds},
+                        {"head_s", result->head_seconds},
+                        {"frames", result->frame_timestamps_seconds.size()},
+                        {"top", result->top_k.empty() ? "" : result->top_k.front().first},
+                        {"score", result->top_k.empty() ? 0.0f : result->top_k.front().second}}
+      .dump();
 }
 
 int Run() {

@@ -188,13 +188,22 @@ def decode_plan_cpu(path, num_frames, fast):
                 if next_wanted < len(wanted) and index_of.get(frame.pts) == wanted[next_wanted]:
                     next_wanted += 1
 
-        while next_wanted < len(wanted):
-            after = bisect.bisect_right(keyframes, wanted[next_wanted])
+        def keyframe_ahead(target):
+            after = bisect.bisect_right(keyframes, target)
             if after > 0 and keyframes[after - 1] > highest_sent + 1:
-                keyframe = keyframes[after - 1]
-                container.seek(ordered[keyframe], stream=stream, backward=True)
-                highest_sent = keyframe - 1
-                packets = container.demux(stream)
+                return keyframes[after - 1]
+            return None
+
+        def seek(keyframe):
+            nonlocal highest_sent, packets
+            container.seek(ordered[keyframe], stream=stream, backward=True)  # flushes the decoder
+            highest_sent = keyframe - 1
+            packets = container.demux(stream)
+
+        while next_wanted < len(wanted):
+            keyframe = keyframe_ahead(wanted[next_wanted])
+            if keyframe is not None:
+                seek(keyframe)
             packet = next(packets, None)
             if packet is None or packet.size == 0:
                 take(context.decode(None))
@@ -203,6 +212,15 @@ def decode_plan_cpu(path, num_frames, fast):
             highest_sent = max(highest_sent, index)
             context.skip_frame = "DEFAULT" if index in wanted[next_wanted:] else "NONREF"
             take(context.decode(packet))
+            if next_wanted < len(wanted) and index == wanted[next_wanted]:
+                # As vidclf does: when no later packet is needed for this frame, end the input so
+                # that the decoder hands it out now.
+                last = next_wanted + 1 == len(wanted)
+                keyframe = None if last else keyframe_ahead(wanted[next_wanted + 1])
+                if last or keyframe is not None:
+                    take(context.decode(None))
+                    if keyframe is not None:
+                        seek(keyframe)
     return time.process_time() - start, decoded
 
 
