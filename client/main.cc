@@ -13,7 +13,7 @@
 //   vidclf watch URI [the options of stream but the feed's] [--max-reconnects N]
 //   vidclf models [NAME] [--json]
 //   vidclf health [--service NAME]
-//   vidclf bench FILE... [--concurrency 1,2,4,8,16] [--requests N] [--rate R]
+//   vidclf bench FILE... [--concurrency 1,2,4,8,16] [--requests N] [--warmup N] [--rate R]
 //                [--metrics-url URL] [--json]
 //
 // A URI (anything with "://") is sent for the server to pull, within the server's --allow-uri.
@@ -131,6 +131,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bench->add_option("--requests", bench_options.requests,
                     "Calls per level (default: 8 per concurrency, at least 16).");
+  bench
+      ->add_option("--warmup", bench_options.warmup,
+                   "Calls sent, untimed, before the first level (over the files in turn).")
+      ->check(CLI::NonNegativeNumber);
   bench->add_option("--rate", bench_options.rate,
                     "Start calls at this many per second instead of as soon as one ends.");
   bench->add_option("--metrics-url", bench_options.metrics_url,

@@ -267,10 +267,13 @@ class InProcess:
         self.process.wait(60)
 
 
-def grpc_latency(client, server, path, options=()):
-    """Seconds from sending one Classify call to its answer, timed by `vidclf bench`."""
+def grpc_latency(client, server, path, options=(), warm=True):
+    """Seconds from sending one Classify call to its answer, timed by `vidclf bench`; `warm`:
+    after one untimed call on the same channel (as a client that keeps its channel), else the
+    first call on a new connection."""
     command = [client, "bench", path, "--server", server.address, "--concurrency", "1",
-               "--requests", "1", "--json", *[f"--{option}" for option in options]]
+               "--warmup", "1" if warm else "0", "--requests", "1", "--json",
+               *[f"--{option}" for option in options]]
     out = serving.run(command, capture_output=True, text=True).stdout
     level = json.loads(out)["levels"][0]
     if level.get("errors"):
@@ -382,7 +385,7 @@ def measure(args, files, infos, bundle, config):
             python.classify(path)
         samples = {info["name"]: {} for info in infos}
         peaks = []
-        variants = ["inproc exact", "inproc fast", "inproc overlap", "grpc exact", "grpc fast", "python",
+        variants = ["inproc exact", "inproc fast", "inproc overlap", "grpc exact", "grpc cold", "grpc fast", "python",
                     "plan exact", "plan fast", "cli all", "cli keyframes"]
         for round_index in range(args.rounds):
             log(f"round {round_index + 1} of {args.rounds}")
@@ -414,7 +417,7 @@ def measure(args, files, infos, bundle, config):
                 key: median([r[key] for r in got[variant]])
                 for key in ("queue_s", "decode_s", "preprocess_s", "embed_s", "head_s")}
             row[variant + " top"] = got[variant][-1]["top"]
-        for variant in ("grpc exact", "grpc fast", "cli all", "cli keyframes"):
+        for variant in ("grpc exact", "grpc cold", "grpc fast", "cli all", "cli keyframes"):
             row[variant] = median(got[variant])
         row["python"] = median([info_["total_s"] for _, info_ in got["python"]])
         row["python stages"] = {
@@ -438,6 +441,8 @@ def run_variant(variant, path, engine, overlapping, server, client, python, core
         return engine.classify(path, FAST)
     if variant == "grpc exact":
         return grpc_latency(client, server, path)
+    if variant == "grpc cold":
+        return grpc_latency(client, server, path, warm=False)
     if variant == "grpc fast":
         return grpc_latency(client, server, path, FAST)
     if variant == "python":
@@ -512,7 +517,8 @@ def write_report(path, data, plot_name):
     add("- **in-process**: vidclf's engine (decode stage, backbone batcher, head stage) with the "
         "server's defaults, called directly by `vidclf-e2e-bench` (from submission to answer).")
     add("- **gRPC**: `vidclf-server` on loopback with its defaults, called by `vidclf bench` "
-        "(from sending the file's bytes to the answer).")
+        "(from sending the file's bytes to the answer), after one untimed call on the same "
+        "channel; **gRPC, new connection**: the first call on a new channel.")
     add("- **fast**: the same with `snap_to_keyframes` and `skip_loop_filter` (opt-in sampling "
         "options); the default decodes exactly.")
     add("- **overlap**: in-process with `--embed-while-decoding`: each frame goes to the backbone "
@@ -561,13 +567,13 @@ def write_report(path, data, plot_name):
     add("")
     add("## Latency of one clip, exact decoding (ms, median)")
     add("")
-    add("| file | limit | in-process | gRPC | Python | gRPC / limit | gRPC / Python | "
-        "in-process / limit |")
-    add("|---|---|---|---|---|---|---|---|")
+    add("| file | limit | in-process | gRPC | gRPC, new connection | Python | gRPC / limit | "
+        "gRPC / Python | in-process / limit |")
+    add("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         add(f"| {r['name']} | {ms(r['limit exact'])} | {ms(r['inproc exact'])} | "
-            f"{ms(r['grpc exact'])} | {ms(r['python'])} | {ratio(r['grpc exact'], r['limit exact'])}"
-            f" | {ratio(r['grpc exact'], r['python'])} | "
+            f"{ms(r['grpc exact'])} | {ms(r['grpc cold'])} | {ms(r['python'])} | "
+            f"{ratio(r['grpc exact'], r['limit exact'])} | {ratio(r['grpc exact'], r['python'])} | "
             f"{ratio(r['inproc exact'], r['limit exact'])} |")
     add("")
     add("Where the time goes (ms, medians). vidclf's stages follow each other: a call's frames "

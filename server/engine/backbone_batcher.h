@@ -2,7 +2,9 @@
 // backbone over each batch, and hands every embedding back to the call that owns the frame.
 //
 // A batch runs once max_batch_frames frames of one model wait, once the oldest has waited
-// max_queue_delay, or at once when no call is decoding (no more frames are on their way).
+// max_queue_delay, or at once when no call is decoding (no more frames are on their way). Frames
+// of a call still decoding wait for the rest of it (FrameOwner::StillDecoding) unless they fill a
+// batch.
 // Frames whose call no longer wants them (cancelled, failed, past its deadline) leave the queue
 // unembedded. One thread runs the batches, with the intra-op threads that decoding leaves free.
 #ifndef VIDCLF_SERVER_ENGINE_BACKBONE_BATCHER_H_

@@ -5,9 +5,10 @@
 //   (count and     (a pool of       (frames of every     (a pool)
 //    bytes bound)   decoding slots)  call, batched)
 //
-// Frames go to the backbone as they are decoded, so embedding starts while later frames are
-// still being decoded. Decoding and the backbone share one budget of cores: a call decoding alone
-// uses them all, and the backbone takes the cores that decoding leaves free. Every call carries a
+// Frames go to the batcher as they are decoded, and a call's frames are embedded once its decoder
+// has handed over the last one (or they fill a batch; BatcherOptions::embed_while_decoding embeds
+// them at once). Decoding and the backbone share one budget of cores: a call decoding alone uses
+// them all, and the backbone takes the cores that decoding leaves free. Every call carries a
 // cancellation token, checked between packets, before batching and before the head.
 #ifndef VIDCLF_SERVER_ENGINE_CLASSIFY_ENGINE_H_
 #define VIDCLF_SERVER_ENGINE_CLASSIFY_ENGINE_H_

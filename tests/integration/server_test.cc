@@ -525,7 +525,7 @@ TEST_F(ServerTest, ListsModelsAndBenchmarksWithTheCommandLineClient) {
   EXPECT_THAT(output, HasSubstr("NOT_FOUND"));
 
   output = Client("bench " + *dir_ + "/clip.mp4 " + *dir_ + "/clip.mkv --concurrency 1,3 " +
-                      "--requests 6 --json --metrics-url http://127.0.0.1:" +
+                      "--requests 6 --warmup 2 --json --metrics-url http://127.0.0.1:" +
                       std::to_string(server_->metrics_port()) + "/metrics",
                   &exit_code);
   ASSERT_EQ(exit_code, 0) << output;
