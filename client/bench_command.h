@@ -21,8 +21,8 @@ struct BenchOptions {
   std::vector<int> concurrency = {1, 2, 4, 8, 16};
   // Calls per level; 0: 8 per concurrency, at least 16.
   int requests = 0;
-  // Calls sent one at a time before the first level, untimed, over the files in turn: a client
-  // that keeps its channel pays a new connection's first large transfers only once.
+  // Calls sent one at a time before the first level, untimed, over the files in turn, so that
+  // the timed calls find the channel and the server as a client that keeps its channel does.
   int warmup = 0;
   // When > 0, calls start at this rate (per second) instead of as soon as one ends; concurrency
   // then caps the calls in flight.
