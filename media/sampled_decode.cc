@@ -111,16 +111,7 @@ class SampledDecode {
   // sent so far: the frames in between would be decoded only to be thrown away. Every earlier
   // wanted frame is already in the clip, so the decoder's held-back frames can be dropped.
   void SeekIfAhead(AVCodecContext* decoder, int64_t& highest_sent) {
-    const int64_t target = wanted_[next_wanted_];
-    const auto after = std::upper_bound(table_.keyframes.begin(), table_.keyframes.end(), target);
-    if (after == table_.keyframes.begin()) return;
-    const int64_t keyframe = *std::prev(after);
-    if (keyframe <= highest_sent + 1) return;
-    if (!reader_.SeekToKeyframe(table_.pts[keyframe])) return;  // keep decoding through
-    avcodec_flush_buffers(decoder);
-    highest_sent = keyframe - 1;
-    seek_target_ = keyframe;
-    ++clip_.seeks;
+    if (SeekToKeyframeBefore(wanted_[next_wanted_], highest_sent)) avcodec_flush_buffers(decoder);
   }
 
   // Called once the packet of the next wanted frame is sent. A decoder holds frames back (for
@@ -129,18 +120,26 @@ class SampledDecode {
   // reader jumps there now and the decoder is told the input ended, so that it hands the frame
   // out without decoding the packets after it. True when the caller must drain and flush.
   bool JumpAfterWanted(AVCodecContext* decoder, int64_t& highest_sent) {
-    if (next_wanted_ + 1 < wanted_.size()) {
-      const int64_t target = wanted_[next_wanted_ + 1];
-      const auto after = std::upper_bound(table_.keyframes.begin(), table_.keyframes.end(), target);
-      if (after == table_.keyframes.begin()) return false;
-      const int64_t keyframe = *std::prev(after);
-      if (keyframe <= highest_sent + 1) return false;
-      if (!reader_.SeekToKeyframe(table_.pts[keyframe])) return false;
-      highest_sent = keyframe - 1;
-      seek_target_ = keyframe;
-      ++clip_.seeks;
+    if (next_wanted_ + 1 < wanted_.size() &&
+        !SeekToKeyframeBefore(wanted_[next_wanted_ + 1], highest_sent)) {
+      return false;
     }
     avcodec_send_packet(decoder, nullptr);
+    return true;
+  }
+
+  // Moves the reader to the keyframe before frame `target` when that keyframe lies past
+  // everything sent so far and the reader can seek there; true when it did. The caller deals with
+  // the decoder.
+  bool SeekToKeyframeBefore(int64_t target, int64_t& highest_sent) {
+    const auto after = std::upper_bound(table_.keyframes.begin(), table_.keyframes.end(), target);
+    if (after == table_.keyframes.begin()) return false;
+    const int64_t keyframe = *std::prev(after);
+    if (keyframe <= highest_sent + 1) return false;
+    if (!reader_.SeekToKeyframe(table_.pts[keyframe])) return false;  // keep decoding through
+    highest_sent = keyframe - 1;
+    seek_target_ = keyframe;
+    ++clip_.seeks;
     return true;
   }
 
