@@ -8,6 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "caffe2/serialize/inline_container.h"
+#include "torch/csrc/jit/serialization/export.h"
+#include "torch/csrc/jit/serialization/pickler.h"
 
 namespace vidclf::model {
 namespace {
@@ -83,7 +86,26 @@ absl::Status WriteTensorArchive(const std::map<std::string, torch::Tensor>& tens
     c10::Dict<std::string, at::Tensor> dict;
     // Saved from the CPU and detached, so that torch.load needs no GPU and no autograd history.
     for (const auto& [name, tensor] : tensors) dict.insert(name, tensor.detach().cpu());
-    bytes = torch::pickle_save(dict);
+    // torch::pickle_save would tag the dict with its type through a global that torch.load has
+    // refused since PyTorch 2.6 (weights_only): pickle it untagged, as a plain dict of tensors.
+    std::vector<char> pickled;
+    torch::jit::Pickler pickler(
+        [&pickled](const char* data, size_t size) {
+          pickled.insert(pickled.end(), data, data + size);
+        },
+        /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+        /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+    pickler.protocol();
+    pickler.pushIValue(dict);
+    pickler.stop();
+    caffe2::serialize::PyTorchStreamWriter writer([&bytes](const void* data, size_t size) {
+      const char* begin = static_cast<const char*>(data);
+      bytes.insert(bytes.end(), begin, begin + size);
+      return size;
+    });
+    torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(),
+                                       writer);
+    writer.writeEndOfFile();
   } catch (const c10::Error& e) {
     return absl::InternalError(
         absl::StrCat("cannot write tensor archive ", path, ": ", e.what_without_backtrace()));

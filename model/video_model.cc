@@ -186,6 +186,11 @@ void VideoModel::Prepare(bool fuse_backbone) {
     backbone_->eval();
   }
   MoveWeights(*head_, device_, torch::kFloat, /*channels_last=*/false);
+  // cuDNN runs a GRU from one contiguous weight buffer, which moving its weights one by one breaks
+  // up: without this, every call would gather them again (and LibTorch warns each time).
+  for (const auto& module : head_->modules()) {
+    if (auto* gru = module->as<torch::nn::GRU>()) gru->flatten_parameters();
+  }
   head_->eval();
   if (config_.head != HeadType::kTransformer) return;
   for (const attention::AttentionType type : config_.transformer.attention_substitutions) {
@@ -291,7 +296,10 @@ absl::StatusOr<torch::Tensor> VideoModel::Embed(const torch::Tensor& frames,
     torch::InferenceMode inference;
     std::vector<torch::Tensor> chunks;
     for (const torch::Tensor& chunk : frames.split(max_batch_frames)) {
-      torch::Tensor input = chunk.to(device_, backbone_dtype_);
+      // From pinned host memory the copy runs asynchronously and the GPU converts the precision;
+      // otherwise LibTorch converts on the CPU first. Either way the source is not touched after
+      // Embed returns: the copy back to the CPU below waits for the device.
+      torch::Tensor input = chunk.to(device_, backbone_dtype_, /*non_blocking=*/chunk.is_pinned());
       // The fused backbone lays out its input itself (oneDNN's own layout on the CPU).
       const torch::Tensor embeddings =
           fused_backbone_

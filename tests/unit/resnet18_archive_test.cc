@@ -234,11 +234,12 @@ TEST_F(ResNet18ArchiveTest, MatchesTorchvisionThroughTheExportScript) {
   EXPECT_LT(max_abs_diff, 1e-4);
   EXPECT_GT(max_abs, 0.1);  // the comparison means something
 
-  // And the other way: Python reads what C++ writes.
+  // And the other way: Python reads what C++ writes, with the restricted unpickler that
+  // torch.load uses by default since PyTorch 2.6.
   ASSERT_TRUE(SaveResNet18Archive(net, Path("from_cpp.pt")).ok());
   const std::string read_command =
       "'" + python +
-      "' -c 'import sys, torch, torchvision; d = torch.load(sys.argv[1]); "
+      "' -c 'import sys, torch, torchvision; d = torch.load(sys.argv[1], weights_only=True); "
       "assert type(d) is dict, type(d); "
       "torchvision.models.resnet18().load_state_dict(d, strict=True)' '" +
       Path("from_cpp.pt") + "'";

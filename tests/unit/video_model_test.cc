@@ -5,7 +5,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 namespace vidclf::model {
 namespace {
@@ -262,6 +266,61 @@ TEST_F(VideoModelTest, FusedBackboneEmbedsLikeTheEagerOneAndIsReleased) {
   EXPECT_LT(((*a - *b).abs().max() / b->abs().max()).item<double>(), 1e-4);
   EXPECT_THROW((*fused)->backbone(), c10::Error);
   EXPECT_EQ((*fused)->Save(dir_.string()).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Runs only where LibTorch sees a CUDA GPU (a model-only build on a GPU machine); CI has none.
+// Every backbone precision and kernel choice on the GPU must embed as the CPU does, to within
+// its arithmetic's rounding (cuDNN runs fp32 convolutions in TF32 by default), and the fp32 heads
+// must classify and stream alike.
+TEST_F(VideoModelTest, GpuEmbedsClassifiesAndStreamsLikeTheCpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU is visible";
+  config_.input.resize_shorter_side = 64;
+  config_.input.crop_size = 64;
+  const torch::Tensor frames = torch::randn({6, 3, 64, 64});
+  for (const std::string head : {"gru", "transformer"}) {
+    config_.head = *ParseHeadType(head);
+    std::filesystem::remove_all(dir_);
+    torch::manual_seed(23);
+    ASSERT_TRUE((*VideoModel::Create(config_))->Save(dir_.string()).ok());
+    auto cpu = VideoModel::Load(dir_.string());
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    auto expected = (*cpu)->Embed(frames);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    for (const auto& [precision, tolerance] : std::vector<std::pair<std::string, double>>{
+             {"fp32", 5e-3}, {"fp16", 2e-2}, {"bf16", 8e-2}}) {
+      for (const bool fused : {false, true}) {
+        InferenceOptions options;
+        options.device = "cuda:0";
+        options.precision = precision;
+        options.channels_last = true;
+        options.fuse_backbone = fused;
+        auto gpu = VideoModel::Load(dir_.string(), options);
+        ASSERT_TRUE(gpu.ok()) << gpu.status();
+        auto embeddings = (*gpu)->Embed(frames, /*max_batch_frames=*/4);
+        ASSERT_TRUE(embeddings.ok()) << embeddings.status();
+        ASSERT_TRUE(embeddings->device().is_cpu());
+        const double error = ((*embeddings - *expected).norm() / expected->norm()).item<double>();
+        std::cout << head << " " << precision << (fused ? " fused" : " eager")
+                  << ": relative error of the embeddings " << error << "\n";
+        EXPECT_LT(error, tolerance) << precision << (fused ? " fused" : " eager");
+        // Frames in pinned memory take the asynchronous copy, and convert on the GPU.
+        auto from_pinned = (*gpu)->Embed(frames.pin_memory(), /*max_batch_frames=*/4);
+        ASSERT_TRUE(from_pinned.ok()) << from_pinned.status();
+        EXPECT_TRUE(torch::allclose(*from_pinned, *embeddings, 1e-3, 1e-5));
+
+        const torch::Tensor sequence = expected->unsqueeze(0);
+        const torch::Tensor lengths = torch::tensor({6}, torch::kLong);
+        auto on_gpu = (*gpu)->Classify(sequence, lengths);
+        auto on_cpu = (*cpu)->Classify(sequence, lengths);
+        ASSERT_TRUE(on_gpu.ok() && on_cpu.ok()) << on_gpu.status() << on_cpu.status();
+        EXPECT_TRUE(torch::allclose(*on_gpu, *on_cpu, 1e-3, 1e-4)) << *on_gpu << *on_cpu;
+        auto step_gpu = (*gpu)->StreamStep(sequence, {});
+        auto step_cpu = (*cpu)->StreamStep(sequence, {});
+        ASSERT_TRUE(step_gpu.ok() && step_cpu.ok()) << step_gpu.status() << step_cpu.status();
+        EXPECT_TRUE(torch::allclose(step_gpu->first, step_cpu->first, 1e-3, 1e-4));
+      }
+    }
+  }
 }
 
 }  // namespace
