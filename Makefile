@@ -9,7 +9,7 @@ METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
 
 .PHONY: deps build model-repository serve test sanitize bench-attention bench-backbone bench-media \
-  bench-e2e bench-serving bench-streaming bench-training clean
+  bench-e2e bench-gpu bench-serving bench-streaming bench-training clean
 
 deps:
 	./scripts/install-deps.sh
@@ -84,6 +84,14 @@ bench-streaming: model-repository
 	  --client $(BUILD_DIR)/bin/vidclf --backbone-bench $(BUILD_DIR)/bin/vidclf-backbone-bench \
 	  --step-bench $(BUILD_DIR)/bin/vidclf-step-bench --model-repository $(MODEL_REPOSITORY) \
 	  --output docs/streaming-benchmark.md
+
+# On a machine with a CUDA GPU and PyTorch 2.x, not this one's Debian LibTorch: builds the model-only
+# tree against PyTorch's LibTorch, runs the model tests there and the GPU benchmarks, and writes
+# docs/gpu-benchmark.md (about 6 minutes on one H100; Abseil, nlohmann-json and GoogleTest must
+# be findable by CMake).
+bench-gpu:
+	bench/gpu/run.sh $(BUILD_DIR)/gpu-bench $(BUILD_DIR)/gpu
+	python3 bench/gpu/report.py $(BUILD_DIR)/gpu-bench docs/gpu-benchmark.md
 
 # Writes docs/attention-benchmark.md and .png (about 10 minutes on two cores; not part of the tests).
 bench-attention: build

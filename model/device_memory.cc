@@ -26,4 +26,25 @@ std::vector<DeviceMemory> CudaMemoryInUse() {
   return memory;
 }
 
+CudaAllocation CudaAllocated(int index) {
+  CudaAllocation allocation;
+#ifdef VIDCLF_TORCH_CUDA
+  const auto stats =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index));
+  allocation.current = stats.allocated_bytes[0].current;
+  allocation.peak = stats.allocated_bytes[0].peak;
+#else
+  (void)index;
+#endif
+  return allocation;
+}
+
+void ResetCudaPeak(int index) {
+#ifdef VIDCLF_TORCH_CUDA
+  c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(index));
+#else
+  (void)index;
+#endif
+}
+
 }  // namespace vidclf::model

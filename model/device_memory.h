@@ -18,6 +18,15 @@ struct DeviceMemory {
 // and holds. Empty without CUDA (a CPU-only LibTorch, or no GPU).
 std::vector<DeviceMemory> CudaMemoryInUse();
 
+// Bytes tensors hold on CUDA device `index` now, and the most they held since the last
+// ResetCudaPeak(index): what a benchmark reads around one run. Zero without CUDA.
+struct CudaAllocation {
+  int64_t current = 0;
+  int64_t peak = 0;
+};
+CudaAllocation CudaAllocated(int index);
+void ResetCudaPeak(int index);
+
 }  // namespace vidclf::model
 
 #endif  // VIDCLF_MODEL_DEVICE_MEMORY_H_

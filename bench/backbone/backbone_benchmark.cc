@@ -1,10 +1,11 @@
 // ResNet18 embedding throughput for each layout and precision the device supports, eager and
-// fused (model/fused_resnet18.h), against the device's own matrix-multiply peak: a square
-// matrix product takes its turn with the variants within every round, so drift on a shared
-// machine hits them alike. Prints a Markdown table (median over rounds) for
-// docs/backbone-benchmark.md.
+// fused (model/fused_resnet18.h), against the device's own matrix-multiply peak in the same
+// precision: a square matrix product takes its turn with the variants within every round, so
+// drift on a shared machine hits them alike. Prints a Markdown table (median over rounds) for
+// docs/backbone-benchmark.md and docs/gpu-benchmark.md.
 //
-//   vidclf-backbone-bench [--device auto] [--sizes 112,224] [--batch 16] [--rounds 7]
+//   vidclf-backbone-bench [--device auto] [--sizes 112,224] [--batches 16] [--rounds 7]
+//                         [--cudnn_benchmark]
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -22,14 +23,19 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "bench/median.h"
+#include "model/model_config.h"
 #include "model/video_model.h"
 
 ABSL_FLAG(std::string, device, "auto", "auto, cpu or cuda:N.");
 ABSL_FLAG(std::string, sizes, "112,224", "Square frame sizes (crop sizes) to measure.");
-ABSL_FLAG(int, batch, 16, "Frames per backbone batch.");
+ABSL_FLAG(std::string, batches, "16", "Frames per backbone batch: one table row group each.");
 ABSL_FLAG(int, rounds, 7, "Timed rounds (after one warm-up); the median is reported.");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0: LibTorch's default).");
-ABSL_FLAG(int, gemm_size, 2048, "Side of the square fp32 matrix product that measures the peak.");
+ABSL_FLAG(int, gemm_size, 0,
+          "Side of the square matrix product that measures the peak; 0: 2048 on the CPU, 8192 "
+          "on a GPU.");
+ABSL_FLAG(bool, cudnn_benchmark, false,
+          "Let cuDNN time its algorithms for each new shape and keep the fastest.");
 
 namespace {
 
@@ -40,6 +46,10 @@ using vidclf::model::VideoModel;
 struct Variant {
   std::string name;
   InferenceOptions options;
+  // Frames start in host memory, as the server's do, instead of on the device; pinned (page-locked)
+  // memory lets the GPU copy them itself.
+  bool frames_from_host = false;
+  bool pinned = false;
   std::unique_ptr<VideoModel> model;
   std::vector<double> seconds;
 };
@@ -69,6 +79,71 @@ double ResNet18Flops(int64_t size) {
   return flops;
 }
 
+torch::Dtype PrecisionDtype(const std::string& precision) {
+  if (precision == "fp16") return torch::kHalf;
+  if (precision == "bf16") return torch::kBFloat16;
+  return torch::kFloat;
+}
+
+std::vector<int> ParseList(const std::string& text) {
+  std::vector<int> values;
+  for (const absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    values.push_back(std::stoi(std::string(part)));
+  }
+  return values;
+}
+
+// Every layout and kernel choice in each precision, plus (on a GPU) the fastest-looking one fed
+// from host memory, pageable (as the server's frames are) and pinned, which adds the copy.
+std::vector<Variant> MakeVariants(const torch::Device& device, int size) {
+  vidclf::model::ModelConfig config;
+  config.name = "bench";
+  config.version = "1";
+  config.labels = {"a", "b"};
+  config.input.crop_size = size;
+  config.input.resize_shorter_side = size;
+  std::vector<Variant> variants;
+  const std::vector<std::string> precisions = device.is_cuda()
+                                                  ? std::vector<std::string>{"fp32", "fp16", "bf16"}
+                                                  : std::vector<std::string>{"fp32"};
+  for (const std::string& precision : precisions) {
+    for (const auto& [channels_last, fused] :
+         std::vector<std::pair<bool, bool>>{{false, false}, {true, false}, {true, true}}) {
+      Variant variant;
+      variant.name =
+          precision + (channels_last ? " channels-last" : " NCHW") + (fused ? ", fused" : "");
+      variant.options.device = device.str();
+      variant.options.precision = precision;
+      variant.options.channels_last = channels_last;
+      variant.options.fuse_backbone = fused;
+      variants.push_back(std::move(variant));
+    }
+  }
+  for (const bool pinned : {false, true}) {
+    if (!device.is_cuda()) break;
+    Variant variant;
+    variant.name = std::string("fp16 channels-last, fused, frames from ") +
+                   (pinned ? "pinned" : "pageable") + " host memory";
+    variant.options.device = device.str();
+    variant.options.precision = "fp16";
+    variant.options.channels_last = true;
+    variant.options.fuse_backbone = true;
+    variant.frames_from_host = true;
+    variant.pinned = pinned;
+    variants.push_back(std::move(variant));
+  }
+  for (Variant& variant : variants) {
+    torch::manual_seed(1);  // the same weights for every variant
+    auto model = VideoModel::Create(config, variant.options);
+    if (!model.ok()) {
+      std::cerr << variant.name << ": " << model.status() << "\n";
+      std::exit(1);
+    }
+    variant.model = *std::move(model);
+  }
+  return variants;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,88 +154,76 @@ int main(int argc, char** argv) {
     std::cerr << device.status() << "\n";
     return 1;
   }
-  std::vector<std::string> precisions = {"fp32"};
-  if (device->is_cuda()) precisions = {"fp32", "fp16", "bf16"};
-  const int batch = absl::GetFlag(FLAGS_batch);
+  at::globalContext().setBenchmarkCuDNN(absl::GetFlag(FLAGS_cudnn_benchmark));
+  int64_t gemm_size = absl::GetFlag(FLAGS_gemm_size);
+  if (gemm_size == 0) gemm_size = device->is_cuda() ? 8192 : 2048;
 
-  // The peak: an fp32 square matrix product on the device, timed with the variants.
-  const int64_t gemm_size = absl::GetFlag(FLAGS_gemm_size);
-  const torch::Tensor gemm_a = torch::randn({gemm_size, gemm_size}).to(*device);
-  const torch::Tensor gemm_b = torch::randn({gemm_size, gemm_size}).to(*device);
+  // The peak of each precision: a square matrix product on the device, timed with the variants.
+  std::map<std::string, std::pair<torch::Tensor, torch::Tensor>> gemm_inputs;
+  for (const std::string precision : {"fp32", "fp16", "bf16"}) {
+    if (precision != "fp32" && !device->is_cuda()) continue;
+    const auto dtype = PrecisionDtype(precision);
+    gemm_inputs[precision] = {torch::randn({gemm_size, gemm_size}).to(*device, dtype),
+                              torch::randn({gemm_size, gemm_size}).to(*device, dtype)};
+  }
 
-  std::cout << "| frame size | variant | ms per batch of " << batch
-            << " (median) | frames/s | GFLOP/s | matrix-product peak GFLOP/s | of the peak | time "
-               "vs fp32 NCHW |\n|---|---|---|---|---|---|---|---|\n";
-  for (const absl::string_view size_text : absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',')) {
-    const int size = std::stoi(std::string(size_text));
-    vidclf::model::ModelConfig config;
-    config.name = "bench";
-    config.version = "1";
-    config.labels = {"a", "b"};
-    config.input.crop_size = size;
-    config.input.resize_shorter_side = size;
-    std::vector<Variant> variants;
-    for (const std::string& precision : precisions) {
-      for (const auto& [channels_last, fused] :
-           std::vector<std::pair<bool, bool>>{{false, false}, {true, false}, {true, true}}) {
-        Variant variant;
-        variant.name =
-            precision + (channels_last ? " channels-last" : " NCHW") + (fused ? ", fused" : "");
-        variant.options.device = device->str();
-        variant.options.precision = precision;
-        variant.options.channels_last = channels_last;
-        variant.options.fuse_backbone = fused;
-        torch::manual_seed(1);  // the same weights for every variant
-        auto model = VideoModel::Create(config, variant.options);
-        if (!model.ok()) {
-          std::cerr << variant.name << ": " << model.status() << "\n";
-          return 1;
+  std::cout << "| frame size | batch | variant | ms per batch (median) | frames/s | GFLOP/s | "
+               "matrix-product peak GFLOP/s | of the peak | time vs fp32 NCHW |\n"
+               "|---|---|---|---|---|---|---|---|---|\n";
+  for (const int size : ParseList(absl::GetFlag(FLAGS_sizes))) {
+    std::vector<Variant> variants = MakeVariants(*device, size);
+    for (const int batch : ParseList(absl::GetFlag(FLAGS_batches))) {
+      std::map<std::string, std::vector<double>> gemm_seconds;
+      for (Variant& variant : variants) variant.seconds.clear();
+      torch::manual_seed(2);
+      const torch::Tensor host_frames = torch::randn({batch, 3, size, size});
+      const torch::Tensor frames = host_frames.to(*device);
+      const torch::Tensor pinned_frames =
+          device->is_cuda() ? host_frames.pin_memory() : host_frames;
+      for (int round = 0; round <= absl::GetFlag(FLAGS_rounds); ++round) {
+        for (const auto& [precision, inputs] : gemm_inputs) {
+          torch::InferenceMode inference;
+          const auto start = std::chrono::steady_clock::now();
+          // Reading one element waits for the device without timing a copy of the product.
+          (void)torch::mm(inputs.first, inputs.second)[0][0].item<float>();
+          const double seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (round > 0) gemm_seconds[precision].push_back(seconds);
         }
-        variant.model = *std::move(model);
-        variants.push_back(std::move(variant));
-      }
-    }
-    std::vector<double> gemm_seconds;
-    torch::manual_seed(2);
-    const torch::Tensor frames = torch::randn({batch, 3, size, size}).to(*device);
-    for (int round = 0; round <= absl::GetFlag(FLAGS_rounds); ++round) {
-      {
-        torch::InferenceMode inference;
-        const auto start = std::chrono::steady_clock::now();
-        // Reading one element waits for the device without timing a copy of the product.
-        (void)torch::mm(gemm_a, gemm_b)[0][0].item<float>();
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (round > 0) gemm_seconds.push_back(seconds);
-      }
-      for (Variant& variant : variants) {
-        const auto start = std::chrono::steady_clock::now();
-        auto embeddings = variant.model->Embed(frames, /*max_batch_frames=*/batch);
-        if (!embeddings.ok()) {
-          std::cerr << variant.name << ": " << embeddings.status() << "\n";
-          return 1;
+        for (Variant& variant : variants) {
+          const auto start = std::chrono::steady_clock::now();
+          const torch::Tensor& input = !variant.frames_from_host ? frames
+                                       : variant.pinned          ? pinned_frames
+                                                                 : host_frames;
+          auto embeddings = variant.model->Embed(input, /*max_batch_frames=*/batch);
+          if (!embeddings.ok()) {
+            std::cerr << variant.name << ": " << embeddings.status() << "\n";
+            return 1;
+          }
+          // Embed returns CPU tensors, so the device has finished when it returns.
+          const double seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (round > 0) variant.seconds.push_back(seconds);  // round 0 warms up
         }
-        // Embed returns CPU tensors, so the device has finished when it returns.
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (round > 0) variant.seconds.push_back(seconds);  // round 0 warms up
       }
-    }
-    const double baseline = Median(variants.front().seconds);
-    const double flops = ResNet18Flops(size) * batch;
-    const double peak = 2.0 * std::pow(static_cast<double>(gemm_size), 3) / Median(gemm_seconds);
-    for (const Variant& variant : variants) {
-      const double median = Median(variant.seconds);
-      std::cout << "| " << size << "×" << size << " | " << variant.name << " | " << std::fixed
-                << std::setprecision(1) << median * 1e3 << " | " << std::setprecision(0)
-                << batch / median << " | " << flops / median / 1e9 << " | " << peak / 1e9 << " | "
-                << std::setprecision(2) << flops / median / peak << " | " << median / baseline
-                << " |\n";
+      const double baseline = Median(variants.front().seconds);
+      const double flops = ResNet18Flops(size) * batch;
+      for (const Variant& variant : variants) {
+        const double peak = 2.0 * std::pow(static_cast<double>(gemm_size), 3) /
+                            Median(gemm_seconds[variant.options.precision]);
+        const double median = Median(variant.seconds);
+        std::cout << "| " << size << "×" << size << " | " << batch << " | " << variant.name << " | "
+                  << std::fixed << std::setprecision(1) << median * 1e3 << " | "
+                  << std::setprecision(0) << batch / median << " | " << flops / median / 1e9
+                  << " | " << peak / 1e9 << " | " << std::setprecision(2) << flops / median / peak
+                  << " | " << median / baseline << " |\n";
+      }
     }
   }
   std::cout << "\nResNet18 convolutions: " << std::fixed << std::setprecision(3)
             << ResNet18Flops(224) / 1e9 << " GFLOP per 224×224 frame, " << ResNet18Flops(112) / 1e9
-            << " per 112×112 (a multiply-add counts two). Peak: fp32 " << gemm_size << "×"
-            << gemm_size << " matrix product, 2n³ FLOP, timed in the same rounds.\n";
+            << " per 112×112 (a multiply-add counts two). Peak: a " << gemm_size << "×" << gemm_size
+            << " matrix product in the variant's precision, 2n³ FLOP, timed in the same rounds."
+            << (absl::GetFlag(FLAGS_cudnn_benchmark) ? " cuDNN benchmark mode on." : "") << "\n";
   return 0;
 }

@@ -45,11 +45,11 @@ def resident_bytes(metrics_port):
 
 def backbone_frames_per_s(binary):
     """The backbone's own batched throughput at the demo model's size, in the server's layout."""
-    out = subprocess.run([binary, "--sizes", "112", "--batch", "16", "--threads",
+    out = subprocess.run([binary, "--sizes", "112", "--batches", "16", "--threads",
                           str(os.cpu_count()), "--rounds", "5"], check=True,
                          capture_output=True, text=True).stdout
     row = next(line for line in out.splitlines() if "fp32 channels-last" in line)
-    return float(row.split("|")[4])
+    return float(row.split("|")[5])
 
 
 def saturated(client, grpc_port, metrics_port, feed, streams):
@@ -229,7 +229,7 @@ def main():
         "every frame embedded, a prediction every 25: the server embedded "
         f"{saturation['frames']:.0f} frames in {saturation['seconds']:.1f} s, "
         f"**{saturation['per_s']:.0f} frames/s** ({saturation['failures']} feeds failed). The "
-        "backbone alone (`vidclf-backbone-bench --sizes 112 --batch 16`, channels-last fp32, "
+        "backbone alone (`vidclf-backbone-bench --sizes 112 --batches 16`, channels-last fp32, "
         f"the same threads), run just before and just after: {backbone[0]:.0f} and "
         f"{backbone[1]:.0f} frames/s. Ratio: **{saturation['per_s'] / backbone_rate:.2f}** of "
         "the backbone's own throughput (target: at least 0.85). The feeds' decoding, conversion "

@@ -4,7 +4,7 @@
 // take turns within every round, so drift on a shared machine hits them alike. Prints a Markdown
 // table (median over rounds) for docs/streaming-benchmark.md.
 //
-//   vidclf-step-bench [--frames 10,1000,10000] [--rounds 9] [--threads 0]
+//   vidclf-step-bench [--device cpu] [--frames 10,1000,10000] [--rounds 9] [--threads 0]
 #include <torch/torch.h>
 
 #include <chrono>
@@ -20,6 +20,7 @@
 #include "bench/median.h"
 #include "model/video_model.h"
 
+ABSL_FLAG(std::string, device, "cpu", "cpu or cuda:N: where the heads run.");
 ABSL_FLAG(std::string, frames, "10,1000,10000", "Frames seen before the timed frame.");
 ABSL_FLAG(int, rounds, 9, "Timed rounds; the median is reported.");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0: LibTorch's default).");
@@ -42,7 +43,9 @@ std::unique_ptr<VideoModel> Make(const std::string& head, const std::string& att
   config.head = *vidclf::model::ParseHeadType(head);
   config.transformer.attention.type = *vidclf::model::attention::ParseAttentionType(attention);
   config.transformer.attention_substitutions = {};
-  auto model = VideoModel::Create(config);
+  vidclf::model::InferenceOptions options;
+  options.device = absl::GetFlag(FLAGS_device);
+  auto model = VideoModel::Create(config, options);
   if (!model.ok()) {
     std::cerr << model.status() << "\n";
     std::exit(1);
@@ -81,8 +84,9 @@ int main(int argc, char** argv) {
   for (const torch::Tensor& parameter : linear->head().parameters()) {
     weight_bytes += parameter.numel() * static_cast<int64_t>(parameter.element_size());
   }
-  const torch::Tensor same_bytes = torch::randn({weight_bytes / 4});
+  const torch::Tensor same_bytes = torch::randn({weight_bytes / 4}).to(linear->device());
 
+  std::cerr << "Heads on " << linear->device() << "\n";
   std::cout << "| frames seen | GRU step ms | causal-linear step ms | reading its " << std::fixed
             << std::setprecision(1) << weight_bytes / 1048576.0
             << " MiB of weights once ms | causal-linear / that | softmax over the history ms | "

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The model library on a CUDA GPU, for docs/gpu-benchmark.md. Builds the model-only tree
+# (-DVIDCLF_MODEL_ONLY=ON: LibTorch, Abseil, nlohmann-json and GoogleTest, no gRPC or FFmpeg)
+# against the LibTorch inside this machine's PyTorch, runs the model tests (the GPU test
+# included), then the backbone, attention and streaming-step benchmarks on cuda:0. Every log and
+# table goes into OUTPUT_DIR; a step that fails is reported and the others still run.
+#
+#   bench/gpu/run.sh OUTPUT_DIR [BUILD_DIR]
+#
+# CMake finds the other dependencies as usual (CMAKE_PREFIX_PATH in the environment works).
+set -uo pipefail
+
+out=${1:?usage: bench/gpu/run.sh OUTPUT_DIR [BUILD_DIR]}
+build=${2:-build-gpu}
+mkdir -p "$out"
+failed=()
+
+step() {  # step NAME COMMAND...: runs COMMAND with its output in OUTPUT_DIR/NAME.txt
+  local name=$1
+  shift
+  echo "== $name: $*"
+  local start=$SECONDS
+  if "$@" >"$out/$name.txt" 2>&1; then
+    echo "   done in $((SECONDS - start)) s"
+  else
+    echo "   FAILED after $((SECONDS - start)) s; its last lines:"
+    tail -n 15 "$out/$name.txt"
+    failed+=("$name")
+  fi
+}
+
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  python3 -c 'import torch; print("PyTorch", torch.__version__, "CUDA", torch.version.cuda,
+      "cuDNN", torch.backends.cudnn.version(), "C++11 ABI", torch._C._GLIBCXX_USE_CXX11_ABI)'
+  nproc
+} >"$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+
+torch_cmake=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+generator=()
+keep_going=(-- -k)
+if command -v ninja >/dev/null; then
+  generator=(-G Ninja)
+  keep_going=(-- -k 0)
+fi
+step configure cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DVIDCLF_MODEL_ONLY=ON -DCMAKE_PREFIX_PATH="$torch_cmake"
+# Keeps going past a target that fails, so that the others still build and run.
+step build cmake --build "$build" --parallel "$(nproc)" "${keep_going[@]}"
+
+bin=$build/bin
+export VIDCLF_TORCHVISION_PYTHON3=${VIDCLF_TORCHVISION_PYTHON3:-$(command -v python3)}
+step model-tests "$bin/model_unit_tests"
+step attention-exact-tests "$bin/attention_exact_tests"
+step attention-approximate-tests "$bin/attention_approximate_tests"
+
+step backbone "$bin/vidclf-backbone-bench" --device cuda:0 --sizes 112,224 \
+  --batches 16,64,256,1024 --rounds 7
+step backbone-cudnn-benchmark "$bin/vidclf-backbone-bench" --device cuda:0 --sizes 112,224 \
+  --batches 16,64,256,1024 --rounds 7 --cudnn_benchmark
+step attention "$bin/vidclf-attention-bench" --device cuda:0 \
+  --lengths 256,1024,4096,16384,65536 --linear_lengths 262144 --repeats 7
+step streaming-step "$bin/vidclf-step-bench" --device cuda:0 --frames 10,1000,10000 --rounds 21
+
+if ((${#failed[@]})); then
+  echo "failed: ${failed[*]}"
+  exit 1
+fi
+echo "all steps passed"
