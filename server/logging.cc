@@ -4,11 +4,17 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <cstdarg>
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <string_view>
 
 #include "nlohmann/json.hpp"
+
+extern "C" {
+#include <libavutil/log.h>
+}
 
 namespace vidclf {
 namespace {
@@ -56,6 +62,21 @@ void LogGrpcLine(gpr_log_func_args* line) {
   spdlog::log(level, "grpc: {}", line->message);
 }
 
+// FFmpeg's own lines (a damaged packet, a guessed frame rate) join ours too, instead of going to
+// stderr in FFmpeg's format. --media-log-level chooses which: they are logged as information, or
+// as warnings for FFmpeg's errors, which are about a client's video rather than the server.
+void LogFfmpegLine(void* context, int level, const char* format, va_list arguments) {
+  if (level > av_log_get_level()) return;
+  thread_local int print_prefix = 1;  // FFmpeg's state: whether the next piece starts a line
+  char line[1024];
+  av_log_format_line2(context, level, format, arguments, line, sizeof(line), &print_prefix);
+  std::string_view text(line);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
+  if (text.empty()) return;
+  spdlog::log(level <= AV_LOG_ERROR ? spdlog::level::warn : spdlog::level::info, "ffmpeg: {}",
+              text);
+}
+
 }  // namespace
 
 void ConfigureLogging(LogFormat format, const std::string& level) {
@@ -70,6 +91,7 @@ void ConfigureLogging(LogFormat format, const std::string& level) {
   logger->set_level(spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);
   gpr_set_log_function(LogGrpcLine);
+  av_log_set_callback(LogFfmpegLine);
 }
 
 }  // namespace vidclf

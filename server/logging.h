@@ -1,6 +1,6 @@
 // The server's log: one line per event, as text for people or JSON for log collectors, through
 // spdlog's default logger, all on stdout: one stream, in the order events happened, which is what
-// container runtimes and log collectors read. gRPC's own log lines go the same way.
+// container runtimes and log collectors read. gRPC's and FFmpeg's own log lines go the same way.
 #ifndef VIDCLF_SERVER_LOGGING_H_
 #define VIDCLF_SERVER_LOGGING_H_
 

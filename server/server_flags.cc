@@ -102,7 +102,8 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "from, e.g. https://media.example.com/clips/,file:///srv/videos/ (default: "
                  "none).")
       ->delimiter(',');
-  app.add_option("--media-log-level", flags->media_log_level, "FFmpeg's log level on stderr.")
+  app.add_option("--media-log-level", flags->media_log_level,
+                 "FFmpeg's log level; its lines join the server's log as \"ffmpeg: ...\".")
       ->capture_default_str()
       ->check(CLI::IsMember({"quiet", "error", "warning", "info", "debug"}));
   app.add_option("--tls-cert", flags->tls_cert,

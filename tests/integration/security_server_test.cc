@@ -324,8 +324,10 @@ TEST_F(SecurityServerTest, RefusesToStartWithFilesItCannotUse) {
   }
 }
 
+// FFmpeg's lines too: with --media-log-level debug, decoding logs some.
 TEST_F(SecurityServerTest, JsonLogHoldsOneObjectPerLine) {
-  auto server = StartServer({"--log-format", "json", "--log-level", "debug"});
+  auto server =
+      StartServer({"--log-format", "json", "--log-level", "debug", "--media-log-level", "debug"});
   ASSERT_NE(server, nullptr);
   int exit_code = -1;
   const std::string output = Client(*server, "classify " + Path("clip.mp4"), &exit_code);
@@ -334,6 +336,7 @@ TEST_F(SecurityServerTest, JsonLogHoldsOneObjectPerLine) {
 
   int lines = 0;
   bool call_logged = false;
+  int ffmpeg_lines = 0;
   for (absl::string_view line : absl::StrSplit(server->output(), '\n', absl::SkipEmpty())) {
     ++lines;
     const nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -344,9 +347,11 @@ TEST_F(SecurityServerTest, JsonLogHoldsOneObjectPerLine) {
     if (message.rfind("Classify model=tiny code=OK", 0) == 0) {
       call_logged = event.value("level", "") == "debug";
     }
+    if (message.rfind("ffmpeg: ", 0) == 0) ++ffmpeg_lines;
   }
   EXPECT_GT(lines, 4);
   EXPECT_TRUE(call_logged) << server->output();
+  EXPECT_GT(ffmpeg_lines, 0) << server->output();
 }
 
 }  // namespace
