@@ -69,6 +69,8 @@ class VideoModel {
   bool fused_backbone() const { return fused_backbone_ != nullptr; }
   // The temporal head (GRU or transformer, as the config says).
   TemporalHead& head() { return *head_; }
+  // The head that runs `attention` (see Classify): head() for "", else a substitution's.
+  absl::StatusOr<TemporalHead*> HeadFor(absl::string_view attention) const;
 
   // frames: [T, 3, crop, crop] float, on any device. Returns embeddings [T, 512] float on the CPU.
   // Runs in eval mode without autograd, in chunks of at most `max_batch_frames` frames to bound
@@ -102,8 +104,6 @@ class VideoModel {
  private:
   VideoModel(ModelConfig config, ResNet18 backbone, std::shared_ptr<TemporalHead> head,
              torch::Device device, torch::Dtype backbone_dtype, bool channels_last);
-  // The head that runs `attention` (see Classify).
-  absl::StatusOr<TemporalHead*> HeadFor(absl::string_view attention) const;
   // Puts the weights on the device in the layout asked for, fuses the backbone when asked, and
   // builds the substitution heads. Throws c10::Error.
   void Prepare(bool fuse_backbone);

@@ -4,38 +4,15 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "model/train/head_trainer.h"
 #include "model/video_model.h"
 #include "train/classification_report.h"
 #include "train/commands.h"
 #include "train/work_dir.h"
 
 namespace vidclf::train {
-namespace {
 
 namespace fs = std::filesystem;
-
-// The most probable class of each clip, with `attention` in place of the run's own mechanism
-// when it names a substitution the bundle allows.
-absl::StatusOr<std::vector<int64_t>> PredictClasses(const model::VideoModel& model,
-                                                    const model::EmbeddingSet& set,
-                                                    const std::string& attention) {
-  std::vector<int64_t> predicted;
-  constexpr int64_t kBatch = 64;
-  for (int64_t begin = 0; begin < set.size(); begin += kBatch) {
-    const int64_t end = std::min(begin + kBatch, set.size());
-    const torch::Tensor lengths = set.lengths.slice(0, begin, end);
-    const torch::Tensor embeddings =
-        set.embeddings.slice(0, begin, end).slice(1, 0, lengths.max().item<int64_t>());
-    absl::StatusOr<torch::Tensor> probabilities = model.Classify(embeddings, lengths, attention);
-    if (!probabilities.ok()) return probabilities.status();
-    const torch::Tensor classes = probabilities->argmax(1).contiguous();
-    predicted.insert(predicted.end(), classes.data_ptr<int64_t>(),
-                     classes.data_ptr<int64_t>() + classes.size(0));
-  }
-  return predicted;
-}
-
-}  // namespace
 
 void AddEvalFlags(CLI::App* app, EvalFlags* flags, bool with_work) {
   if (with_work) {
@@ -67,7 +44,9 @@ int RunEval(const EvalFlags& flags) {
   const Split split = flags.split == "train"        ? Split::kTrain
                       : flags.split == "validation" ? Split::kValidation
                                                     : Split::kTest;
-  absl::StatusOr<LoadedSplit> loaded = LoadSplit(flags.work, *dataset, split);
+  absl::StatusOr<EmbeddingCache> cache = OpenWorkCache(flags.work);
+  absl::StatusOr<LoadedSplit> loaded =
+      cache.ok() ? LoadSplit(*cache, *dataset, split) : absl::StatusOr<LoadedSplit>(cache.status());
   if (!loaded.ok()) {
     std::cerr << "vidclf-train eval: " << loaded.status().message() << "\n";
     return kExitFailed;
@@ -76,20 +55,23 @@ int RunEval(const EvalFlags& flags) {
     std::cerr << "vidclf-train eval: no embedded " << flags.split << " clips\n";
     return kExitUsage;
   }
-  const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::vector<int64_t>> predicted =
-      PredictClasses(**model, loaded->set, flags.attention);
-  if (!predicted.ok()) {
-    std::cerr << "vidclf-train eval: " << predicted.status().message() << "\n";
+  // The run's own head, or the substitution --attention names when the bundle allows it.
+  absl::StatusOr<model::TemporalHead*> head = (*model)->HeadFor(flags.attention);
+  if (!head.ok()) {
+    std::cerr << "vidclf-train eval: " << head.status().message() << "\n";
     return kExitUsage;
   }
+  const auto start = std::chrono::steady_clock::now();
+  const torch::Tensor predicted = model::Predict(**head, loaded->set).contiguous();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const torch::Tensor labels = loaded->set.labels.contiguous();
-  absl::StatusOr<ClassificationReport> report = ReportFromPredictions(
-      dataset->classes,
-      std::vector<int64_t>(labels.data_ptr<int64_t>(), labels.data_ptr<int64_t>() + labels.size(0)),
-      *predicted);
+  const auto as_vector = [](const torch::Tensor& classes) {
+    return std::vector<int64_t>(classes.data_ptr<int64_t>(),
+                                classes.data_ptr<int64_t>() + classes.size(0));
+  };
+  absl::StatusOr<ClassificationReport> report =
+      ReportFromPredictions(dataset->classes, as_vector(labels), as_vector(predicted));
   if (!report.ok()) {
     std::cerr << "vidclf-train eval: " << report.status().message() << "\n";
     return kExitFailed;

@@ -170,8 +170,13 @@ int RunFit(const FitFlags& flags) {
   }
   std::cout << model::ConfigureTorchThreads(static_cast<int>(std::thread::hardware_concurrency()))
             << std::endl;
-  absl::StatusOr<LoadedSplit> train = LoadSplit(flags.work, *dataset, Split::kTrain);
-  absl::StatusOr<LoadedSplit> validation = LoadSplit(flags.work, *dataset, Split::kValidation);
+  absl::StatusOr<EmbeddingCache> cache = OpenWorkCache(flags.work);
+  if (!cache.ok()) {
+    std::cerr << "vidclf-train fit: " << cache.status().message() << "\n";
+    return kExitFailed;
+  }
+  absl::StatusOr<LoadedSplit> train = LoadSplit(*cache, *dataset, Split::kTrain);
+  absl::StatusOr<LoadedSplit> validation = LoadSplit(*cache, *dataset, Split::kValidation);
   if (!train.ok() || !validation.ok()) {
     std::cerr << "vidclf-train fit: "
               << (train.ok() ? validation.status() : train.status()).message() << "\n";

@@ -50,18 +50,20 @@ absl::StatusOr<Dataset> LoadWorkDataset(const std::string& work) {
   return DatasetFromJson(*json);
 }
 
-absl::StatusOr<LoadedSplit> LoadSplit(const std::string& work, const Dataset& dataset,
-                                      Split split) {
+absl::StatusOr<EmbeddingCache> OpenWorkCache(const std::string& work) {
   absl::StatusOr<nlohmann::json> settings = ReadJsonFile((fs::path(work) / "embed.json").string());
   if (!settings.ok()) return settings.status();
-  absl::StatusOr<EmbeddingCache> cache = EmbeddingCache::Open(work, *settings);
-  if (!cache.ok()) return cache.status();
+  return EmbeddingCache::Open(work, *settings);
+}
+
+absl::StatusOr<LoadedSplit> LoadSplit(const EmbeddingCache& cache, const Dataset& dataset,
+                                      Split split) {
   LoadedSplit loaded;
   std::vector<torch::Tensor> embeddings;
   std::vector<int64_t> labels;
   for (const Clip& clip : dataset.ClipsOf(split)) {
-    if (!cache->Has(clip)) continue;  // skipped by embed: undecodable
-    absl::StatusOr<torch::Tensor> tensor = cache->Get(clip);
+    if (!cache.Has(clip)) continue;  // skipped by embed: undecodable
+    absl::StatusOr<torch::Tensor> tensor = cache.Get(clip);
     if (!tensor.ok()) return tensor.status();
     embeddings.push_back(*tensor);
     labels.push_back(clip.label);

@@ -27,12 +27,16 @@ std::string RunDir(const std::string& work, const std::string& run);
 // first when there are none.
 absl::StatusOr<Dataset> LoadWorkDataset(const std::string& work);
 
+// The embedding cache that embed left in `work`, opened for the settings it recorded there.
+absl::StatusOr<EmbeddingCache> OpenWorkCache(const std::string& work);
+
 // The embedded clips of `split`, in data set order; clips that embed skipped are left out.
 struct LoadedSplit {
   model::EmbeddingSet set;
   std::vector<Clip> clips;
 };
-absl::StatusOr<LoadedSplit> LoadSplit(const std::string& work, const Dataset& dataset, Split split);
+absl::StatusOr<LoadedSplit> LoadSplit(const EmbeddingCache& cache, const Dataset& dataset,
+                                      Split split);
 
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path);
 absl::Status WriteJsonFile(const nlohmann::json& json, const std::string& path);

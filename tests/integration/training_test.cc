@@ -129,7 +129,7 @@ TEST_F(TrainingTest, FitLowersTheLossAndWritesItsCurves) {
   Train(absl::StrCat("embed --work ", work, Lists(), kSmallClips));
   Train(absl::StrCat("fit --work ", work,
                      " --run tiny --head transformer --d-model 32 --num-heads 2 --num-layers 1 "
-                     "--ffn-size 32 --epochs 12 --patience 0"));
+                     "--ffn-size 32 --epochs 12 --patience 0 --attention-substitutions clustered"));
   std::vector<double> losses;
   std::ifstream csv(work + "/runs/tiny/curves.csv");
   std::string line;
@@ -158,6 +158,18 @@ TEST_F(TrainingTest, FitLowersTheLossAndWritesItsCurves) {
                                  "/never"),
                     &code),
               HasSubstr("no test metrics"));
+
+  // eval reports on a split, with the run's own attention or a substitution its bundle allows,
+  // and refuses one it does not allow by name.
+  EXPECT_THAT(Train(absl::StrCat("eval --work ", work, " --run tiny --split test")),
+              HasSubstr("MCC"));
+  EXPECT_TRUE(fs::exists(work + "/runs/tiny/eval-test.json"));
+  EXPECT_THAT(Train(absl::StrCat("eval --work ", work, " --run tiny --attention clustered")),
+              HasSubstr("attention clustered"));
+  EXPECT_TRUE(fs::exists(work + "/runs/tiny/eval-test-clustered.json"));
+  EXPECT_THAT(Train(absl::StrCat("eval --work ", work, " --run tiny --attention linear"), &code),
+              HasSubstr("cannot run with attention \"linear\""));
+  EXPECT_EQ(code, 2);
 }
 
 // A user's own data set in the UCF101 layout, two classes, no split lists: trained, exported,
