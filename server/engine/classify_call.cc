@@ -84,6 +84,7 @@ void ClassifyCall::Decode() {
   // those gaps (`vidclf-media-bench --threads 2,4` on 2 cores: every frame of 640x360 H.264 and
   // VP9 decoded 6-8% faster with 4 threads than with 2).
   still_decoding_ = true;
+  holds_decoding_cores_ = true;
   const int decoding = ++engine_->calls_decoding_;
   const int cores = engine_->options().cores;
   const int threads = decoding == 1 ? 2 * cores : cores / decoding;
@@ -94,8 +95,8 @@ void ClassifyCall::Decode() {
                                  ? VideoSource::Bytes(input_.video)
                                  : VideoSource::Uri(input_.uri, &engine_->options().uri_allowlist);
   absl::StatusOr<media::DecodedClip> decoded = source.Decode(clip);
-  DecodingOver();
-  engine_->batcher_.DecodingEnded();
+  ReleaseDecodingCores();
+  ReleaseFrames();
   const double decode_seconds = absl::ToDoubleSeconds(absl::Now() - started);
   const double recent = engine_->recent_decode_seconds_.load();
   engine_->recent_decode_seconds_ =
@@ -119,8 +120,12 @@ void ClassifyCall::Decode() {
   if (move_on) MoveOn();
 }
 
-void ClassifyCall::DecodingOver() {
-  if (still_decoding_.exchange(false)) --engine_->calls_decoding_;
+void ClassifyCall::ReleaseDecodingCores() {
+  if (holds_decoding_cores_.exchange(false)) --engine_->calls_decoding_;
+}
+
+void ClassifyCall::ReleaseFrames() {
+  if (still_decoding_.exchange(false)) engine_->batcher_.DecodingEnded();
 }
 
 void ClassifyCall::StartPass(int64_t frames) {
@@ -142,10 +147,11 @@ absl::Status ClassifyCall::Frame(int64_t slot, const float* pixels, double /*tim
     last = ++frames_in_pass_ == frames_announced_;
   }
   // With the last frame, the cores go back to the backbone before the frame reaches it, so that
-  // the batch it completes runs on all of them.
-  if (last) DecodingOver();
+  // the batch it completes runs on all of them; the frames are let go only once the last is
+  // queued, so that the batcher never takes a part of them.
+  if (last) ReleaseDecodingCores();
   engine_->batcher_.Enqueue(shared_from_this(), pass, slot, pixels);
-  if (last) engine_->batcher_.DecodingEnded();
+  if (last) ReleaseFrames();
   return absl::OkStatus();
 }
 

@@ -66,7 +66,10 @@ class ClassifyCall final : public FrameOwner,
   media::ClipOptions ClipOptionsFor(int decoder_threads) const;
   // Gives the decoder's cores back to the backbone, once: when the pass's last frame arrives
   // (the decoder then only winds down), or when decoding ends.
-  void DecodingOver();
+  void ReleaseDecodingCores();
+  // Lets the batcher take the call's frames (StillDecoding turns false) and tells it so: once the
+  // pass's last frame is queued, or when decoding ends.
+  void ReleaseFrames();
 
   ClassifyEngine* const engine_;
   const ClassifyInput input_;
@@ -75,6 +78,7 @@ class ClassifyCall final : public FrameOwner,
   const std::shared_ptr<Admission> admission_;
   const absl::Time admitted_;
   CancellationToken cancellation_;
+  std::atomic<bool> holds_decoding_cores_{false};
   std::atomic<bool> still_decoding_{false};
 
   mutable absl::Mutex mutex_;
