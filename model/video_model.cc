@@ -77,27 +77,6 @@ absl::Status LoadWeights(Module& module, const std::filesystem::path& path) {
   return check(module->named_buffers());
 }
 
-absl::StatusOr<torch::Dtype> ResolvePrecision(const std::string& precision,
-                                              const torch::Device& device) {
-  torch::Dtype dtype;
-  if (precision == "fp32") {
-    return torch::kFloat;
-  } else if (precision == "fp16") {
-    dtype = torch::kHalf;
-  } else if (precision == "bf16") {
-    dtype = torch::kBFloat16;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown precision \"", precision, "\"; use fp32, fp16 or bf16"));
-  }
-  if (!device.is_cuda()) {
-    // CPUs without native half-precision units run these slower than fp32, not faster.
-    return absl::InvalidArgumentError(
-        absl::StrCat("precision ", precision, " needs a CUDA device; the CPU runs fp32"));
-  }
-  return dtype;
-}
-
 // Moves floating-point tensors to `dtype` and every tensor to `device`; 4-d ones (convolution
 // weights) to channels-last when asked. Integer buffers (batch norm's num_batches_tracked) keep
 // their type, which Module::to(dtype) would not.
@@ -141,6 +120,27 @@ absl::StatusOr<torch::Device> ResolveDevice(const std::string& spec) {
                                                       " CUDA GPUs are visible"));
   }
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+absl::StatusOr<torch::Dtype> ResolvePrecision(const std::string& precision,
+                                              const torch::Device& device) {
+  torch::Dtype dtype;
+  if (precision == "fp32") {
+    return torch::kFloat;
+  } else if (precision == "fp16") {
+    dtype = torch::kHalf;
+  } else if (precision == "bf16") {
+    dtype = torch::kBFloat16;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown precision \"", precision, "\"; use fp32, fp16 or bf16"));
+  }
+  if (!device.is_cuda()) {
+    // CPUs without native half-precision units run these slower than fp32, not faster.
+    return absl::InvalidArgumentError(
+        absl::StrCat("precision ", precision, " needs a CUDA device; the CPU runs fp32"));
+  }
+  return dtype;
 }
 
 namespace {

@@ -121,6 +121,11 @@ class VideoModel {
   std::map<attention::AttentionType, std::shared_ptr<TemporalHead>> substitutes_;
 };
 
+// The backbone dtype of `precision` ("fp32", "fp16", "bf16") on `device`: INVALID_ARGUMENT for an
+// unknown name, or for half precision off CUDA.
+absl::StatusOr<torch::Dtype> ResolvePrecision(const std::string& precision,
+                                              const torch::Device& device);
+
 // Sets `threads` intra-op threads for LibTorch and returns a line naming the BLAS and thread count
 // in use, for the start-up log.
 std::string ConfigureTorchThreads(int threads);

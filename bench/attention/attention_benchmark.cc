@@ -22,6 +22,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
+#include "bench/list_flag.h"
 #include "model/attention/registry.h"
 #include "model/device_memory.h"
 #include "model/heads/gru_head.h"
@@ -40,6 +41,7 @@ ABSL_FLAG(bool, streaming_only, false, "Measure only the streaming step.");
 
 namespace {
 
+using vidclf::bench::ParseList;
 using vidclf::model::attention::AttentionOptions;
 constexpr int64_t kHeads = 8;
 constexpr int64_t kHeadDim = 64;
@@ -64,14 +66,6 @@ int64_t AvailableMemoryKib() {
     if (key == "MemAvailable:") return value;
   }
   return 0;
-}
-
-std::vector<int64_t> ParseList(const std::string& text) {
-  std::vector<int64_t> values;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    values.push_back(std::stoll(std::string(part)));
-  }
-  return values;
 }
 
 // Waits for the work queued on `device`, so that a timer read after it has seen the work done.

@@ -22,6 +22,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
+#include "bench/list_flag.h"
 #include "bench/median.h"
 #include "model/model_config.h"
 #include "model/video_model.h"
@@ -40,6 +41,7 @@ ABSL_FLAG(bool, cudnn_benchmark, false,
 namespace {
 
 using vidclf::bench::Median;
+using vidclf::bench::ParseList;
 using vidclf::model::InferenceOptions;
 using vidclf::model::VideoModel;
 
@@ -77,20 +79,6 @@ double ResNet18Flops(int64_t size) {
     channels = width;
   }
   return flops;
-}
-
-torch::Dtype PrecisionDtype(const std::string& precision) {
-  if (precision == "fp16") return torch::kHalf;
-  if (precision == "bf16") return torch::kBFloat16;
-  return torch::kFloat;
-}
-
-std::vector<int> ParseList(const std::string& text) {
-  std::vector<int> values;
-  for (const absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    values.push_back(std::stoi(std::string(part)));
-  }
-  return values;
 }
 
 // Every layout and kernel choice in each precision, plus (on a GPU) the fastest-looking one fed
@@ -162,7 +150,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::pair<torch::Tensor, torch::Tensor>> gemm_inputs;
   for (const std::string precision : {"fp32", "fp16", "bf16"}) {
     if (precision != "fp32" && !device->is_cuda()) continue;
-    const auto dtype = PrecisionDtype(precision);
+    const torch::Dtype dtype = *vidclf::model::ResolvePrecision(precision, *device);
     gemm_inputs[precision] = {torch::randn({gemm_size, gemm_size}).to(*device, dtype),
                               torch::randn({gemm_size, gemm_size}).to(*device, dtype)};
   }
@@ -170,9 +158,9 @@ int main(int argc, char** argv) {
   std::cout << "| frame size | batch | variant | ms per batch (median) | frames/s | GFLOP/s | "
                "matrix-product peak GFLOP/s | of the peak | time vs fp32 NCHW |\n"
                "|---|---|---|---|---|---|---|---|---|\n";
-  for (const int size : ParseList(absl::GetFlag(FLAGS_sizes))) {
+  for (const int64_t size : ParseList(absl::GetFlag(FLAGS_sizes))) {
     std::vector<Variant> variants = MakeVariants(*device, size);
-    for (const int batch : ParseList(absl::GetFlag(FLAGS_batches))) {
+    for (const int64_t batch : ParseList(absl::GetFlag(FLAGS_batches))) {
       std::map<std::string, std::vector<double>> gemm_seconds;
       for (Variant& variant : variants) variant.seconds.clear();
       torch::manual_seed(2);

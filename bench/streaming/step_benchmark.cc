@@ -17,6 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
+#include "bench/list_flag.h"
 #include "bench/median.h"
 #include "model/video_model.h"
 
@@ -91,8 +92,7 @@ int main(int argc, char** argv) {
             << std::setprecision(1) << weight_bytes / 1048576.0
             << " MiB of weights once ms | causal-linear / that | softmax over the history ms | "
                "softmax / causal-linear |\n|---|---|---|---|---|---|---|\n";
-  for (const absl::string_view text : absl::StrSplit(absl::GetFlag(FLAGS_frames), ',')) {
-    const int64_t frames = std::stoll(std::string(text));
+  for (const int64_t frames : vidclf::bench::ParseList(absl::GetFlag(FLAGS_frames))) {
     const torch::Tensor history = torch::randn({1, frames + 1, kEmbedding});
     const torch::Tensor next = history.slice(1, frames, frames + 1);
     const HeadState gru_state = Advance(*gru, history, frames);
