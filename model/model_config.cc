@@ -151,6 +151,7 @@ void ReadHead(const nlohmann::json& json, ModelConfig* config, absl::Status* err
     reader.Read("hidden_size", &g.hidden_size);
     reader.Read("num_layers", &g.num_layers);
     reader.Read("mlp_hidden_size", &g.mlp_hidden_size);
+    reader.Read("input_dropout", &g.input_dropout);
   } else if (config->head == HeadType::kTransformer) {
     TransformerHeadConfig& t = config->transformer;
     reader.Read("d_model", &t.d_model);
@@ -295,6 +296,10 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
     if (config.gru.hidden_size < 1 || config.gru.num_layers < 1 || config.gru.mlp_hidden_size < 1) {
       return Invalid("head: hidden_size, num_layers and mlp_hidden_size must be positive");
     }
+    if (!(config.gru.input_dropout >= 0 && config.gru.input_dropout < 1)) {
+      return Invalid(
+          absl::StrCat("head.input_dropout must be in [0, 1); got ", config.gru.input_dropout));
+    }
     return absl::OkStatus();
   }
   return ValidateTransformer(config);
@@ -340,6 +345,7 @@ nlohmann::json ModelConfigToJson(const ModelConfig& config) {
     head["hidden_size"] = config.gru.hidden_size;
     head["num_layers"] = config.gru.num_layers;
     head["mlp_hidden_size"] = config.gru.mlp_hidden_size;
+    head["input_dropout"] = config.gru.input_dropout;
   } else if (config.head == HeadType::kTransformer) {
     const TransformerHeadConfig& t = config.transformer;
     head["d_model"] = t.d_model;

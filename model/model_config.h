@@ -48,6 +48,8 @@ struct GruHeadConfig {
   int64_t hidden_size = 32;
   int64_t num_layers = 2;
   int64_t mlp_hidden_size = 16;
+  // Training only: dropout on the head's input embeddings.
+  double input_dropout = 0.0;
 };
 
 struct TransformerHeadConfig {

@@ -47,7 +47,8 @@ std::shared_ptr<TemporalHead> MakeHead(const ModelConfig& config) {
                      .input_size(kResNet18EmbeddingSize)
                      .hidden_size(config.gru.hidden_size)
                      .num_layers(config.gru.num_layers)
-                     .mlp_hidden_size(config.gru.mlp_hidden_size))
+                     .mlp_hidden_size(config.gru.mlp_hidden_size)
+                     .input_dropout(config.gru.input_dropout))
       .ptr();
 }
 

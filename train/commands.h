@@ -65,6 +65,7 @@ struct FitFlags {
   int64_t linformer_k = 16;
   int64_t gru_hidden_size = 32;
   int64_t gru_num_layers = 2;
+  double gru_input_dropout = 0.0;
   int epochs = 60;
   int batch_size = 16;
   double learning_rate = 0;  // 0: 3e-3 for a GRU, 1e-3 for a transformer

@@ -40,6 +40,7 @@ absl::StatusOr<model::ModelConfig> RunConfig(const FitFlags& flags,
   config.head = *head;
   config.gru.hidden_size = flags.gru_hidden_size;
   config.gru.num_layers = flags.gru_num_layers;
+  config.gru.input_dropout = flags.gru_input_dropout;
   model::TransformerHeadConfig& t = config.transformer;
   t.d_model = flags.d_model;
   t.num_heads = flags.num_heads;
@@ -137,6 +138,10 @@ void AddFitFlags(CLI::App* app, FitFlags* flags, bool with_work) {
   app->add_option("--gru-hidden-size", flags->gru_hidden_size, "GRU width (seed 004: 32).")
       ->capture_default_str();
   app->add_option("--gru-num-layers", flags->gru_num_layers, "GRU layers (seed 004: 2).")
+      ->capture_default_str();
+  app->add_option(
+         "--gru-input-dropout", flags->gru_input_dropout,
+         "Dropout on the GRU's input embeddings while training, in [0, 1) (seed 004: none).")
       ->capture_default_str();
   app->add_option("--epochs", flags->epochs, "Most epochs.")
       ->capture_default_str()

@@ -6,6 +6,8 @@ GruHeadImpl::GruHeadImpl(const GruHeadOptions& options_)
     : TemporalHead(options_.input_size()), options(options_) {
   TORCH_CHECK(options.num_classes() >= 1, "GRU head needs at least one class; got ",
               options.num_classes());
+  TORCH_CHECK(options.input_dropout() >= 0 && options.input_dropout() < 1,
+              "GRU head input dropout must lie in [0, 1); got ", options.input_dropout());
   gru = register_module(
       "gru", torch::nn::GRU(torch::nn::GRUOptions(options.input_size(), options.hidden_size())
                                 .num_layers(options.num_layers())
@@ -14,12 +16,19 @@ GruHeadImpl::GruHeadImpl(const GruHeadOptions& options_)
   fc2 = register_module("fc2", torch::nn::Linear(options.mlp_hidden_size(), options.num_classes()));
 }
 
+// Functional rather than a registered Dropout module: a module would become a submodule that
+// bundles saved before this option lack, and loading them would fail.
+torch::Tensor GruHeadImpl::DropInput(const torch::Tensor& x) const {
+  if (!is_training() || options.input_dropout() == 0) return x;
+  return torch::dropout(x, options.input_dropout(), /*train=*/true);
+}
+
 torch::Tensor GruHeadImpl::forward(const torch::Tensor& embeddings, const torch::Tensor& lengths) {
   const torch::Tensor x = CheckAndStandardise(embeddings, lengths, "GRU head");
   const torch::Tensor last = lengths.to(torch::kLong).to(embeddings.device()) - 1;
   // The GRU runs left to right, so padding after a sequence's end cannot reach its last valid
   // output: take that step's output rather than the final hidden state.
-  const torch::Tensor outputs = std::get<0>(gru->forward(x));  // [B, T, hidden]
+  const torch::Tensor outputs = std::get<0>(gru->forward(DropInput(x)));  // [B, T, hidden]
   const torch::Tensor index = last.view({-1, 1, 1}).expand({-1, 1, outputs.size(2)});
   const torch::Tensor final_state = outputs.gather(1, index).squeeze(1);
   return fc2(torch::relu(fc1(final_state)));

@@ -27,6 +27,22 @@ TEST(GruHead, HasSeed004Defaults) {
   EXPECT_EQ(count, 59365);  // 58,752 in the GRU, 613 in 32 -> 16 -> 5 (seed 004 summary)
 }
 
+TEST(GruHead, InputDropoutActsOnlyWhileTraining) {
+  torch::manual_seed(3);
+  GruHead head(GruHeadOptions(/*num_classes=*/5).input_size(12).input_dropout(0.5));
+  // No module of its own: weights saved without the option load into a head with it.
+  EXPECT_EQ(head->named_children().size(), 3U);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = torch::randn({2, 6, 12});
+  const torch::Tensor lengths = torch::tensor({6, 3}, torch::kLong);
+  head->eval();
+  const torch::Tensor served = head->forward(x, lengths);
+  EXPECT_TRUE(torch::equal(served, head->forward(x, lengths)));
+  head->train();
+  EXPECT_FALSE(torch::allclose(head->forward(x, lengths), served));
+  EXPECT_THROW(GruHead(GruHeadOptions(5).input_dropout(1.0)), c10::Error);
+}
+
 TEST(GruHead, ReturnsLogitsPerSequenceWhoseSoftmaxSumsToOne) {
   GruHead head = SmallHead();
   torch::NoGradGuard no_grad;

@@ -44,6 +44,7 @@ TEST(ModelConfigTest, EveryHeadRoundTrips) {
     config.transformer.positional_encoding = false;
     config.transformer.attention_substitutions = {attention::AttentionType::kClustered};
     config.metrics = {{"accuracy", 0.5}};
+    config.gru.input_dropout = 0.25;
     const nlohmann::json json = ModelConfigToJson(config);
     absl::StatusOr<ModelConfig> read = ModelConfigFromJson(json);
     ASSERT_TRUE(read.ok()) << HeadTypeName(head) << ": " << read.status();
@@ -98,6 +99,16 @@ TEST(ModelConfigTest, OneValidationGuardsCreateSaveAndLoad) {
   EXPECT_THAT(std::string(ValidateModelConfig(bad).message()), HasSubstr("head.num_heads"));
   EXPECT_THAT(std::string(VideoModel::Create(bad).status().message()), HasSubstr("head.num_heads"));
   EXPECT_THAT(ErrorOf(ModelConfigToJson(bad)), HasSubstr("head.num_heads"));
+
+  bad = Small(HeadType::kGru);
+  bad.gru.input_dropout = 1;
+  EXPECT_THAT(ErrorOf(ModelConfigToJson(bad)), HasSubstr("head.input_dropout must be in [0, 1)"));
+  // Bundles written before the key existed still load, without dropout.
+  nlohmann::json older = ModelConfigToJson(Small(HeadType::kGru));
+  older["head"].erase("input_dropout");
+  absl::StatusOr<ModelConfig> read = ModelConfigFromJson(older);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->gru.input_dropout, 0);
 
   bad = Small(HeadType::kGru);
   bad.labels = {"a", "a"};
