@@ -176,7 +176,7 @@ ResNet18& VideoModel::backbone() {
   return backbone_;
 }
 
-void VideoModel::Prepare(bool fuse_backbone) {
+void VideoModel::Prepare(bool fuse_backbone, bool cuda_graph_step) {
   if (fuse_backbone) {
     backbone_->eval();
     fused_backbone_ =
@@ -194,6 +194,7 @@ void VideoModel::Prepare(bool fuse_backbone) {
   }
   head_->eval();
   if (config_.head != HeadType::kTransformer) return;
+  std::vector<TemporalHead*> heads = {head_.get()};
   for (const attention::AttentionType type : config_.transformer.attention_substitutions) {
     ModelConfig substitute_config = config_;
     substitute_config.transformer.attention.type = type;
@@ -205,8 +206,19 @@ void VideoModel::Prepare(bool fuse_backbone) {
     for (auto& item : substitute->named_parameters()) item.value().set_data(parameters[item.key()]);
     for (auto& item : substitute->named_buffers()) item.value().set_data(buffers[item.key()]);
     substitute->eval();
+    heads.push_back(substitute.get());
     substitutes_[type] = std::move(substitute);
   }
+#ifdef VIDCLF_TORCH_CUDA
+  if (!device_.is_cuda() || !cuda_graph_step) return;
+  for (TemporalHead* head : heads) {
+    if (!head->has_recurrent_step()) continue;
+    step_graphs_[head] = std::make_unique<TransformerStepGraph>(
+        dynamic_cast<TransformerHeadImpl&>(*head), /*batch=*/1);
+  }
+#else
+  (void)cuda_graph_step;
+#endif
 }
 
 absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Create(const ModelConfig& config,
@@ -218,7 +230,7 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Create(const ModelConfig
     std::unique_ptr<VideoModel> model(new VideoModel(config, ResNet18(), MakeHead(config),
                                                      inference->device, inference->dtype,
                                                      options.channels_last));
-    model->Prepare(options.fuse_backbone);
+    model->Prepare(options.fuse_backbone, options.cuda_graph_step);
     return model;
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
@@ -253,7 +265,7 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& 
     std::unique_ptr<VideoModel> model(new VideoModel(*std::move(config), std::move(backbone),
                                                      std::move(head), inference->device,
                                                      inference->dtype, options.channels_last));
-    model->Prepare(options.fuse_backbone);
+    model->Prepare(options.fuse_backbone, options.cuda_graph_step);
     return model;
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
@@ -382,8 +394,19 @@ absl::StatusOr<std::pair<torch::Tensor, HeadState>> VideoModel::StreamStep(
   if (!head.ok()) return head.status();
   try {
     torch::InferenceMode inference;
-    auto [logits, next] =
-        StepHead(**head, config_.streaming, embeddings.to(device_, torch::kFloat), state);
+    const torch::Tensor frames = embeddings.to(device_, torch::kFloat);
+#ifdef VIDCLF_TORCH_CUDA
+    // A replay per frame: worth it for the few frames a live stream brings at a time. The eager
+    // step takes many frames in one pass for about what 4 to 5 replays cost on an H100.
+    constexpr int64_t kMostFramesToReplay = 4;
+    if (auto graph = step_graphs_.find(*head); graph != step_graphs_.end() && frames.dim() == 3 &&
+                                               frames.size(0) == 1 &&
+                                               frames.size(1) <= kMostFramesToReplay) {
+      auto [logits, next] = graph->second->Step(frames, state);
+      return std::make_pair(torch::softmax(logits, /*dim=*/-1).to(torch::kCPU), std::move(next));
+    }
+#endif
+    auto [logits, next] = StepHead(**head, config_.streaming, frames, state);
     return std::make_pair(torch::softmax(logits, /*dim=*/-1).to(torch::kCPU), std::move(next));
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "model/fused_resnet18.h"
+#include "model/heads/step_graph.h"
 #include "model/heads/temporal_head.h"
 #include "model/model_config.h"
 #include "model/resnet18.h"
@@ -33,6 +34,10 @@ struct InferenceOptions {
   // oneDNN's pre-packed kernels on the CPU in fp32) instead of the module as trained. The eager
   // backbone is then released: backbone() is unavailable and the model cannot be saved.
   bool fuse_backbone = false;
+  // On CUDA, step a single stream's recurrent transformer head (StreamStep with batch 1) by
+  // replaying a CUDA graph captured at load (heads/step_graph.h) rather than launching each
+  // operation. Outputs are the same up to rounding. Ignored on the CPU.
+  bool cuda_graph_step = true;
 };
 
 // The device `spec` names ("auto", "cpu", "cuda", "cuda:N"). INVALID_ARGUMENT for a malformed
@@ -106,7 +111,7 @@ class VideoModel {
              torch::Device device, torch::Dtype backbone_dtype, bool channels_last);
   // Puts the weights on the device in the layout asked for, fuses the backbone when asked, and
   // builds the substitution heads. Throws c10::Error.
-  void Prepare(bool fuse_backbone);
+  void Prepare(bool fuse_backbone, bool cuda_graph_step);
 
   ModelConfig config_;
   torch::Device device_;
@@ -119,6 +124,10 @@ class VideoModel {
   std::shared_ptr<TemporalHead> head_;
   // One head per allowed attention substitution, sharing head_'s parameter storage.
   std::map<attention::AttentionType, std::shared_ptr<TemporalHead>> substitutes_;
+#ifdef VIDCLF_TORCH_CUDA
+  // The captured single-stream step of each head (head_ and substitutes_) that has one.
+  std::map<const TemporalHead*, std::unique_ptr<TransformerStepGraph>> step_graphs_;
+#endif
 };
 
 // The backbone dtype of `precision` ("fp32", "fp16", "bf16") on `device`: INVALID_ARGUMENT for an

@@ -65,6 +65,7 @@ absl::StatusOr<model::InferenceOptions> InferenceOptionsFromFlags(const ServerFl
   options.precision = flags.precision;
   options.channels_last = flags.memory_format == "channels-last";
   options.fuse_backbone = flags.backbone_kernels == "fused";
+  options.cuda_graph_step = flags.stream_step == "cuda-graph";
   return options;
 }
 

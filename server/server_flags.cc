@@ -37,6 +37,12 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "module as trained.")
       ->capture_default_str()
       ->check(CLI::IsMember({"fused", "eager"}));
+  app.add_option("--stream-step", flags->stream_step,
+                 "cuda-graph: on CUDA, a live stream's recurrent transformer head steps by "
+                 "replaying a CUDA graph captured at load, about 5x faster "
+                 "(docs/gpu-benchmark.md); eager: one launch per operation. No effect on the CPU.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cuda-graph", "eager"}));
   app.add_option("--cores", flags->cores,
                  "Cores that decoding and the backbone share (0: the machine's). A call decoding "
                  "alone uses them all; the backbone takes those that decoding leaves free.")

@@ -19,6 +19,7 @@ struct ServerFlags {
   std::string precision = "fp32";
   std::string memory_format = "channels-last";
   std::string backbone_kernels = "fused";
+  std::string stream_step = "cuda-graph";
   int cores = 0;
   int decode_slots = 0;
   int max_batch_frames = 16;

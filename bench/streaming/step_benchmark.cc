@@ -1,8 +1,9 @@
 // What one more frame costs a live stream's head after n frames: a recurrent step (the GRU; the
 // transformer with causal-linear attention) against re-running a softmax transformer over the
 // whole history, as a head without a recurrent step would have to for an exact answer. The heads
-// take turns within every round, so drift on a shared machine hits them alike. Prints a Markdown
-// table (median over rounds) for docs/streaming-benchmark.md.
+// take turns within every round, so drift on a shared machine hits them alike. On CUDA, the
+// causal-linear step is also timed replaying its captured CUDA graph (model/heads/step_graph.h).
+// Prints a Markdown table (median over rounds) for docs/streaming-benchmark.md.
 //
 //   vidclf-step-bench [--device cpu] [--frames 10,1000,10000] [--rounds 9] [--threads 0]
 #include <torch/torch.h>
@@ -36,7 +37,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kEmbedding = 512;
 
-std::unique_ptr<VideoModel> Make(const std::string& head, const std::string& attention) {
+std::unique_ptr<VideoModel> Make(const std::string& head, const std::string& attention,
+                                 bool cuda_graph_step = false) {
   ModelConfig config;
   config.name = head + "-" + attention;
   config.version = "1";
@@ -46,6 +48,7 @@ std::unique_ptr<VideoModel> Make(const std::string& head, const std::string& att
   config.transformer.attention_substitutions = {};
   vidclf::model::InferenceOptions options;
   options.device = absl::GetFlag(FLAGS_device);
+  options.cuda_graph_step = cuda_graph_step;
   auto model = VideoModel::Create(config, options);
   if (!model.ok()) {
     std::cerr << model.status() << "\n";
@@ -78,6 +81,11 @@ int main(int argc, char** argv) {
   const std::unique_ptr<VideoModel> gru = Make("gru", "softmax");
   const std::unique_ptr<VideoModel> linear = Make("transformer", "causal-linear");
   const std::unique_ptr<VideoModel> softmax = Make("transformer", "softmax");
+  std::unique_ptr<VideoModel> graphed;
+  if (linear->device().is_cuda()) {
+    torch::manual_seed(0);
+    graphed = Make("transformer", "causal-linear", /*cuda_graph_step=*/true);
+  }
   const int rounds = absl::GetFlag(FLAGS_rounds);
   // A step must read every weight of the head once: reading as many bytes from memory, timed in
   // the same rounds, is its limit at batch 1.
@@ -91,14 +99,16 @@ int main(int argc, char** argv) {
   std::cout << "| frames seen | GRU step ms | causal-linear step ms | reading its " << std::fixed
             << std::setprecision(1) << weight_bytes / 1048576.0
             << " MiB of weights once ms | causal-linear / that | softmax over the history ms | "
-               "softmax / causal-linear |\n|---|---|---|---|---|---|---|\n";
+               "softmax / causal-linear |"
+            << (graphed ? " causal-linear step, CUDA graph ms | that / reading |" : "") << "\n"
+            << "|---|---|---|---|---|---|---|" << (graphed ? "---|---|" : "") << "\n";
   for (const int64_t frames : vidclf::bench::ParseList(absl::GetFlag(FLAGS_frames))) {
     const torch::Tensor history = torch::randn({1, frames + 1, kEmbedding});
     const torch::Tensor next = history.slice(1, frames, frames + 1);
     const HeadState gru_state = Advance(*gru, history, frames);
     const HeadState linear_state = Advance(*linear, history, frames);
     const torch::Tensor lengths = torch::full({1}, frames + 1, torch::kLong);
-    std::vector<double> gru_seconds, linear_seconds, read_seconds, softmax_seconds;
+    std::vector<double> gru_seconds, linear_seconds, read_seconds, softmax_seconds, graph_seconds;
     // Softmax over 10,000 frames takes seconds a run: fewer rounds there.
     const int softmax_rounds = frames >= 5000 ? 3 : rounds;
     for (int round = 0; round <= rounds; ++round) {  // round 0 warms up
@@ -111,6 +121,11 @@ int main(int argc, char** argv) {
       start = Clock::now();
       (void)same_bytes.sum().item<float>();
       const double read = SecondsSince(start);
+      if (graphed) {
+        start = Clock::now();
+        (void)graphed->StreamStep(next, linear_state);
+        if (round > 0) graph_seconds.push_back(SecondsSince(start));
+      }
       if (round == 0) continue;
       gru_seconds.push_back(gru_step);
       linear_seconds.push_back(linear_step);
@@ -127,8 +142,13 @@ int main(int argc, char** argv) {
     std::cout << std::fixed << std::setprecision(2) << "| " << frames << " | "
               << 1e3 * Median(gru_seconds) << " | " << linear_ms << " | " << read_ms << " | "
               << linear_ms / read_ms << " | " << softmax_ms << " | " << std::setprecision(0)
-              << softmax_ms / linear_ms << "x |\n"
-              << std::flush;
+              << softmax_ms / linear_ms << "x |";
+    if (graphed) {
+      const double graph_ms = 1e3 * Median(graph_seconds);
+      std::cout << std::setprecision(3) << " " << graph_ms << " | " << std::setprecision(2)
+                << graph_ms / read_ms << " |";
+    }
+    std::cout << "\n" << std::flush;
   }
   return 0;
 }

@@ -131,6 +131,7 @@ torch::Tensor HashQueries(const torch::Tensor& queries, int64_t bits, uint64_t s
 
 QueryClusters ClusterQueries(const torch::Tensor& queries, const torch::Tensor& query_valid,
                              const AttentionOptions& options) {
+  if (queries.is_cuda()) return ClusterQueriesWithTensors(queries, query_valid, options);
   torch::NoGradGuard no_grad;
   const int64_t batch = queries.size(0), heads = queries.size(1), length = queries.size(2);
   const int64_t clusters = std::max<int64_t>(1, std::min(options.clusters, length));
@@ -160,6 +161,66 @@ QueryClusters ClusterQueries(const torch::Tensor& queries, const torch::Tensor& 
 
   QueryClusters result;
   result.assignment = assignment.to(queries.device());
+  result.num_clusters = clusters;
+  return result;
+}
+
+QueryClusters ClusterQueriesWithTensors(const torch::Tensor& queries,
+                                        const torch::Tensor& query_valid,
+                                        const AttentionOptions& options) {
+  torch::NoGradGuard no_grad;
+  const int64_t batch = queries.size(0), heads = queries.size(1), length = queries.size(2);
+  const int64_t clusters = std::max<int64_t>(1, std::min(options.clusters, length));
+  const int64_t bits = options.hash_bits, sequences = batch * heads;
+  const torch::Tensor codes = HashBits(queries, bits, options.seed).view({sequences, length, bits});
+  const torch::Tensor valid = query_valid.to(queries.device(), torch::kBool)
+                                  .unsqueeze(1)
+                                  .expand({batch, heads, length})
+                                  .reshape({sequences, length});
+  // Codes as +-1, so that Hamming distance is (bits - a . b) / 2: one batched matrix product for
+  // every query against every centroid, exact in float (the sums are integers below 2^24).
+  const torch::Tensor signs = codes.to(torch::kFloat) * 2 - 1;  // [S, L, bits]
+  auto distances = [&](const torch::Tensor& centroids) {        // [S, C, bits] -> [S, L, C]
+    return (static_cast<double>(bits) - torch::bmm(signs, centroids.transpose(1, 2))) / 2;
+  };
+  auto code_at = [&](const torch::Tensor& position) {  // [S] -> [S, 1, bits]
+    return signs.gather(1, position.view({sequences, 1, 1}).expand({sequences, 1, bits}));
+  };
+
+  // Farthest-point initialisation; argmax and argmin return the first of equals, so ties go to the
+  // lowest position and the lowest cluster as on the CPU. Padded queries start at -1 and are never
+  // the farthest; a sequence with no real query starts from position 0.
+  const torch::Tensor real = valid.to(torch::kFloat);
+  torch::Tensor nearest = real * static_cast<double>(bits + 2) - 1;  // bits + 1, or -1 if padded
+  std::vector<torch::Tensor> chosen = {code_at(valid.to(torch::kInt).argmax(1))};
+  while (static_cast<int64_t>(chosen.size()) < clusters) {
+    nearest = torch::minimum(nearest, distances(chosen.back()).squeeze(2));
+    chosen.push_back(code_at(nearest.argmax(1)));
+  }
+  torch::Tensor centroids = torch::cat(chosen, 1);  // [S, C, bits]
+
+  // Lloyd iterations, each run to the end: once a vote changes nothing, the rest repeat it, so
+  // the CPU's early stop gives the same centroids without the host reading a flag every round.
+  const torch::Tensor member_bits = codes.to(torch::kFloat) * real.unsqueeze(2);  // [S, L, bits]
+  for (int64_t iteration = 0; iteration < options.lloyd_iterations; ++iteration) {
+    const torch::Tensor cluster = distances(centroids).argmin(2).unsqueeze(2);  // [S, L, 1]
+    const torch::Tensor twice_ones =
+        2 * torch::zeros({sequences, clusters, bits}, signs.options())
+                .scatter_add(1, cluster.expand({sequences, length, bits}), member_bits);
+    const torch::Tensor size = torch::zeros({sequences, clusters, 1}, signs.options())
+                                   .scatter_add(1, cluster, real.unsqueeze(2));
+    centroids =
+        torch::where(twice_ones > size, torch::ones_like(centroids),
+                     torch::where(twice_ones < size, -torch::ones_like(centroids), centroids));
+  }
+  torch::Tensor assignment = distances(centroids).argmin(2);  // [S, L]
+
+  // Sequences with at most options.clusters real queries: each real one is its own cluster, the
+  // padded ones join cluster max(0, real ones before them - 1).
+  const torch::Tensor singletons = (valid.cumsum(1) - 1).clamp_min(0);
+  const torch::Tensor few = (valid.sum(1) <= options.clusters).unsqueeze(1);
+  QueryClusters result;
+  result.assignment = torch::where(few, singletons, assignment).view({batch, heads, length});
   result.num_clusters = clusters;
   return result;
 }

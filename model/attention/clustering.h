@@ -6,9 +6,10 @@
 // are shared by every batch element and head (fast-transformers shares them too). The same seed
 // therefore always gives the same planes and clustering, on any device and in either dtype (a
 // code can differ only where a projection rounds across zero).
-// B <= 63 is kept from the seed (it is what fits an int64) so bundles stay portable. The K-means
-// below runs on the CPU on codes packed one integer per query, whatever the queries' device:
-// Hamming distance is then one popcount, and no [L, C] distance matrix is ever built.
+// B <= 63 is kept from the seed (it is what fits an int64) so bundles stay portable. For queries
+// on the CPU, the K-means below runs on codes packed one integer per query: Hamming distance is
+// then one popcount, and no [L, C] distance matrix is ever built. For queries on CUDA it runs as
+// batched tensor operations on the GPU (ClusterQueriesWithTensors), with the same result.
 //
 // Hamming K-means, per (batch, head), on the real queries only:
 //   * C' = min(options.clusters, L) clusters; centroids are B-bit codes.
@@ -61,6 +62,14 @@ struct QueryClusters {
 // options.clusters, hash_bits, lloyd_iterations and seed.
 QueryClusters ClusterQueries(const torch::Tensor& queries, const torch::Tensor& query_valid,
                              const AttentionOptions& options);
+
+// ClusterQueries as batched tensor operations on the queries' device, with the same result: what
+// it runs for queries on CUDA, where copying the codes to a CPU core would cost far more than
+// one [L, C] distance matrix per (batch, head) and Lloyd iteration. Exposed to be checked against
+// the CPU's clustering on any device.
+QueryClusters ClusterQueriesWithTensors(const torch::Tensor& queries,
+                                        const torch::Tensor& query_valid,
+                                        const AttentionOptions& options);
 
 // Softmax over the last dimension in which entries where `valid` (broadcastable bool; undefined =
 // all valid) is false get exactly zero weight. A row with no valid entry is finite (uniform) but

@@ -186,37 +186,49 @@ std::pair<torch::Tensor, HeadState> TransformerHeadImpl::step(const torch::Tenso
               attention::AttentionTypeName(options.attention().type),
               " attention has no recurrent step (its mechanism has no recurrent form); stream it "
               "over a sliding window");
-  torch::Tensor x = CheckAndStandardise(embeddings, "transformer head");
+  const torch::Tensor x = CheckAndStandardise(embeddings, "transformer head");
   TORCH_CHECK(x.size(1) >= 1, "transformer head step needs at least one new frame");
-  const auto num_layers = static_cast<size_t>(options.num_layers());
-  // tensors: S and Z of each layer, then the running sum of the last layer's outputs.
-  TORCH_CHECK(state.tensors.empty() || state.tensors.size() == 2 * num_layers + 1,
-              "transformer head state must hold ", 2 * num_layers + 1, " tensors; got ",
-              state.tensors.size());
-  if (!input_projection.is_empty()) x = input_projection(x);
+  torch::Tensor positions;
   if (options.positional_encoding()) {
-    x = x + SinusoidalPositionalEncoding(x.size(1), options.d_model(), state.frames_seen)
-                .to(x.device(), x.dtype());
+    positions = SinusoidalPositionalEncoding(x.size(1), options.d_model(), state.frames_seen)
+                    .to(x.device(), x.dtype());
   }
-  HeadState next{state.frames_seen + x.size(1), {}};
+  const int64_t frames_seen = state.frames_seen + x.size(1);
+  auto [logits, tensors] = StepStandardised(x, positions, state.tensors,
+                                            torch::scalar_tensor(static_cast<double>(frames_seen)));
+  return {logits, HeadState{frames_seen, std::move(tensors)}};
+}
+
+std::pair<torch::Tensor, std::vector<torch::Tensor>> TransformerHeadImpl::StepStandardised(
+    const torch::Tensor& standardised, const torch::Tensor& positions,
+    const std::vector<torch::Tensor>& state, const torch::Tensor& frames_seen) {
+  const auto num_layers = static_cast<size_t>(options.num_layers());
+  // state: S and Z of each layer, then the running sum of the last layer's outputs.
+  TORCH_CHECK(state.empty() || state.size() == 2 * num_layers + 1,
+              "transformer head state must hold ", 2 * num_layers + 1, " tensors; got ",
+              state.size());
+  torch::Tensor x = standardised;
+  if (!input_projection.is_empty()) x = input_projection(x);
+  if (positions.defined()) x = x + positions;
+  std::vector<torch::Tensor> next;
   for (size_t i = 0; i < num_layers; ++i) {
     attention::AttentionState layer_state;
-    if (!state.tensors.empty()) layer_state = {state.tensors[2 * i], state.tensors[2 * i + 1]};
+    if (!state.empty()) layer_state = {state[2 * i], state[2 * i + 1]};
     auto [y, layer_next] = layers[i]->as<EncoderLayer>()->step(x, layer_state);
     x = y;
-    next.tensors.push_back(layer_next.s);
-    next.tensors.push_back(layer_next.z);
+    next.push_back(layer_next.s);
+    next.push_back(layer_next.z);
   }
   if (!final_norm.is_empty()) x = final_norm(x);
   torch::Tensor sum = x.sum(/*dim=*/1);
-  if (!state.tensors.empty()) {
-    TORCH_CHECK(state.tensors.back().sizes() == sum.sizes(),
-                "transformer head state's pooled sum has shape ", state.tensors.back().sizes(),
+  if (!state.empty()) {
+    TORCH_CHECK(state.back().sizes() == sum.sizes(),
+                "transformer head state's pooled sum has shape ", state.back().sizes(),
                 "; this batch needs ", sum.sizes());
-    sum = sum + state.tensors.back();
+    sum = sum + state.back();
   }
-  next.tensors.push_back(sum);
-  return {classifier(sum / static_cast<double>(next.frames_seen)), std::move(next)};
+  next.push_back(sum);
+  return {classifier(sum / frames_seen), std::move(next)};
 }
 
 }  // namespace vidclf::model

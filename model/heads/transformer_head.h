@@ -128,6 +128,15 @@ class TransformerHeadImpl : public TemporalHead {
   bool has_recurrent_step() const override;
   std::pair<torch::Tensor, HeadState> step(const torch::Tensor& embeddings,
                                            const HeadState& state) override;
+  // step()'s arithmetic alone, for capture in a CUDA graph (step_graph.h): tensor operations on
+  // the input's device with no host synchronisation. standardised: [B, T, input_size] embeddings
+  // after standardisation; positions: their encodings [T, d_model], or undefined without
+  // positional encoding; state: step()'s state tensors, or empty for fresh streams; frames_seen: a
+  // scalar tensor, the frames seen once these are stepped. Returns the logits and the next state
+  // tensors. Throws c10::Error for a state that does not fit.
+  std::pair<torch::Tensor, std::vector<torch::Tensor>> StepStandardised(
+      const torch::Tensor& standardised, const torch::Tensor& positions,
+      const std::vector<torch::Tensor>& state, const torch::Tensor& frames_seen);
 
   TransformerHeadOptions options;
   torch::nn::Linear input_projection{nullptr};  // empty when input_size == d_model

@@ -12,42 +12,6 @@ namespace {
 
 using testing::MaxAbs;
 
-// The Hamming K-means of clustering.h written as tensor operations, as it once ran: distances by
-// |x| + |c| - 2 x.c, votes by a one-hot matmul. Codes [B, H, L, bits] 0/1, valid [B, L].
-torch::Tensor TensorHammingKMeans(const torch::Tensor& codes, const torch::Tensor& valid,
-                                  int64_t clusters, int64_t iterations) {
-  const int64_t batch = codes.size(0), heads = codes.size(1), length = codes.size(2),
-                bits = codes.size(3);
-  auto nearest_centroid = [&](const torch::Tensor& centroids) {
-    return (codes.sum(-1, true) + centroids.sum(-1).unsqueeze(-2) -
-            2 * torch::matmul(codes, centroids.transpose(-2, -1)))
-        .argmin(-1);
-  };
-  const torch::Tensor first = valid.to(torch::kLong).argmax(1);
-  std::vector<torch::Tensor> chosen = {
-      codes.gather(2, first.view({batch, 1, 1, 1}).expand({batch, heads, 1, bits}))};
-  torch::Tensor nearest =
-      torch::where(valid.view({batch, 1, length}), torch::full({1}, bits + 1.0, codes.options()),
-                   torch::full({1}, -1.0, codes.options()));
-  for (int64_t j = 1; j < clusters; ++j) {
-    nearest = torch::minimum(nearest, (codes - chosen.back()).abs().sum(-1));
-    const torch::Tensor farthest = nearest.argmax(-1);
-    chosen.push_back(
-        codes.gather(2, farthest.view({batch, heads, 1, 1}).expand({batch, heads, 1, bits})));
-  }
-  torch::Tensor centroids = torch::cat(chosen, 2);
-  const torch::Tensor real = valid.view({batch, 1, length, 1}).to(codes.scalar_type());
-  for (int64_t iteration = 0; iteration < iterations; ++iteration) {
-    const torch::Tensor members =
-        torch::one_hot(nearest_centroid(centroids), clusters).to(codes.scalar_type()) * real;
-    const torch::Tensor size = members.sum(2).unsqueeze(-1);
-    const torch::Tensor ones = 2 * torch::matmul(members.transpose(-2, -1), codes);
-    centroids = torch::where(ones > size, torch::ones_like(centroids),
-                             torch::where(ones < size, torch::zeros_like(centroids), centroids));
-  }
-  return nearest_centroid(centroids);
-}
-
 AttentionOptions Options(int64_t clusters, uint64_t seed = 0) {
   AttentionOptions options;
   options.type = AttentionType::kClustered;
@@ -117,31 +81,34 @@ TEST(ClusteredAttention, QueriesOfOneClusterGetIdenticalOutputs) {
   }
 }
 
-TEST(ClusteredAttention, PackedClusteringEqualsTheTensorFormulation) {
+// The popcount clustering of queries on the CPU and the tensor one that runs for queries on CUDA
+// (here on the CPU, and on the GPU where there is one) must agree exactly.
+TEST(ClusteredAttention, TensorClusteringEqualsThePackedOne) {
   torch::manual_seed(6);
   // Random queries and queries drawn from a few prototypes (many duplicate codes), with padding.
-  const torch::Tensor random = torch::randn({2, 3, 200, 8});
-  const torch::Tensor prototypes = torch::randn({2, 3, 5, 8});
+  const torch::Tensor random = torch::randn({2, 3, 200, 8}, torch::kFloat64);
+  const torch::Tensor prototypes = torch::randn({2, 3, 5, 8}, torch::kFloat64);
   const torch::Tensor duplicated =
       prototypes.index_select(2, torch::randint(5, {200}, torch::kLong));
   const torch::Tensor valid = testing::LengthMask({200, 131}, 200);
   for (const torch::Tensor& q : {random, duplicated}) {
     for (const int64_t bits : {1, 6, 63}) {
-      for (const int64_t clusters : {1, 3, 20, 100}) {
+      // Sequence 1 has 131 real queries: with 131 clusters or more, every one is its own.
+      for (const int64_t clusters : {1, 3, 20, 100, 150}) {
         for (const int64_t iterations : {0, 1, 10}) {
           AttentionOptions options = Options(clusters, /*seed=*/bits);
           options.hash_bits = bits;
           options.lloyd_iterations = iterations;
-          const torch::Tensor assignment = ClusterQueries(q, valid, options).assignment;
-          const torch::Tensor expected =
-              TensorHammingKMeans(HashQueries(q, bits, options.seed), valid, clusters, iterations);
-          // Sequence 1 has 131 real queries: with 100 clusters or more, every one is its own.
-          EXPECT_TRUE(torch::equal(assignment[0], expected[0]))
+          const torch::Tensor packed = ClusterQueries(q, valid, options).assignment;
+          EXPECT_TRUE(torch::equal(ClusterQueriesWithTensors(q, valid, options).assignment, packed))
               << bits << " bits, " << clusters << " clusters, " << iterations << " iterations";
-          if (clusters < 131) {
-            EXPECT_TRUE(torch::equal(assignment[1], expected[1]))
-                << bits << " bits, " << clusters << " clusters, " << iterations << " iterations";
-          }
+          if (!torch::cuda::is_available()) continue;
+          const torch::Tensor on_gpu =
+              ClusterQueries(q.to(torch::kCUDA), valid.to(torch::kCUDA), options).assignment;
+          ASSERT_TRUE(on_gpu.is_cuda());
+          EXPECT_TRUE(torch::equal(on_gpu.cpu(), packed))
+              << "on the GPU: " << bits << " bits, " << clusters << " clusters, " << iterations
+              << " iterations";
         }
       }
     }
