@@ -45,6 +45,10 @@ PAIRS = [("fade_in", "fade_out"), ("hue_forward", "hue_backward"), ("zoom_in", "
 TRANSFORMER = ["--head", "transformer", "--d-model", "64", "--num-heads", "4", "--num-layers",
                "2", "--ffn-size", "128", "--clusters", "8", "--topk", "4", "--landmarks", "8",
                "--linformer-k", "16"]
+# The GRU of every row: 64 units, dropout 0.5 on its input embeddings and the transformer's
+# learning rate. The default GRU (32 units, no dropout, 3e-3) overfits the cached embeddings.
+GRU = ["--head", "gru", "--gru-hidden-size", "64", "--gru-input-dropout", "0.5",
+       "--learning-rate", "1e-3"]
 
 
 def log(message):
@@ -57,7 +61,7 @@ def run(command, **kwargs):
 
 def models():
     """(row name, fit flags) for every head of the main table."""
-    rows = [("GRU", ["--head", "gru"])]
+    rows = [("GRU", GRU)]
     rows += [(f"transformer, {m}", TRANSFORMER + ["--attention", m]) for m in MECHANISMS]
     rows.append(("transformer, softmax, no positions",
                  TRANSFORMER + ["--attention", "softmax", "--no-positional-encoding"]))
@@ -233,7 +237,7 @@ def main():
     parser.add_argument("--train-binary", required=True)
     parser.add_argument("--work-dir", required=True)
     parser.add_argument("--output", required=True, help="the report (docs/results.md)")
-    parser.add_argument("--videos-per-class", type=int, default=150)
+    parser.add_argument("--videos-per-class", type=int, default=400)
     parser.add_argument("--long-videos-per-class", type=int, default=16)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=60)
@@ -324,8 +328,10 @@ def write_report(args, short, short_results, substituted, long_results, minutes)
         "",
         "**Training.** Adam, class-weighted cross-entropy, gradient clipping at norm 1, at most "
         f"{args.epochs} epochs with early stopping on validation macro recall (patience 15, best "
-        "epoch kept), batch 16, learning rate 3e-3 (GRU, bag of frames) or 1e-3 (transformer). "
-        "The transformer is d_model 64, 4 heads, 2 post-norm layers, FFN 128, mean pooling; "
+        "epoch kept), batch 16, learning rate 1e-3 (GRU, transformer) or 3e-3 (bag of frames). "
+        "The GRU has 64 units and dropout 0.5 on its standardised input embeddings while "
+        "training. The transformer is d_model 64, 4 heads, 2 post-norm layers, FFN 128, mean "
+        "pooling; "
         "clustered attention uses 8 clusters (improved: top-4), Nyströmformer 8 landmarks, "
         f"Linformer k = 16. Seeds {', '.join(str(s) for s in range(1, args.seeds + 1))} seed "
         "the head's weights, shuffling and dropout; the data and backbone are the same for all.",
