@@ -190,8 +190,9 @@ TEST(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
 
   // Mid-run, one replica is sent SIGTERM and drains, held open by an upload it accepted (in one
   // of its decoding slots, the others left to calls): the calls nginx gives it are refused with
-  // UNAVAILABLE, which the client tries again, reaching the two others. No failed call reaches
-  // the client, and the upload is answered before it stops.
+  // UNAVAILABLE, which the client tries again, reaching the two others, and the upload is
+  // answered before it stops. nginx picks each attempt's replica in turn, so a refused call meets
+  // the draining replica on all 4 retries about once in 81 (1/3^4), and then fails: a few may.
   auto first = v1::VideoClassifier::NewStub(
       grpc::CreateChannel(replicas[0]->grpc_address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext upload_context;
@@ -216,11 +217,18 @@ TEST(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
   ASSERT_TRUE(replicas[0]->WaitForOutput("draining", 30)) << replicas[0]->output();
   const auto [bench_code, bench_output] = bench_run.get();
   ASSERT_EQ(bench_code, 0) << bench_output;
-  EXPECT_EQ(nlohmann::json::parse(bench_output)["levels"][0]["errors"], 0) << bench_output;
+  const nlohmann::json level = nlohmann::json::parse(bench_output)["levels"][0];
+  const int errors = level["errors"];
+  // Without the client's retries, every call nginx gives the draining replica would fail.
+  EXPECT_LE(errors, 2) << bench_output;
+  if (errors > 0) {
+    EXPECT_THAT(level["first_error"].get<std::string>(), HasSubstr("shutting down"))
+        << bench_output;
+  }
   EXPECT_EQ(ClassifyCallsServed(*replicas[0]) + ClassifyCallsServed(*replicas[1]) +
                 ClassifyCallsServed(*replicas[2]),
-            served + 45)
-      << "each call answered once";
+            served + 45 - errors)
+      << "each call answered once, but for those the draining replica refused 5 times";
   absl::StatusOr<std::string> page = testing::HttpGet(replicas[0]->metrics_port(), "/metrics");
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_THAT(*page, HasSubstr("vidclf_requests_total{code=\"UNAVAILABLE\",method=\"Classify\""))
