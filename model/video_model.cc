@@ -194,7 +194,6 @@ void VideoModel::Prepare(bool fuse_backbone, bool cuda_graph_step) {
   }
   head_->eval();
   if (config_.head != HeadType::kTransformer) return;
-  std::vector<TemporalHead*> heads = {head_.get()};
   for (const attention::AttentionType type : config_.transformer.attention_substitutions) {
     ModelConfig substitute_config = config_;
     substitute_config.transformer.attention.type = type;
@@ -206,11 +205,12 @@ void VideoModel::Prepare(bool fuse_backbone, bool cuda_graph_step) {
     for (auto& item : substitute->named_parameters()) item.value().set_data(parameters[item.key()]);
     for (auto& item : substitute->named_buffers()) item.value().set_data(buffers[item.key()]);
     substitute->eval();
-    heads.push_back(substitute.get());
     substitutes_[type] = std::move(substitute);
   }
 #ifdef VIDCLF_TORCH_CUDA
   if (!device_.is_cuda() || !cuda_graph_step) return;
+  std::vector<TemporalHead*> heads = {head_.get()};
+  for (const auto& [type, substitute] : substitutes_) heads.push_back(substitute.get());
   for (TemporalHead* head : heads) {
     if (!head->has_recurrent_step()) continue;
     step_graphs_[head] = std::make_unique<TransformerStepGraph>(
