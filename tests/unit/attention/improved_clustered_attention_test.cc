@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -57,6 +58,33 @@ TEST(ImprovedClusteredAttention, WithEveryKeyInTheTopKEqualsSoftmaxForAnyCluster
   const torch::Tensor out =
       ImprovedClusteredAttention(Options(3, 15)).forward(in.q, in.k, in.v, in.mask);
   EXPECT_LT(MaxAbs(out[1] - expected[1]), 1e-12);
+}
+
+// The gathered top keys carry gradients to the queries, keys and values as softmax would, when
+// they are all the keys.
+TEST(ImprovedClusteredAttention, WithEveryKeyInTheTopKItsGradientsAreSoftmaxs) {
+  const Inputs in = RandomInputs(5);
+  const torch::Tensor weight = torch::randn_like(in.v);
+  auto gradients = [&](const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&,
+                                                         const torch::Tensor&)>& attend) {
+    std::vector<torch::Tensor> qkv = {in.q.clone().requires_grad_(), in.k.clone().requires_grad_(),
+                                      in.v.clone().requires_grad_()};
+    (attend(qkv[0], qkv[1], qkv[2]) * weight).sum().backward();
+    return std::vector<torch::Tensor>{qkv[0].grad(), qkv[1].grad(), qkv[2].grad()};
+  };
+  ImprovedClusteredAttention attention(Options(3, 24));
+  const std::vector<torch::Tensor> improved =
+      gradients([&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+        return attention.forward(q, k, v, in.mask);
+      });
+  const std::vector<torch::Tensor> softmax =
+      gradients([&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+        return testing::NaiveSoftmaxAttention(q, k, v, in.mask, 0.5);
+      });
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_GT(MaxAbs(softmax[i]), 1e-3) << "q, k, v"[3 * i];
+    EXPECT_LT(MaxAbs(improved[i] - softmax[i]), 1e-12) << "q, k, v"[3 * i];
+  }
 }
 
 TEST(ImprovedClusteredAttention, IsNeverFartherFromSoftmaxThanClusteredPerQuery) {
