@@ -388,6 +388,8 @@ def write_report(args, short, short_results, substituted, long_results, minutes)
             "",
             *main_table(results),
             "",
+            *cost_against_softmax(results),
+            "",
         ]
     out += [
         "## Targets",
@@ -396,6 +398,23 @@ def write_report(args, short, short_results, substituted, long_results, minutes)
         "",
     ]
     return "\n".join(out)
+
+
+def cost_against_softmax(results):
+    """One line: softmax's training time and peak memory as multiples of each other mechanism's."""
+    def fit_mean(row, key):
+        return statistics.mean(fit[key] for _, fit, _ in results[row])
+
+    ratios = []
+    for m in LINEAR_TIME:
+        row = f"transformer, {m}"
+        time_ratio = (fit_mean("transformer, softmax", "training_seconds") /
+                      fit_mean(row, "training_seconds"))
+        memory_ratio = (fit_mean("transformer, softmax", "peak_training_mib") /
+                        fit_mean(row, "peak_training_mib"))
+        ratios.append(f"{m} {time_ratio:.1f}× and {memory_ratio:.1f}×")
+    return ["Softmax's training time and peak memory against each other mechanism's: " +
+            ", ".join(ratios) + "."]
 
 
 def training_minutes(short_results, long_results):
