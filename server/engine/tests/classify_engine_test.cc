@@ -213,6 +213,7 @@ TEST_F(ClassifyEngineTest, CancelledCallsStopAndHandBackWhatTheyHeld) {
   const absl::Time alone_start = absl::Now();
   ASSERT_TRUE(Submit(*engine, Input(*long_video_)).answer.get().ok());
   const absl::Duration long_call = absl::Now() - alone_start;
+  ExpectNothingHeld(*engine);  // a call hands its admission back just after its answer
 
   std::vector<Pending> cancelled;
   for (int i = 0; i < 4; ++i) cancelled.push_back(Submit(*engine, Input(*long_video_)));
