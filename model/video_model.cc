@@ -414,6 +414,28 @@ absl::StatusOr<std::pair<torch::Tensor, HeadState>> VideoModel::StreamStep(
   }
 }
 
+absl::StatusOr<std::pair<torch::Tensor, std::vector<HeadState>>> VideoModel::StreamStepEach(
+    const torch::Tensor& embeddings, const std::vector<HeadState>& states,
+    absl::string_view attention) const {
+  if (states.size() == 1 && embeddings.dim() == 3 && embeddings.size(0) == 1) {
+    // One stream: StreamStep, which may replay its CUDA graph.
+    auto step = StreamStep(embeddings, states.front(), attention);
+    if (!step.ok()) return step.status();
+    return std::make_pair(std::move(step->first), std::vector<HeadState>{std::move(step->second)});
+  }
+  absl::StatusOr<TemporalHead*> head = HeadFor(attention);
+  if (!head.ok()) return head.status();
+  try {
+    torch::InferenceMode inference;
+    auto [logits, next] =
+        StepHeadEach(**head, config_.streaming, embeddings.to(device_, torch::kFloat), states);
+    return std::make_pair(torch::softmax(logits, /*dim=*/-1).to(torch::kCPU), std::move(next));
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("streaming head step failed: ", e.what_without_backtrace()));
+  }
+}
+
 std::string BlasLibraryInUse() {
   // LibTorch does not say which BLAS it ended up with; the dynamic loader's map does.
   std::ifstream maps("/proc/self/maps");

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -100,6 +101,15 @@ class VideoModel {
   // stream's state belongs to one caller at a time. `attention` as for Classify.
   absl::StatusOr<std::pair<torch::Tensor, HeadState>> StreamStep(
       const torch::Tensor& embeddings, const HeadState& state,
+      absl::string_view attention = "") const;
+
+  // StreamStep for B streams that each carry their own state, whose frames seen may differ
+  // (heads/head_stream.h's StepHeadEach): embeddings [B, T, 512], states[b] stream b's, of one
+  // stream or fresh. A head with a recurrent step steps them in one pass over its weights, which
+  // costs little more than one stream's step. Returns the probabilities [B, C] on the CPU and each
+  // stream's next state. Errors as StreamStep's.
+  absl::StatusOr<std::pair<torch::Tensor, std::vector<HeadState>>> StreamStepEach(
+      const torch::Tensor& embeddings, const std::vector<HeadState>& states,
       absl::string_view attention = "") const;
 
   // Whether StreamStep with `attention` continues the state exactly at a constant cost per frame

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "model/heads/temporal_head.h"
 
@@ -41,6 +42,9 @@ class GruHeadImpl : public TemporalHead {
   bool has_recurrent_step() const override { return true; }
   std::pair<torch::Tensor, HeadState> step(const torch::Tensor& embeddings,
                                            const HeadState& state) override;
+  // One step of the GRU over the sequences' hidden states joined.
+  std::pair<torch::Tensor, std::vector<HeadState>> StepEach(
+      const torch::Tensor& embeddings, const std::vector<HeadState>& states) override;
 
   GruHeadOptions options;
   torch::nn::GRU gru{nullptr};

@@ -44,4 +44,14 @@ std::pair<torch::Tensor, HeadState> StepHead(TemporalHead& head, const SlidingWi
   return {logits, HeadState{seen, {frames, logits}}};
 }
 
+std::pair<torch::Tensor, std::vector<HeadState>> StepHeadEach(
+    TemporalHead& head, const SlidingWindowOptions& window, const torch::Tensor& embeddings,
+    const std::vector<HeadState>& states) {
+  if (head.has_recurrent_step()) return head.StepEach(embeddings, states);
+  return StepEachAlone(embeddings, states,
+                       [&](const torch::Tensor& frames, const HeadState& state) {
+                         return StepHead(head, window, frames, state);
+                       });
+}
+
 }  // namespace vidclf::model

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "model/heads/temporal_head.h"
 
@@ -38,6 +39,15 @@ struct SlidingWindowOptions {
 std::pair<torch::Tensor, HeadState> StepHead(TemporalHead& head, const SlidingWindowOptions& window,
                                              const torch::Tensor& embeddings,
                                              const HeadState& state);
+
+// StepHead for B streams that each carry their own state (TemporalHead::StepEach): embeddings
+// [B, T, input_size], states[b] stream b's. A head with a recurrent step steps them together, in
+// one pass over its weights; a sliding window steps each stream alone. Returns the logits
+// [B, num_classes] and each stream's next state. Throws as StepHead does.
+std::pair<torch::Tensor, std::vector<HeadState>> StepHeadEach(TemporalHead& head,
+                                                              const SlidingWindowOptions& window,
+                                                              const torch::Tensor& embeddings,
+                                                              const std::vector<HeadState>& states);
 
 }  // namespace vidclf::model
 

@@ -12,6 +12,77 @@ std::pair<torch::Tensor, HeadState> TemporalHead::step(const torch::Tensor& /*em
   TORCH_CHECK(false, "this head has no recurrent step; stream it over a sliding window");
 }
 
+std::pair<torch::Tensor, std::vector<HeadState>> StepEachAlone(
+    const torch::Tensor& embeddings, const std::vector<HeadState>& states,
+    const std::function<std::pair<torch::Tensor, HeadState>(const torch::Tensor&,
+                                                            const HeadState&)>& step_one) {
+  TORCH_CHECK(embeddings.dim() == 3 && embeddings.size(0) == static_cast<int64_t>(states.size()) &&
+                  !states.empty(),
+              "stepping sequences each with its own state needs one state per sequence; got ",
+              states.size(), " states for embeddings ", embeddings.sizes());
+  std::vector<torch::Tensor> logits;
+  std::vector<HeadState> next;
+  for (size_t b = 0; b < states.size(); ++b) {
+    auto [sequence_logits, sequence_next] =
+        step_one(embeddings.narrow(/*dim=*/0, static_cast<int64_t>(b), 1), states[b]);
+    logits.push_back(std::move(sequence_logits));
+    next.push_back(std::move(sequence_next));
+  }
+  return {torch::cat(logits), std::move(next)};
+}
+
+std::pair<torch::Tensor, std::vector<HeadState>> TemporalHead::StepEach(
+    const torch::Tensor& embeddings, const std::vector<HeadState>& states) {
+  return StepEachAlone(
+      embeddings, states,
+      [this](const torch::Tensor& frames, const HeadState& state) { return step(frames, state); });
+}
+
+std::vector<torch::Tensor> TemporalHead::JoinStates(const std::vector<HeadState>& states,
+                                                    int64_t batch_dim, const char* head_name) {
+  const HeadState* model = nullptr;  // the first state that is not fresh
+  for (const HeadState& state : states) {
+    if (state.tensors.empty()) continue;
+    if (model == nullptr) model = &state;
+    TORCH_CHECK(state.tensors.size() == model->tensors.size(), head_name,
+                " states stepped together must hold as many tensors; got ", state.tensors.size(),
+                " and ", model->tensors.size());
+    for (size_t k = 0; k < state.tensors.size(); ++k) {
+      const torch::Tensor& tensor = state.tensors[k];
+      TORCH_CHECK(tensor.dim() > batch_dim && tensor.size(batch_dim) == 1 &&
+                      tensor.sizes() == model->tensors[k].sizes(),
+                  head_name, " steps states of one sequence each, alike in shape; got ",
+                  tensor.sizes(), " and ", model->tensors[k].sizes());
+    }
+  }
+  if (model == nullptr) return {};
+  std::vector<torch::Tensor> joined;
+  for (size_t k = 0; k < model->tensors.size(); ++k) {
+    std::vector<torch::Tensor> parts;
+    parts.reserve(states.size());
+    for (const HeadState& state : states) {
+      parts.push_back(state.tensors.empty() ? torch::zeros_like(model->tensors[k])
+                                            : state.tensors[k]);
+    }
+    joined.push_back(torch::cat(parts, batch_dim));
+  }
+  return joined;
+}
+
+std::vector<HeadState> TemporalHead::SplitStates(const std::vector<torch::Tensor>& joined,
+                                                 int64_t batch_dim,
+                                                 const std::vector<int64_t>& frames_seen) {
+  std::vector<HeadState> states(frames_seen.size());
+  for (size_t b = 0; b < states.size(); ++b) {
+    states[b].frames_seen = frames_seen[b];
+    for (const torch::Tensor& tensor : joined) {
+      states[b].tensors.push_back(
+          tensor.narrow(batch_dim, static_cast<int64_t>(b), 1).contiguous());
+    }
+  }
+  return states;
+}
+
 torch::Tensor TemporalHead::CheckAndStandardise(const torch::Tensor& embeddings,
                                                 const torch::Tensor& lengths,
                                                 const char* head_name) const {

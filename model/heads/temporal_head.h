@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,15 @@ class TemporalHead : public torch::nn::Module {
   virtual std::pair<torch::Tensor, HeadState> step(const torch::Tensor& embeddings,
                                                    const HeadState& state);
 
+  // step() for B sequences that each carry their own state: embeddings [B, T, input_size] hold T
+  // new frames of each, states[b] is sequence b's state, of one sequence or fresh, and the frames
+  // each has seen may differ. Returns the logits [B, num_classes] and each sequence's next state,
+  // equal to step() for each sequence alone. Heads that can step them together, in one pass over
+  // their weights, do; this default steps them one by one. A server stepping many live streams at
+  // once reads the weights once for all of them. Throws as step() does.
+  virtual std::pair<torch::Tensor, std::vector<HeadState>> StepEach(
+      const torch::Tensor& embeddings, const std::vector<HeadState>& states);
+
   // Embeddings are standardised with these before anything else; the trainer sets them from its
   // training set (buffers, so they travel with the weights). Identity by default.
   torch::Tensor embedding_mean, embedding_std;
@@ -50,9 +60,26 @@ class TemporalHead : public torch::nn::Module {
                                     const char* head_name) const;
   torch::Tensor CheckAndStandardise(const torch::Tensor& embeddings, const char* head_name) const;
 
+  // For StepEach: the k-th tensors of `states` (one sequence each) joined along `batch_dim`, a
+  // fresh state counting as zeros shaped like the others' (which a fresh step equals); empty when
+  // every state is fresh. Throws c10::Error naming `head_name` for states that do not match.
+  static std::vector<torch::Tensor> JoinStates(const std::vector<HeadState>& states,
+                                               int64_t batch_dim, const char* head_name);
+  // The inverse: one state per sequence of `joined` along `batch_dim`, having seen `frames_seen`.
+  static std::vector<HeadState> SplitStates(const std::vector<torch::Tensor>& joined,
+                                            int64_t batch_dim,
+                                            const std::vector<int64_t>& frames_seen);
+
  private:
   int64_t input_size_;
 };
+
+// Steps each of B sequences alone, with `step_one` given its embeddings [1, T, input_size] and
+// its state, and joins their logits: StepEach for heads that cannot step sequences together.
+std::pair<torch::Tensor, std::vector<HeadState>> StepEachAlone(
+    const torch::Tensor& embeddings, const std::vector<HeadState>& states,
+    const std::function<std::pair<torch::Tensor, HeadState>(const torch::Tensor&,
+                                                            const HeadState&)>& step_one);
 
 }  // namespace vidclf::model
 

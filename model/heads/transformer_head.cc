@@ -17,18 +17,27 @@ absl::StatusOr<Pooling> ParsePooling(absl::string_view name) {
       absl::StrCat("unknown pooling \"", name, "\"; known: mean, cls"));
 }
 
-torch::Tensor SinusoidalPositionalEncoding(int64_t length, int64_t d_model,
-                                           int64_t first_position) {
+namespace {
+
+// The encodings [..., d_model] of `positions` (double, any shape): sines at even features, cosines
+// at odd ones, computed in double so golden values hold to 1e-7.
+torch::Tensor EncodePositions(const torch::Tensor& positions, int64_t d_model) {
   TORCH_CHECK(d_model % 2 == 0, "sinusoidal positions need an even d_model; got ", d_model);
-  const torch::Tensor position =
-      torch::arange(first_position, first_position + length, torch::kDouble).unsqueeze(1);
-  // 1 / 10000^(2i/d) for i = 0 .. d/2 - 1, computed in double so golden values hold to 1e-7.
+  // 1 / 10000^(2i/d) for i = 0 .. d/2 - 1.
   const torch::Tensor frequency =
       torch::exp(torch::arange(0, d_model, 2, torch::kDouble) * (-std::log(10000.0) / d_model));
-  torch::Tensor encoding = torch::empty({length, d_model}, torch::kDouble);
-  encoding.slice(1, 0, d_model, 2) = torch::sin(position * frequency);
-  encoding.slice(1, 1, d_model, 2) = torch::cos(position * frequency);
-  return encoding.to(torch::kFloat);
+  const torch::Tensor angle = positions.unsqueeze(-1) * frequency;
+  return torch::stack({torch::sin(angle), torch::cos(angle)}, /*dim=*/-1)
+      .flatten(/*start_dim=*/-2)
+      .to(torch::kFloat);
+}
+
+}  // namespace
+
+torch::Tensor SinusoidalPositionalEncoding(int64_t length, int64_t d_model,
+                                           int64_t first_position) {
+  return EncodePositions(torch::arange(first_position, first_position + length, torch::kDouble),
+                         d_model);
 }
 
 SelfAttentionImpl::SelfAttentionImpl(int64_t d_model, int64_t num_heads_,
@@ -197,6 +206,32 @@ std::pair<torch::Tensor, HeadState> TransformerHeadImpl::step(const torch::Tenso
   auto [logits, tensors] = StepStandardised(x, positions, state.tensors,
                                             torch::scalar_tensor(static_cast<double>(frames_seen)));
   return {logits, HeadState{frames_seen, std::move(tensors)}};
+}
+
+std::pair<torch::Tensor, std::vector<HeadState>> TransformerHeadImpl::StepEach(
+    const torch::Tensor& embeddings, const std::vector<HeadState>& states) {
+  if (!has_recurrent_step()) return TemporalHead::StepEach(embeddings, states);  // step() refuses
+  const torch::Tensor x = CheckAndStandardise(embeddings, "transformer head");
+  TORCH_CHECK(x.size(0) == static_cast<int64_t>(states.size()) && !states.empty(),
+              "transformer head needs one state per sequence; got ", states.size(),
+              " states for embeddings ", embeddings.sizes());
+  TORCH_CHECK(x.size(1) >= 1, "transformer head step needs at least one new frame");
+  const int64_t frames = x.size(1);
+  std::vector<int64_t> seen_before, seen;
+  for (const HeadState& state : states) {
+    seen_before.push_back(state.frames_seen);
+    seen.push_back(state.frames_seen + frames);
+  }
+  torch::Tensor positions;  // [B, T, d_model]: each sequence continues from its own frames seen
+  if (options.positional_encoding()) {
+    const torch::Tensor first = torch::tensor(seen_before, torch::kDouble).unsqueeze(1);
+    positions = EncodePositions(first + torch::arange(frames, torch::kDouble), options.d_model())
+                    .to(x.device(), x.dtype());
+  }
+  auto [logits, next] =
+      StepStandardised(x, positions, JoinStates(states, /*batch_dim=*/0, "transformer head"),
+                       torch::tensor(seen, torch::kDouble).to(x.device(), x.dtype()).unsqueeze(1));
+  return {logits, SplitStates(next, /*batch_dim=*/0, seen)};
 }
 
 std::pair<torch::Tensor, std::vector<torch::Tensor>> TransformerHeadImpl::StepStandardised(

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -128,12 +129,15 @@ class TransformerHeadImpl : public TemporalHead {
   bool has_recurrent_step() const override;
   std::pair<torch::Tensor, HeadState> step(const torch::Tensor& embeddings,
                                            const HeadState& state) override;
+  // One step over the sequences' states joined, each sequence at its own positions.
+  std::pair<torch::Tensor, std::vector<HeadState>> StepEach(
+      const torch::Tensor& embeddings, const std::vector<HeadState>& states) override;
   // step()'s arithmetic alone, for capture in a CUDA graph (step_graph.h): tensor operations on
   // the input's device with no host synchronisation. standardised: [B, T, input_size] embeddings
-  // after standardisation; positions: their encodings [T, d_model], or undefined without
-  // positional encoding; state: step()'s state tensors, or empty for fresh streams; frames_seen: a
-  // scalar tensor, the frames seen once these are stepped. Returns the logits and the next state
-  // tensors. Throws c10::Error for a state that does not fit.
+  // after standardisation; positions: their encodings [T, d_model] (or [B, T, d_model]), or
+  // undefined without positional encoding; state: step()'s state tensors, or empty for fresh
+  // streams; frames_seen: the frames seen once these are stepped, a scalar tensor (or [B, 1]).
+  // Returns the logits and the next state tensors. Throws c10::Error for a state that does not fit.
   std::pair<torch::Tensor, std::vector<torch::Tensor>> StepStandardised(
       const torch::Tensor& standardised, const torch::Tensor& positions,
       const std::vector<torch::Tensor>& state, const torch::Tensor& frames_seen);

@@ -119,6 +119,52 @@ TEST_P(RecurrentHeads, RejectsAStateFromAnotherBatchSize) {
   EXPECT_THROW(head->step(torch::randn({1, 3, kInputSize}), state), c10::Error);
 }
 
+// Four streams at different points, one of them fresh, stepped together: each gets the logits and
+// state it gets stepped alone, and goes on alone from that state.
+TEST_P(RecurrentHeads, StreamsSteppedTogetherEqualEachSteppedAlone) {
+  torch::NoGradGuard no_grad;
+  const std::shared_ptr<TemporalHead> head = Head();
+  torch::manual_seed(9);
+  const std::vector<int64_t> seen = {5, 0, 1, 12};
+  std::vector<HeadState> states;
+  for (const int64_t frames : seen) {
+    states.push_back(frames == 0 ? HeadState{}
+                                 : head->step(torch::randn({1, frames, kInputSize}), {}).second);
+  }
+  for (const int64_t chunk : {1, 3}) {
+    const torch::Tensor embeddings = torch::randn({4, chunk, kInputSize});
+    auto [logits, next] = head->StepEach(embeddings, states);
+    ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{4, 3}));
+    ASSERT_EQ(next.size(), 4u);
+    for (int64_t b = 0; b < 4; ++b) {
+      auto [alone_logits, alone_next] = head->step(embeddings.narrow(0, b, 1), states[b]);
+      EXPECT_LT(MaxAbsDifference(logits.narrow(0, b, 1), alone_logits), 1e-5)
+          << "stream " << b << ", chunk " << chunk;
+      EXPECT_EQ(next[b].frames_seen, alone_next.frames_seen);
+      ASSERT_EQ(next[b].tensors.size(), alone_next.tensors.size());
+      for (size_t k = 0; k < alone_next.tensors.size(); ++k) {
+        EXPECT_LT(MaxAbsDifference(next[b].tensors[k], alone_next.tensors[k]), 1e-5);
+      }
+      const torch::Tensor more = torch::randn({1, 2, kInputSize});
+      EXPECT_LT(
+          MaxAbsDifference(head->step(more, next[b]).first, head->step(more, alone_next).first),
+          1e-5)
+          << "stream " << b << " went on differently";
+    }
+    states = std::move(next);
+  }
+}
+
+TEST_P(RecurrentHeads, StepEachRefusesStatesThatDoNotMatchTheStreams) {
+  torch::NoGradGuard no_grad;
+  const std::shared_ptr<TemporalHead> head = Head();
+  const HeadState two = head->step(torch::randn({2, 3, kInputSize}), {}).second;
+  const HeadState one = head->step(torch::randn({1, 3, kInputSize}), {}).second;
+  EXPECT_THROW(head->StepEach(torch::randn({2, 1, kInputSize}), {one}), c10::Error);
+  EXPECT_THROW(head->StepEach(torch::randn({2, 1, kInputSize}), {one, two}), c10::Error);
+  EXPECT_THROW(head->StepEach(torch::randn({0, 1, kInputSize}), {}), c10::Error);
+}
+
 INSTANTIATE_TEST_SUITE_P(HeadStream, RecurrentHeads,
                          ::testing::Values("gru", "causal-linear-post-norm",
                                            "causal-linear-pre-norm"));
@@ -169,6 +215,25 @@ TEST(HeadStream, SlidingWindowReevaluatesTheLatestFramesEveryStride) {
       EXPECT_LE(next.tensors.front().size(1), window.window_frames);
       state = std::move(next);
     }
+  }
+}
+
+// Without a recurrent step, streams stepped together are each stepped over its own window.
+TEST(HeadStream, SlidingWindowStreamsSteppedTogetherEqualEachSteppedAlone) {
+  torch::NoGradGuard no_grad;
+  const std::shared_ptr<TemporalHead> head = MakeTransformer("softmax", /*pre_norm=*/false);
+  const SlidingWindowOptions window{/*window_frames=*/4, /*stride_frames=*/2};
+  torch::manual_seed(10);
+  const std::vector<HeadState> states = {
+      {}, StepHead(*head, window, torch::randn({1, 3, kInputSize}), {}).second};
+  const torch::Tensor embeddings = torch::randn({2, 1, kInputSize});
+  auto [logits, next] = StepHeadEach(*head, window, embeddings, states);
+  ASSERT_EQ(next.size(), 2u);
+  for (int64_t b = 0; b < 2; ++b) {
+    auto [alone_logits, alone_next] =
+        StepHead(*head, window, embeddings.narrow(0, b, 1), states[b]);
+    EXPECT_LT(MaxAbsDifference(logits.narrow(0, b, 1), alone_logits), 1e-6) << "stream " << b;
+    EXPECT_EQ(next[b].frames_seen, alone_next.frames_seen);
   }
 }
 

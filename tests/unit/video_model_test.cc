@@ -211,6 +211,29 @@ TEST_F(VideoModelTest, StreamStepFollowsTheWholeSequence) {
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(VideoModelTest, StreamStepEachStepsStreamsAsEachAlone) {
+  torch::manual_seed(15);
+  auto model = VideoModel::Create(config_);
+  ASSERT_TRUE(model.ok());
+  auto started = (*model)->StreamStep(torch::randn({1, 3, 512}), {});
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::vector<HeadState> states = {started->second, {}};
+  const torch::Tensor frames = torch::randn({2, 1, 512});
+  auto together = (*model)->StreamStepEach(frames, states);
+  ASSERT_TRUE(together.ok()) << together.status();
+  ASSERT_EQ(together->second.size(), 2u);
+  for (int64_t b = 0; b < 2; ++b) {
+    auto alone = (*model)->StreamStep(frames.narrow(0, b, 1), states[b]);
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    EXPECT_TRUE(torch::allclose(together->first.narrow(0, b, 1), alone->first, 1e-5, 1e-6));
+    EXPECT_EQ(together->second[b].frames_seen, alone->second.frames_seen);
+  }
+  EXPECT_EQ((*model)->StreamStepEach(frames, {states[0]}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*model)->StreamStepEach(frames, states, "clustered").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ResolveDevice, NamesTheDevicesThisProcessCanUse) {
   EXPECT_EQ(*ResolveDevice("cpu"), torch::Device(torch::kCPU));
   const torch::Device automatic = *ResolveDevice("auto");
