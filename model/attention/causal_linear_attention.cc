@@ -46,7 +46,10 @@ std::pair<torch::Tensor, AttentionState> CausalLinearAttentionFromFeatures(
     const torch::Tensor denominator =
         weights.sum(/*dim=*/-1, /*keepdim=*/true) + torch::matmul(q, z.unsqueeze(-1));
     outputs.push_back(numerator / (denominator + epsilon));
-    s = s + torch::matmul(k.transpose(-2, -1), v);
+    // A block of one frame (a live stream's step) adds an outer product: addcmul makes one
+    // tensor where matmul and + make two, which the step's allocations show at many streams.
+    s = end - start == 1 ? torch::addcmul(s, k.transpose(-2, -1), v)
+                         : s + torch::matmul(k.transpose(-2, -1), v);
     z = z + k.sum(/*dim=*/2);
   }
   return {torch::cat(outputs, /*dim=*/2), {s, z}};
