@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "media/libav_settings.h"
 #include "media/uri_allowlist.h"
+#include "model/tensor_heap.h"
 #include "model/video_model.h"
 #include "server/engine/classify_engine.h"
 #include "server/engine/model_repository.h"
@@ -104,6 +105,7 @@ int Run(const ServerFlags& flags) {
   int cores = flags.cores;
   if (cores <= 0) cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   IdleMemoryReleaser::LimitArenas(cores);
+  model::TuneHeapForTensors();
   spdlog::info("{}", model::ConfigureTorchThreads(cores));
 
   absl::StatusOr<model::InferenceOptions> inference = InferenceOptionsFromFlags(flags);

@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "media/libav_settings.h"
+#include "model/tensor_heap.h"
 #include "model/video_model.h"
 #include "server/engine/classify_engine.h"
 
@@ -90,6 +91,7 @@ int Run() {
   int cores = absl::GetFlag(FLAGS_cores);
   if (cores <= 0) cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   vidclf::model::ConfigureTorchThreads(cores);
+  vidclf::model::TuneHeapForTensors();  // as the server does
   vidclf::media::LibavSettings libav;
   libav.log_level = AV_LOG_ERROR;
   vidclf::media::ConfigureLibav(libav);
