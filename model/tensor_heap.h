@@ -7,7 +7,7 @@ namespace vidclf::model {
 // A backbone batch's activations and the head states of many streams stepped together are tensors
 // of a few MiB, freed and allocated again at every step. By default glibc maps such a block
 // afresh each time, or hands the top of its heap back once 128 KiB lie free there, and the next
-// allocation faults in zeroed pages: at 16 streams, that was 60% of a causal-linear head's step
+// allocation faults in zeroed pages: more than half of a causal-linear head's step at 16 streams
 // (docs/streaming-benchmark.md). This keeps blocks of up to kTensorHeapMmapBytes in the heap and
 // up to kTensorHeapTrimBytes free at its top. A long-running process should still hand freed
 // memory back when idle (malloc_trim; the server's IdleMemoryReleaser). Call at start-up, before
