@@ -217,6 +217,12 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
                          .Help("Frames of live streams handed to the backbone.")
                          .Register(registry)
                          .Add({})),
+      stream_head_step_streams_(
+          prometheus::BuildHistogram()
+              .Name("vidclf_stream_head_step_streams")
+              .Help("Live streams whose heads stepped together, in one pass over the weights.")
+              .Register(registry)
+              .Add({}, BatchBuckets())),
       stream_update_latency_(
           prometheus::BuildHistogram()
               .Name("vidclf_stream_update_latency_seconds")
@@ -278,6 +284,8 @@ void ServerMetrics::Refused(engine::Refusal refusal) {
 void ServerMetrics::StreamFrames(int64_t frames) {
   stream_frames_.Increment(static_cast<double>(frames));
 }
+
+void ServerMetrics::HeadStepped(int streams) { stream_head_step_streams_.Observe(streams); }
 
 void ServerMetrics::SourceReconnect() { source_reconnects_.Increment(); }
 

@@ -37,6 +37,7 @@ class ServerMetrics : public engine::EngineObserver {
   void FramesEmbedded(int64_t frames) override;
   void Refused(engine::Refusal refusal) override;
   void StreamFrames(int64_t frames) override;
+  void HeadStepped(int streams) override;
   void SourceReconnect() override;
 
   // A stream prediction was handed to gRPC `latency_seconds` after its newest frame arrived.
@@ -53,6 +54,7 @@ class ServerMetrics : public engine::EngineObserver {
   prometheus::Counter& frames_embedded_;
   prometheus::Family<prometheus::Counter>& refused_;
   prometheus::Counter& stream_frames_;
+  prometheus::Histogram& stream_head_step_streams_;
   prometheus::Histogram& stream_update_latency_;
   prometheus::Counter& stream_dropped_predictions_;
   prometheus::Counter& source_reconnects_;

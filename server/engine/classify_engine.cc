@@ -61,6 +61,7 @@ ClassifyEngine::ClassifyEngine(const EngineOptions& options,
       observer_(observer != nullptr ? observer : &null_observer_),
       admission_(std::make_shared<Admission>(options.admission)),
       repository_(std::move(repository)),
+      head_stepper_(&head_stage_, options.head_threads, options.max_streams, observer_),
       head_stage_(options.head_threads),
       batcher_(
           options.batching, [this] { return calls_decoding_.load(); }, observer_),
@@ -143,7 +144,7 @@ absl::StatusOr<std::shared_ptr<StreamSession>> ClassifyEngine::OpenStream(
   if (!recurrent.ok()) return recurrent.status();
   StreamResources resources = options_.stream_resources;
   resources.batcher = &batcher_;
-  resources.head_stage = &head_stage_;
+  resources.head_stepper = &head_stepper_;
   resources.observer = observer_;
   resources.uri_allowlist = &options_.uri_allowlist;
   StreamOptions resolved = options;

@@ -33,6 +33,7 @@
 #include "server/engine/admission.h"
 #include "server/engine/backbone_batcher.h"
 #include "server/engine/engine_observer.h"
+#include "server/engine/head_stepper.h"
 #include "server/engine/model_repository.h"
 #include "server/engine/stream_session.h"
 #include "server/engine/worker_pool.h"
@@ -67,7 +68,7 @@ struct EngineOptions {
   int max_streams = 16;
   // A stream with no input for this long is ended with DEADLINE_EXCEEDED.
   absl::Duration stream_idle_timeout = absl::Seconds(30);
-  // What each stream may hold (its batcher, head stage and observer are the engine's).
+  // What each stream may hold (its batcher, head stepper and observer are the engine's).
   StreamResources stream_resources;
 };
 
@@ -213,7 +214,9 @@ class ClassifyEngine {
   std::vector<std::shared_ptr<StreamSession>> streams_ ABSL_GUARDED_BY(mutex_);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
 
-  // Stages; destroyed in reverse order: the decode slots first, the head threads last.
+  // Stages; destroyed in reverse order: the decode slots first, the head threads last. The head
+  // stepper's rounds run on the head threads, so it goes after them.
+  HeadStepper head_stepper_;
   WorkerPool head_stage_;
   BackboneBatcher batcher_;
   WorkerPool decode_stage_;

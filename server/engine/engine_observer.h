@@ -39,6 +39,8 @@ class EngineObserver {
   virtual void Refused(Refusal refusal) = 0;
   // Frames of live streams handed to the backbone.
   virtual void StreamFrames(int64_t frames) = 0;
+  // The heads of `streams` live streams stepped together, in one pass over the head's weights.
+  virtual void HeadStepped(int streams) = 0;
   // A stream following a source the server pulls tries to reach it again after a drop.
   virtual void SourceReconnect() = 0;
 };
@@ -52,6 +54,7 @@ class NullObserver : public EngineObserver {
   void FramesEmbedded(int64_t) override {}
   void Refused(Refusal) override {}
   void StreamFrames(int64_t) override {}
+  void HeadStepped(int) override {}
   void SourceReconnect() override {}
 };
 

@@ -362,103 +362,93 @@ void StreamSession::Embedded(int /*pass*/, int64_t slot, absl::StatusOr<torch::T
 void StreamSession::ScheduleHead() {
   if (head_scheduled_ || ended_) return;
   head_scheduled_ = true;
-  resources_.head_stage->Run([self = shared_from_this()] { self->RunHead(); });
+  resources_.head_stepper->Schedule(shared_from_this());
 }
 
-void StreamSession::RunHead() {
-  while (true) {
-    std::vector<ReadyFrame> frames;
-    absl::Status failure;
-    {
-      absl::MutexLock lock(&mutex_);
-      failure = failure_;
-      if (failure.ok()) {
-        for (auto next = ready_.begin(); next != ready_.end() && next->first == next_to_step_;
-             next = ready_.erase(next), ++next_to_step_) {
-          frames.push_back(std::move(next->second));
-        }
-      } else {
-        ready_.clear();  // frees the frames' memory at once
+bool StreamSession::NextStep(HeadStepper::Step* step) {
+  absl::Status failure;
+  {
+    absl::MutexLock lock(&mutex_);
+    failure = failure_;
+    step_closes_emit_ = false;
+    if (failure.ok()) {
+      // The embedded frames next in order, up to the first that closes an emit period.
+      for (auto next = ready_.begin();
+           next != ready_.end() && next->first == next_to_step_ && !step_closes_emit_;
+           next = ready_.erase(next), ++next_to_step_) {
+        step_closes_emit_ = ClosesEmitPeriod(next->second.info, static_cast<int64_t>(step_.size()));
+        step_.push_back(std::move(next->second));
       }
-      if (frames.empty() && !(feed_over_ && in_flight_.empty())) {
-        head_scheduled_ = false;
-        return;
-      }
+    } else {
+      ready_.clear();  // frees the frames' memory at once
     }
-    if (!frames.empty()) {
-      if (auto status = StepFrames(std::move(frames)); !status.ok()) Fail(status);
-      continue;
-    }
-    // The feed is over and every frame it handed out is accounted for.
-    if (failure.ok() && stepped_since_emit_) Emit();
-    std::function<void()> room;
-    {
-      absl::MutexLock lock(&mutex_);
-      ended_ = true;
+    if (step_.empty() && !(feed_over_ && in_flight_.empty())) {
       head_scheduled_ = false;
-      room = TakeRoomCallback();
+      return false;
     }
-    if (room) room();
-    listener_->OnEnd(failure);
+  }
+  if (!step_.empty()) {
+    std::vector<torch::Tensor> embeddings;
+    embeddings.reserve(step_.size());
+    for (const ReadyFrame& frame : step_) embeddings.push_back(frame.embedding);
+    *step = {model_.get(), options_.attention, torch::stack(embeddings), head_state_};
+    return true;
+  }
+  // The feed is over and every frame it handed out is accounted for.
+  if (failure.ok() && stepped_since_emit_) Emit();
+  std::function<void()> room;
+  {
+    absl::MutexLock lock(&mutex_);
+    ended_ = true;
+    head_scheduled_ = false;
+    room = TakeRoomCallback();
+  }
+  if (room) room();
+  listener_->OnEnd(failure);
+  return false;
+}
+
+bool StreamSession::ClosesEmitPeriod(const FrameInfo& frame, int64_t earlier_in_step) const {
+  if (options_.emit_every_seconds > 0) return frame.seconds >= next_emit_seconds_;
+  return (frames_stepped_ + earlier_in_step + 1) % options_.emit_every_frames == 0;
+}
+
+void StreamSession::Stepped(HeadStepper::StepResult result) {
+  const std::vector<ReadyFrame> frames = std::move(step_);
+  step_.clear();
+  if (!result.ok()) {
+    Fail(result.status());
     return;
   }
-}
-
-absl::Status StreamSession::StepFrames(std::vector<ReadyFrame> frames) {
-  size_t begin = 0;
-  for (size_t i = 0; i < frames.size(); ++i) {
-    const int64_t embedded = frames_stepped_ + static_cast<int64_t>(i - begin) + 1;
-    bool closes = false;
-    if (options_.emit_every_seconds > 0) {
-      closes = frames[i].info.seconds >= next_emit_seconds_;
-    } else {
-      closes = embedded % options_.emit_every_frames == 0;
-    }
-    if (!closes) continue;
-    if (auto status = Step(frames, begin, i + 1); !status.ok()) return status;
-    Emit();
-    if (options_.emit_every_seconds > 0) {
-      const double period = options_.emit_every_seconds;
-      next_emit_seconds_ = (std::floor(frames[i].info.seconds / period) + 1) * period;
-    }
-    begin = i + 1;
-  }
-  // Frames after the last emit are stepped too, so that no embedding is held for long.
-  if (begin < frames.size()) return Step(frames, begin, frames.size());
-  return absl::OkStatus();
-}
-
-absl::Status StreamSession::Step(const std::vector<ReadyFrame>& frames, size_t begin, size_t end) {
-  std::vector<torch::Tensor> embeddings;
-  embeddings.reserve(end - begin);
-  for (size_t i = begin; i < end; ++i) embeddings.push_back(frames[i].embedding);
-  auto step =
-      model_->StreamStep(torch::stack(embeddings).unsqueeze(0), head_state_, options_.attention);
-  if (!step.ok()) return step.status();
-  probabilities_ = std::move(step->first);
-  head_state_ = std::move(step->second);
+  probabilities_ = std::move(result->first);
+  head_state_ = std::move(result->second);
 
   const int64_t stepped_before = frames_stepped_;
-  frames_stepped_ += static_cast<int64_t>(end - begin);
-  if (stepped_before == 0) first_stepped_ = frames[begin].info;
-  newest_stepped_ = frames[end - 1].info;
+  frames_stepped_ += static_cast<int64_t>(frames.size());
+  if (stepped_before == 0) first_stepped_ = frames.front().info;
+  newest_stepped_ = frames.back().info;
   stepped_since_emit_ = true;
   if (recurrent_) {
     covered_first_ = first_stepped_;
     covered_last_ = newest_stepped_;
-    return absl::OkStatus();
+  } else {
+    // A sliding window is evaluated when the frames stepped pass a multiple of its stride (and
+    // on the first step); in between, its latest evaluation stands (heads/head_stream.h).
+    const model::SlidingWindowOptions& window = model_->config().streaming;
+    for (const ReadyFrame& frame : frames) recent_.push_back(frame.info);
+    while (static_cast<int64_t>(recent_.size()) > window.window_frames) recent_.pop_front();
+    if (stepped_before == 0 ||
+        frames_stepped_ / window.stride_frames > stepped_before / window.stride_frames) {
+      covered_first_ = recent_.front();
+      covered_last_ = recent_.back();
+    }
   }
-  // A sliding window is evaluated when the frames stepped pass a multiple of its stride (and
-  // on the first step); in between, its latest evaluation stands (heads/head_stream.h).
-  const model::SlidingWindowOptions& window = model_->config().streaming;
-  for (size_t i = begin; i < end; ++i) recent_.push_back(frames[i].info);
-  while (static_cast<int64_t>(recent_.size()) > window.window_frames) recent_.pop_front();
-  if (stepped_before == 0 ||
-      frames_stepped_ / window.stride_frames > stepped_before / window.stride_frames) {
-    covered_first_ = recent_.front();
-    covered_last_ = recent_.back();
+  if (!step_closes_emit_) return;  // frames after the last emit are stepped too, not held
+  Emit();
+  if (options_.emit_every_seconds > 0) {
+    const double period = options_.emit_every_seconds;
+    next_emit_seconds_ = (std::floor(newest_stepped_.seconds / period) + 1) * period;
   }
-  return absl::OkStatus();
 }
 
 void StreamSession::Emit() {

@@ -38,7 +38,7 @@
 #include "model/video_model.h"
 #include "server/engine/backbone_batcher.h"
 #include "server/engine/engine_observer.h"
-#include "server/engine/worker_pool.h"
+#include "server/engine/head_stepper.h"
 
 namespace vidclf::engine {
 
@@ -118,7 +118,7 @@ class StreamListener {
 // Bounds and shared parts a session works with; all must outlive it.
 struct StreamResources {
   BackboneBatcher* batcher = nullptr;
-  WorkerPool* head_stage = nullptr;
+  HeadStepper* head_stepper = nullptr;
   EngineObserver* observer = nullptr;
   // Bytes of container input held before the feed stops being read, and pictures waiting.
   int64_t max_buffered_bytes = 8 << 20;
@@ -134,7 +134,9 @@ struct StreamResources {
   int max_source_reconnects = 5;
 };
 
-class StreamSession : public FrameOwner, public std::enable_shared_from_this<StreamSession> {
+class StreamSession : public FrameOwner,
+                      public HeadStepper::Stream,
+                      public std::enable_shared_from_this<StreamSession> {
  public:
   // `listener` must outlive the session's OnEnd. Start() starts it.
   StreamSession(StreamOptions options, std::shared_ptr<const model::VideoModel> model,
@@ -171,6 +173,12 @@ class StreamSession : public FrameOwner, public std::enable_shared_from_this<Str
   void Embedded(int pass, int64_t slot, absl::StatusOr<torch::Tensor> embedding,
                 const BatchReport& report) override;
 
+  // HeadStepper::Stream: the embedded frames next in order, up to where an emit period closes;
+  // once the feed is over and every frame is accounted for, ends the stream instead.
+  bool NextStep(HeadStepper::Step* step) override;
+  // Takes the step's state and probabilities, and emits when the step closed an emit period.
+  void Stepped(HeadStepper::StepResult result) override;
+
  private:
   struct FrameInfo {
     int64_t index = 0;
@@ -196,14 +204,11 @@ class StreamSession : public FrameOwner, public std::enable_shared_from_this<Str
   bool WaitUnlessFailed(absl::Duration delay);
   // Hands one converted frame to the batcher, once there is room between decoder and head.
   absl::Status Submit(const FrameInfo& info, const float* pixels);
-  // Makes sure a head task runs for this session. `mutex_` held.
+  // Makes sure the head stepper has this session scheduled. `mutex_` held.
   void ScheduleHead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The head task: steps the embedded frames that are next in order, emits, and ends the stream
-  // once its feed is over and every frame is accounted for.
-  void RunHead();
-  // Steps `frames`, consecutive and in order, splitting them where an emit period closes.
-  absl::Status StepFrames(std::vector<ReadyFrame> frames);
-  absl::Status Step(const std::vector<ReadyFrame>& frames, size_t begin, size_t end);
+  // Whether `frame`, stepped after `earlier_in_step` frames of the same step, closes an emit
+  // period.
+  bool ClosesEmitPeriod(const FrameInfo& frame, int64_t earlier_in_step) const;
   void Emit();
   // Records the first failure; the stream then winds down.
   void Fail(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mutex_);
@@ -236,7 +241,9 @@ class StreamSession : public FrameOwner, public std::enable_shared_from_this<Str
   bool head_scheduled_ ABSL_GUARDED_BY(mutex_) = false;
   int64_t frames_seen_ ABSL_GUARDED_BY(mutex_) = 0;
 
-  // The head task's own (one runs at a time per session).
+  // The head stepper's own (one round at a time steps a session).
+  std::vector<ReadyFrame> step_;  // the frames NextStep handed out
+  bool step_closes_emit_ = false;
   model::HeadState head_state_;
   torch::Tensor probabilities_;  // [1, C], after the latest step
   int64_t frames_stepped_ = 0;

@@ -295,10 +295,15 @@ TEST_F(StreamServerTest, PicturesAsPngOrRawRgb) {
   EXPECT_THAT(wrong.status.error_message(), HasSubstr("frame 3"));
 }
 
-// Eight feeds at once: each gets its predictions in frame order, none mixed with another's.
-TEST_F(StreamServerTest, EightStreamsAtOnceKeepTheirFrameOrder) {
+// Eight feeds at once: each gets its predictions in frame order, none mixed with another's, and
+// each equals its model over its frames so far, though the heads of streams with frames ready at
+// the same time step together.
+TEST_F(StreamServerTest, EightStreamsAtOnceKeepTheirFrameOrderAndStepTogether) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
+  const std::unique_ptr<model::VideoModel> models[] = {LoadModel("tiny"), LoadModel("tiny-linear")};
+  ASSERT_TRUE(models[0] && models[1]);
+  const torch::Tensor embeddings[] = {OfflineEmbeddings(*models[0]), OfflineEmbeddings(*models[1])};
   std::vector<StreamOutcome> outcomes(8);
   std::vector<std::thread> streams;
   for (int i = 0; i < 8; ++i) {
@@ -315,12 +320,16 @@ TEST_F(StreamServerTest, EightStreamsAtOnceKeepTheirFrameOrder) {
       EXPECT_GT(outcomes[i].predictions[p].last_frame(),
                 outcomes[i].predictions[p - 1].last_frame());
     }
-    // Same feed, same model: the same final answer as the other streams of that model.
-    const auto& mine = outcomes[i].predictions.back().top_k(0);
-    const auto& first = outcomes[i % 2].predictions.back().top_k(0);
-    EXPECT_EQ(mine.label(), first.label());
-    EXPECT_NEAR(mine.score(), first.score(), 1e-4);
+    for (const v1::StreamPrediction& prediction : outcomes[i].predictions) {
+      ExpectScores(prediction, *models[i % 2],
+                   Offline(*models[i % 2], embeddings[i % 2], 0, prediction.last_frame()));
+    }
   }
+  // Each stream stepped once per frame; some steps took several streams at once.
+  auto metrics = testing::HttpGet(server->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(testing::MetricValue(*metrics, "vidclf_stream_head_step_streams_sum"), 8 * 40);
+  EXPECT_LT(testing::MetricValue(*metrics, "vidclf_stream_head_step_streams_count"), 8 * 40);
 }
 
 // Bad configs and feeds are refused with a message that says what is wrong.

@@ -35,6 +35,7 @@ class CountingObserver : public EngineObserver {
   void FramesDecoded(int64_t) override {}
   void FramesEmbedded(int64_t frames) override { embedded_ += frames; }
   void StreamFrames(int64_t) override {}
+  void HeadStepped(int) override {}
   void SourceReconnect() override {}
   void Refused(Refusal refusal) override {
     absl::MutexLock lock(&mutex_);
