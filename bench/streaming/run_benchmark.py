@@ -181,6 +181,11 @@ def main():
                            capture_output=True, text=True).stdout
     steps_one_thread = subprocess.run([args.step_bench, "--threads", "1", "--frames", "10,1000"],
                                       check=True, capture_output=True, text=True).stdout
+    streams_together = {
+        threads: subprocess.run([args.step_bench, "--threads", str(threads), "--frames", "",
+                                 "--streams", "1,2,4,8,16,32"],
+                                check=True, capture_output=True, text=True).stdout
+        for threads in (os.cpu_count(), 1)}
 
     lines = [
         "# Streaming benchmark: real-time camera feeds against one vidclf-server",
@@ -261,7 +266,23 @@ def main():
         "from memory costs: the column beside it, timed in the same rounds. Its other operations "
         "cost microseconds each under inference mode. The same heads with one intra-op thread:",
         "",
-    ] + steps_one_thread.strip().splitlines()
+    ] + steps_one_thread.strip().splitlines() + [
+        "",
+        "## Many streams stepped together",
+        "",
+        "The server steps the heads of the streams that have a frame ready at the same time "
+        "together (server/engine/head_stepper.h; `vidclf_stream_head_step_streams` on /metrics "
+        "counts them): one `VideoModel::StreamStepEach` over their states joined, each stream at "
+        "its own position, so the head's weights are read once for all of them. "
+        "`vidclf-step-bench --streams 1,2,4,8,16,32`: B streams, stream b having seen 10 + 37b "
+        "frames, each take one new frame; medians of 9 rounds. With as many intra-op threads as "
+        f"cores ({os.cpu_count()}):",
+        "",
+    ] + streams_together[os.cpu_count()].strip().splitlines() + [
+        "",
+        "With one intra-op thread:",
+        "",
+    ] + streams_together[1].strip().splitlines()
     lines.append("")
     with open(args.output, "w") as report:
         report.write("\n".join(lines))

@@ -5,7 +5,12 @@
 // causal-linear step is also timed replaying its captured CUDA graph (model/heads/step_graph.h).
 // Prints a Markdown table (median over rounds) for docs/streaming-benchmark.md.
 //
-//   vidclf-step-bench [--device cpu] [--frames 10,1000,10000] [--rounds 9] [--threads 0]
+// With --streams, a second table: one new frame for each of B streams at different points, stepped
+// together (VideoModel::StreamStepEach), as a server following B cameras could; a step reads the
+// head's weights once for all B.
+//
+//   vidclf-step-bench [--device cpu] [--frames 10,1000,10000] [--streams 1,4,16] [--rounds 9]
+//                     [--threads 0]
 #include <torch/torch.h>
 
 #include <chrono>
@@ -20,10 +25,13 @@
 #include "absl/strings/str_split.h"
 #include "bench/list_flag.h"
 #include "bench/median.h"
+#include "model/tensor_heap.h"
 #include "model/video_model.h"
 
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda:N: where the heads run.");
 ABSL_FLAG(std::string, frames, "10,1000,10000", "Frames seen before the timed frame.");
+ABSL_FLAG(std::string, streams, "",
+          "Streams stepped together, for the second table (empty: no second table).");
 ABSL_FLAG(int, rounds, 9, "Timed rounds; the median is reported.");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0: LibTorch's default).");
 
@@ -71,11 +79,51 @@ HeadState Advance(const VideoModel& model, const torch::Tensor& history, int64_t
   return state;
 }
 
+// The second table: B streams, stream b having seen 10 + 37 b frames, each take one new frame in
+// one StreamStepEach. The heads take turns within every round.
+void TimeStreamsSteppedTogether(const VideoModel& gru, const VideoModel& linear, int rounds) {
+  std::cout << "| streams | GRU step ms | GRU per frame ms | causal-linear step ms | "
+               "causal-linear per frame ms | that / one stream's step |\n"
+            << "|---|---|---|---|---|---|\n";
+  double one_stream_ms = 0;
+  for (const int64_t streams : vidclf::bench::ParseList(absl::GetFlag(FLAGS_streams))) {
+    std::vector<HeadState> gru_states, linear_states;
+    for (int64_t b = 0; b < streams; ++b) {
+      const torch::Tensor history = torch::randn({1, 10 + 37 * b, kEmbedding});
+      gru_states.push_back(Advance(gru, history, history.size(1)));
+      linear_states.push_back(Advance(linear, history, history.size(1)));
+    }
+    const torch::Tensor next = torch::randn({streams, 1, kEmbedding});
+    std::vector<double> gru_seconds, linear_seconds;
+    for (int round = 0; round <= rounds; ++round) {  // round 0 warms up
+      auto start = Clock::now();
+      (void)gru.StreamStepEach(next, gru_states);
+      const double gru_step = SecondsSince(start);
+      start = Clock::now();
+      (void)linear.StreamStepEach(next, linear_states);
+      const double linear_step = SecondsSince(start);
+      if (round == 0) continue;
+      gru_seconds.push_back(gru_step);
+      linear_seconds.push_back(linear_step);
+    }
+    const double gru_ms = 1e3 * Median(gru_seconds), linear_ms = 1e3 * Median(linear_seconds);
+    if (streams == 1) one_stream_ms = linear_ms;
+    std::cout << std::fixed << std::setprecision(2) << "| " << streams << " | " << gru_ms << " | "
+              << std::setprecision(3) << gru_ms / streams << " | " << std::setprecision(2)
+              << linear_ms << " | " << std::setprecision(3) << linear_ms / streams << " | ";
+    if (one_stream_ms > 0) {
+      std::cout << std::setprecision(2) << linear_ms / streams / one_stream_ms;
+    }
+    std::cout << " |\n" << std::flush;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   std::cerr << vidclf::model::ConfigureTorchThreads(absl::GetFlag(FLAGS_threads)) << "\n";
+  vidclf::model::TuneHeapForTensors();  // as the server does
   torch::NoGradGuard no_grad;
   torch::manual_seed(0);
   const std::unique_ptr<VideoModel> gru = Make("gru", "softmax");
@@ -96,13 +144,16 @@ int main(int argc, char** argv) {
   const torch::Tensor same_bytes = torch::randn({weight_bytes / 4}).to(linear->device());
 
   std::cerr << "Heads on " << linear->device() << "\n";
-  std::cout << "| frames seen | GRU step ms | causal-linear step ms | reading its " << std::fixed
-            << std::setprecision(1) << weight_bytes / 1048576.0
-            << " MiB of weights once ms | causal-linear / that | softmax over the history ms | "
-               "softmax / causal-linear |"
-            << (graphed ? " causal-linear step, CUDA graph ms | that / reading |" : "") << "\n"
-            << "|---|---|---|---|---|---|---|" << (graphed ? "---|---|" : "") << "\n";
-  for (const int64_t frames : vidclf::bench::ParseList(absl::GetFlag(FLAGS_frames))) {
+  const std::vector<int64_t> frames_seen = vidclf::bench::ParseList(absl::GetFlag(FLAGS_frames));
+  if (!frames_seen.empty()) {
+    std::cout << "| frames seen | GRU step ms | causal-linear step ms | reading its " << std::fixed
+              << std::setprecision(1) << weight_bytes / 1048576.0
+              << " MiB of weights once ms | causal-linear / that | softmax over the history ms | "
+                 "softmax / causal-linear |"
+              << (graphed ? " causal-linear step, CUDA graph ms | that / reading |" : "") << "\n"
+              << "|---|---|---|---|---|---|---|" << (graphed ? "---|---|" : "") << "\n";
+  }
+  for (const int64_t frames : frames_seen) {
     const torch::Tensor history = torch::randn({1, frames + 1, kEmbedding});
     const torch::Tensor next = history.slice(1, frames, frames + 1);
     const HeadState gru_state = Advance(*gru, history, frames);
@@ -149,6 +200,10 @@ int main(int argc, char** argv) {
                 << graph_ms / read_ms << " |";
     }
     std::cout << "\n" << std::flush;
+  }
+  if (!absl::GetFlag(FLAGS_streams).empty()) {
+    if (!frames_seen.empty()) std::cout << "\n";
+    TimeStreamsSteppedTogether(*gru, *linear, rounds);
   }
   return 0;
 }
