@@ -57,18 +57,10 @@ std::pair<torch::Tensor, HeadState> GruHeadImpl::step(const torch::Tensor& embed
 
 std::pair<torch::Tensor, std::vector<HeadState>> GruHeadImpl::StepEach(
     const torch::Tensor& embeddings, const std::vector<HeadState>& states) {
-  TORCH_CHECK(embeddings.dim() == 3 && embeddings.size(0) == static_cast<int64_t>(states.size()) &&
-                  !states.empty(),
-              "GRU head needs one state per sequence; got ", states.size(),
-              " states for embeddings ", embeddings.sizes());
+  CheckOneStatePerSequence(embeddings, states, "GRU head");
   auto [logits, next] =
       step(embeddings, HeadState{0, JoinStates(states, /*batch_dim=*/1, "GRU head")});
-  std::vector<int64_t> frames_seen;
-  frames_seen.reserve(states.size());
-  for (const HeadState& state : states) {
-    frames_seen.push_back(state.frames_seen + embeddings.size(1));
-  }
-  return {logits, SplitStates(next.tensors, /*batch_dim=*/1, frames_seen)};
+  return {logits, SplitStates(next.tensors, /*batch_dim=*/1, states, embeddings.size(1))};
 }
 
 }  // namespace vidclf::model

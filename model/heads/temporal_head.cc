@@ -12,14 +12,19 @@ std::pair<torch::Tensor, HeadState> TemporalHead::step(const torch::Tensor& /*em
   TORCH_CHECK(false, "this head has no recurrent step; stream it over a sliding window");
 }
 
+void CheckOneStatePerSequence(const torch::Tensor& embeddings, const std::vector<HeadState>& states,
+                              const char* who) {
+  TORCH_CHECK(embeddings.dim() == 3 && embeddings.size(0) == static_cast<int64_t>(states.size()) &&
+                  !states.empty(),
+              who, " needs one state per sequence; got ", states.size(), " states for embeddings ",
+              embeddings.sizes());
+}
+
 std::pair<torch::Tensor, std::vector<HeadState>> StepEachAlone(
     const torch::Tensor& embeddings, const std::vector<HeadState>& states,
     const std::function<std::pair<torch::Tensor, HeadState>(const torch::Tensor&,
                                                             const HeadState&)>& step_one) {
-  TORCH_CHECK(embeddings.dim() == 3 && embeddings.size(0) == static_cast<int64_t>(states.size()) &&
-                  !states.empty(),
-              "stepping sequences each with its own state needs one state per sequence; got ",
-              states.size(), " states for embeddings ", embeddings.sizes());
+  CheckOneStatePerSequence(embeddings, states, "stepping each sequence alone");
   std::vector<torch::Tensor> logits;
   std::vector<HeadState> next;
   for (size_t b = 0; b < states.size(); ++b) {
@@ -71,10 +76,11 @@ std::vector<torch::Tensor> TemporalHead::JoinStates(const std::vector<HeadState>
 
 std::vector<HeadState> TemporalHead::SplitStates(const std::vector<torch::Tensor>& joined,
                                                  int64_t batch_dim,
-                                                 const std::vector<int64_t>& frames_seen) {
-  std::vector<HeadState> states(frames_seen.size());
+                                                 const std::vector<HeadState>& before,
+                                                 int64_t frames) {
+  std::vector<HeadState> states(before.size());
   for (size_t b = 0; b < states.size(); ++b) {
-    states[b].frames_seen = frames_seen[b];
+    states[b].frames_seen = before[b].frames_seen + frames;
     for (const torch::Tensor& tensor : joined) {
       states[b].tensors.push_back(
           tensor.narrow(batch_dim, static_cast<int64_t>(b), 1).contiguous());

@@ -65,14 +65,19 @@ class TemporalHead : public torch::nn::Module {
   // every state is fresh. Throws c10::Error naming `head_name` for states that do not match.
   static std::vector<torch::Tensor> JoinStates(const std::vector<HeadState>& states,
                                                int64_t batch_dim, const char* head_name);
-  // The inverse: one state per sequence of `joined` along `batch_dim`, having seen `frames_seen`.
+  // The inverse: one state per sequence of `joined` along `batch_dim`, each having seen what it
+  // had in `before` and `frames` more.
   static std::vector<HeadState> SplitStates(const std::vector<torch::Tensor>& joined,
-                                            int64_t batch_dim,
-                                            const std::vector<int64_t>& frames_seen);
+                                            int64_t batch_dim, const std::vector<HeadState>& before,
+                                            int64_t frames);
 
  private:
   int64_t input_size_;
 };
+
+// Throws c10::Error, naming `who`, unless embeddings are [B, T, D] with B = states.size() >= 1.
+void CheckOneStatePerSequence(const torch::Tensor& embeddings, const std::vector<HeadState>& states,
+                              const char* who);
 
 // Steps each of B sequences alone, with `step_one` given its embeddings [1, T, input_size] and
 // its state, and joins their logits: StepEach for heads that cannot step sequences together.

@@ -211,27 +211,22 @@ std::pair<torch::Tensor, HeadState> TransformerHeadImpl::step(const torch::Tenso
 std::pair<torch::Tensor, std::vector<HeadState>> TransformerHeadImpl::StepEach(
     const torch::Tensor& embeddings, const std::vector<HeadState>& states) {
   if (!has_recurrent_step()) return TemporalHead::StepEach(embeddings, states);  // step() refuses
+  CheckOneStatePerSequence(embeddings, states, "transformer head");
   const torch::Tensor x = CheckAndStandardise(embeddings, "transformer head");
-  TORCH_CHECK(x.size(0) == static_cast<int64_t>(states.size()) && !states.empty(),
-              "transformer head needs one state per sequence; got ", states.size(),
-              " states for embeddings ", embeddings.sizes());
   TORCH_CHECK(x.size(1) >= 1, "transformer head step needs at least one new frame");
   const int64_t frames = x.size(1);
-  std::vector<int64_t> seen_before, seen;
-  for (const HeadState& state : states) {
-    seen_before.push_back(state.frames_seen);
-    seen.push_back(state.frames_seen + frames);
-  }
+  std::vector<int64_t> seen_before;
+  for (const HeadState& state : states) seen_before.push_back(state.frames_seen);
+  const torch::Tensor first = torch::tensor(seen_before, torch::kDouble).unsqueeze(1);  // [B, 1]
   torch::Tensor positions;  // [B, T, d_model]: each sequence continues from its own frames seen
   if (options.positional_encoding()) {
-    const torch::Tensor first = torch::tensor(seen_before, torch::kDouble).unsqueeze(1);
     positions = EncodePositions(first + torch::arange(frames, torch::kDouble), options.d_model())
                     .to(x.device(), x.dtype());
   }
   auto [logits, next] =
       StepStandardised(x, positions, JoinStates(states, /*batch_dim=*/0, "transformer head"),
-                       torch::tensor(seen, torch::kDouble).to(x.device(), x.dtype()).unsqueeze(1));
-  return {logits, SplitStates(next, /*batch_dim=*/0, seen)};
+                       (first + frames).to(x.device(), x.dtype()));
+  return {logits, SplitStates(next, /*batch_dim=*/0, states, frames)};
 }
 
 std::pair<torch::Tensor, std::vector<torch::Tensor>> TransformerHeadImpl::StepStandardised(
