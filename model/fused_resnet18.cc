@@ -2,7 +2,43 @@
 
 #include <ATen/Context.h>
 
+#include <algorithm>
+#include <mutex>
+
 namespace vidclf::model {
+namespace {
+
+bool SameTensor(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.is_mkldnn() != b.is_mkldnn()) return false;
+  // oneDNN's blocked tensors compare through their plain layout.
+  const torch::Tensor plain_a = a.is_mkldnn() ? a.to_dense() : a;
+  const torch::Tensor plain_b = b.is_mkldnn() ? b.to_dense() : b;
+  return plain_a.options().device() == plain_b.options().device() &&
+         plain_a.scalar_type() == plain_b.scalar_type() && plain_a.sizes() == plain_b.sizes() &&
+         plain_a.strides() == plain_b.strides() && torch::equal(plain_a, plain_b);
+}
+
+}  // namespace
+
+std::shared_ptr<const FusedResNet18> FusedResNet18::Shared(const ResNet18& resnet,
+                                                           const torch::Device& device,
+                                                           torch::Dtype dtype, bool channels_last) {
+  // Folding first and comparing the result is exact, and needs no digest of the weights; the
+  // fresh copy is dropped when an equal one is live.
+  auto fresh = std::make_shared<const FusedResNet18>(resnet, device, dtype, channels_last);
+  static std::mutex mutex;
+  static std::vector<std::weak_ptr<const FusedResNet18>> live;
+  std::lock_guard<std::mutex> lock(mutex);
+  live.erase(
+      std::remove_if(live.begin(), live.end(), [](const auto& weak) { return weak.expired(); }),
+      live.end());
+  for (const auto& weak : live) {
+    std::shared_ptr<const FusedResNet18> existing = weak.lock();
+    if (existing && existing->SameAs(*fresh)) return existing;
+  }
+  live.push_back(fresh);
+  return fresh;
+}
 
 FusedResNet18::FusedResNet18(const ResNet18& resnet, const torch::Device& device,
                              torch::Dtype dtype, bool channels_last)
@@ -63,6 +99,31 @@ torch::Tensor FusedResNet18::Convolve(const torch::Tensor& x, const FoldedConv& 
   }
   return at::conv2d(x, conv.weight, conv.bias, {conv.stride, conv.stride},
                     {conv.padding, conv.padding});
+}
+
+std::vector<const FusedResNet18::FoldedConv*> FusedResNet18::Convolutions() const {
+  std::vector<const FoldedConv*> convolutions = {&stem_};
+  for (const Block& block : blocks_) {
+    convolutions.push_back(&block.conv1);
+    convolutions.push_back(&block.conv2);
+    if (block.has_downsample) convolutions.push_back(&block.downsample);
+  }
+  return convolutions;
+}
+
+bool FusedResNet18::SameAs(const FusedResNet18& other) const {
+  if (channels_last_ != other.channels_last_ || onednn_ != other.onednn_) return false;
+  const std::vector<const FoldedConv*> mine = Convolutions();
+  const std::vector<const FoldedConv*> theirs = other.Convolutions();
+  if (mine.size() != theirs.size()) return false;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (mine[i]->stride != theirs[i]->stride || mine[i]->padding != theirs[i]->padding ||
+        !SameTensor(mine[i]->weight, theirs[i]->weight) ||
+        !SameTensor(mine[i]->bias, theirs[i]->bias)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 torch::Tensor FusedResNet18::forward(const torch::Tensor& frames) const {

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/resnet18.h"
@@ -28,8 +29,19 @@ class FusedResNet18 {
   // frames' dtype. Only reads the weights: any number of threads may call it at once.
   torch::Tensor forward(const torch::Tensor& frames) const;
 
+  // A fused `resnet` shared with every live one of the same weights and placement: models whose
+  // heads were trained on one frozen backbone (the demo repository's three) hold its 45 MB of
+  // weights once, and reloading an unchanged bundle adds none. Thread-safe. Throws c10::Error.
+  static std::shared_ptr<const FusedResNet18> Shared(const ResNet18& resnet,
+                                                     const torch::Device& device,
+                                                     torch::Dtype dtype, bool channels_last);
+
   // Whether the convolutions run as oneDNN kernels on pre-reordered weights.
   bool uses_onednn() const { return onednn_; }
+
+  // Whether `other` computes exactly what this does: the same folded weights, bit for bit, on the
+  // same device in the same dtype and layout.
+  bool SameAs(const FusedResNet18& other) const;
 
  private:
   // A convolution with its batch norm folded in: weight W * g / sqrt(v + eps), bias
@@ -48,6 +60,8 @@ class FusedResNet18 {
   FoldedConv Fold(const torch::nn::Conv2dImpl& conv, const torch::nn::BatchNorm2dImpl& norm,
                   const torch::TensorOptions& placement) const;
   torch::Tensor Convolve(const torch::Tensor& x, const FoldedConv& conv) const;
+  // Every folded convolution, in the order forward runs them.
+  std::vector<const FoldedConv*> Convolutions() const;
 
   bool channels_last_;
   bool onednn_;

@@ -179,8 +179,7 @@ ResNet18& VideoModel::backbone() {
 void VideoModel::Prepare(bool fuse_backbone, bool cuda_graph_step) {
   if (fuse_backbone) {
     backbone_->eval();
-    fused_backbone_ =
-        std::make_unique<FusedResNet18>(backbone_, device_, backbone_dtype_, channels_last_);
+    fused_backbone_ = FusedResNet18::Shared(backbone_, device_, backbone_dtype_, channels_last_);
     backbone_ = ResNet18(nullptr);
   } else {
     MoveWeights(*backbone_, device_, backbone_dtype_, channels_last_);

@@ -33,7 +33,8 @@ struct InferenceOptions {
   bool channels_last = false;
   // Run the backbone as FusedResNet18 (fused_resnet18.h: batch norm folded into the convolutions;
   // oneDNN's pre-packed kernels on the CPU in fp32) instead of the module as trained. The eager
-  // backbone is then released: backbone() is unavailable and the model cannot be saved.
+  // backbone is then released: backbone() is unavailable and the model cannot be saved. Models
+  // whose fused backbones have the same weights share one (FusedResNet18::Shared).
   bool fuse_backbone = false;
   // On CUDA, step a single stream's recurrent transformer head (StreamStep with batch 1) by
   // replaying a CUDA graph captured at load (heads/step_graph.h) rather than launching each
@@ -73,6 +74,11 @@ class VideoModel {
   ResNet18& backbone();
   // Whether the backbone runs fused (InferenceOptions::fuse_backbone).
   bool fused_backbone() const { return fused_backbone_ != nullptr; }
+  // Models with the same key embed frames with one backbone, the same way (a shared fused
+  // backbone, FusedResNet18::Shared): their frames of one size may be embedded in one batch.
+  const void* backbone_key() const {
+    return fused_backbone_ ? static_cast<const void*>(fused_backbone_.get()) : this;
+  }
   // The temporal head (GRU or transformer, as the config says).
   TemporalHead& head() { return *head_; }
   // The head that runs `attention` (see Classify): head() for "", else a substitution's.
@@ -129,8 +135,8 @@ class VideoModel {
   bool channels_last_;
   // LibTorch's forward() is not const, but in eval mode under InferenceMode it only reads.
   mutable ResNet18 backbone_;
-  // Set instead of backbone_ when the backbone is fused.
-  std::unique_ptr<const FusedResNet18> fused_backbone_;
+  // Set instead of backbone_ when the backbone is fused; shared with models of the same weights.
+  std::shared_ptr<const FusedResNet18> fused_backbone_;
   std::shared_ptr<TemporalHead> head_;
   // One head per allowed attention substitution, sharing head_'s parameter storage.
   std::map<attention::AttentionType, std::shared_ptr<TemporalHead>> substitutes_;

@@ -71,9 +71,13 @@ absl::StatusOr<model::InferenceOptions> InferenceOptionsFromFlags(const ServerFl
 }
 
 void LogModels(const engine::ModelRepository& repository) {
+  // The first model of each backbone, to say which share one (and its weights and batches).
+  std::map<const void*, std::string> first_of_backbone;
   for (const auto& [name, entry] : repository.entries()) {
-    spdlog::info("loaded model {} version {} ({} labels)", name, entry.model->config().version,
-                 entry.model->config().labels.size());
+    const auto [first, inserted] = first_of_backbone.emplace(entry.model->backbone_key(), name);
+    spdlog::info("loaded model {} version {} ({} labels{})", name, entry.model->config().version,
+                 entry.model->config().labels.size(),
+                 inserted ? "" : absl::StrCat(", backbone shared with ", first->second));
   }
 }
 

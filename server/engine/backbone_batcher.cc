@@ -26,14 +26,15 @@ BackboneBatcher::~BackboneBatcher() {
 void BackboneBatcher::Enqueue(std::shared_ptr<FrameOwner> owner, int pass, int64_t slot,
                               const float* pixels) {
   // The pixels are the caller's until this returns: copy them, outside the lock.
-  const model::VideoModel* model = &owner->model();
-  const int64_t side = model->config().input.crop_size;
-  const std::vector<int64_t> shape = model->channels_last() ? std::vector<int64_t>{side, side, 3}
-                                                            : std::vector<int64_t>{3, side, side};
+  const model::VideoModel& model = owner->model();
+  const QueueKey key{model.backbone_key(), model.config().input.crop_size, model.channels_last()};
+  const int64_t side = key.crop_size;
+  const std::vector<int64_t> shape =
+      key.channels_last ? std::vector<int64_t>{side, side, 3} : std::vector<int64_t>{3, side, side};
   torch::Tensor frame = torch::empty(shape, torch::kFloat);
   std::memcpy(frame.data_ptr<float>(), pixels, sizeof(float) * frame.numel());
   absl::MutexLock lock(&mutex_);
-  queues_[model].push_back(Frame{std::move(owner), pass, slot, std::move(frame), absl::Now()});
+  queues_[key].push_back(Frame{std::move(owner), pass, slot, std::move(frame), absl::Now()});
   ++queued_;
   ++arrivals_;
 }
@@ -45,7 +46,7 @@ int64_t BackboneBatcher::queued_frames() const {
 
 std::vector<BackboneBatcher::Frame> BackboneBatcher::TakeUnwanted() {
   std::vector<Frame> unwanted;
-  for (auto& [model, queue] : queues_) {
+  for (auto& [key, queue] : queues_) {
     const auto wanted_end = std::stable_partition(
         queue.begin(), queue.end(), [](const Frame& f) { return f.owner->Wants(f.pass); });
     std::move(wanted_end, queue.end(), std::back_inserter(unwanted));
@@ -65,7 +66,7 @@ void BackboneBatcher::Loop() {
         this));
     std::vector<Frame> unwanted = TakeUnwanted();
     if (stopping_) {
-      for (auto& [model, queue] : queues_)
+      for (auto& [key, queue] : queues_)
         std::move(queue.begin(), queue.end(), std::back_inserter(unwanted));
       queues_.clear();
       queued_ = 0;
@@ -104,7 +105,7 @@ void BackboneBatcher::Loop() {
     std::vector<Frame> batch(std::make_move_iterator(queue.begin()),
                              std::make_move_iterator(queue.begin() + take));
     queue.erase(queue.begin(), queue.begin() + take);
-    if (queue.empty()) queues_.erase(chosen);  // a reloaded model's queue goes with it
+    if (queue.empty()) queues_.erase(chosen);  // a reloaded backbone's queue goes with it
     queued_ -= static_cast<int64_t>(take);
     mutex_.Unlock();
     Run(std::move(batch));
@@ -112,7 +113,7 @@ void BackboneBatcher::Loop() {
   }
 }
 
-std::map<const model::VideoModel*, BackboneBatcher::Queue>::iterator BackboneBatcher::NextQueue(
+std::map<BackboneBatcher::QueueKey, BackboneBatcher::Queue>::iterator BackboneBatcher::NextQueue(
     absl::Time* oldest) {
   auto chosen = queues_.end();
   for (auto it = queues_.begin(); it != queues_.end(); ++it) {
@@ -160,6 +161,7 @@ void BackboneBatcher::Run(std::vector<Frame> batch) {
     torch::set_num_threads(threads);
     threads_in_use_ = threads;
   }
+  // Every model in the batch embeds alike (QueueKey): any of them will do.
   const model::VideoModel& model = batch.front().owner->model();
   absl::StatusOr<torch::Tensor> embeddings = [&]() -> absl::StatusOr<torch::Tensor> {
     std::vector<torch::Tensor> pixels;

@@ -1,7 +1,8 @@
-// The backbone stage: gathers the frames of every call of the same model into batches, runs the
-// backbone over each batch, and hands every embedding back to the call that owns the frame.
+// The backbone stage: gathers the frames of every call of the same backbone into batches, runs the
+// backbone over each batch, and hands every embedding back to the call that owns the frame. Models
+// that share a backbone (model::VideoModel::backbone_key) and a frame size share batches.
 //
-// A batch runs once max_batch_frames frames of one model wait, once the oldest has waited
+// A batch runs once max_batch_frames frames of one backbone wait, once the oldest has waited
 // max_queue_delay, or at once when no call is decoding (no more frames are on their way). Frames
 // of a call still decoding wait for the rest of it (FrameOwner::StillDecoding) unless they fill a
 // batch.
@@ -18,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -42,7 +44,7 @@ struct BatchReport {
 class FrameOwner {
  public:
   virtual ~FrameOwner() = default;
-  // The model whose backbone embeds the frame; frames are batched with those of the same model.
+  // The model whose backbone embeds the frame; frames are batched with those of the same backbone.
   virtual const model::VideoModel& model() const = 0;
   // Whether a frame queued during decoding pass `pass` is still wanted.
   virtual bool Wants(int pass) const = 0;
@@ -99,11 +101,21 @@ class BackboneBatcher {
     absl::Time enqueued;
   };
   using Queue = std::deque<Frame>;
+  // Frames with the same key are embedded alike: the same backbone, frames of the same shape.
+  struct QueueKey {
+    const void* backbone;
+    int64_t crop_size;
+    bool channels_last;
+    bool operator<(const QueueKey& other) const {
+      return std::tie(backbone, crop_size, channels_last) <
+             std::tie(other.backbone, other.crop_size, other.channels_last);
+    }
+  };
 
   void Loop();
   // The queue to batch from next: among those holding a full batch or frames whose owner is no
   // longer decoding, the one whose oldest such frame has waited longest. End when none.
-  std::map<const model::VideoModel*, Queue>::iterator NextQueue(absl::Time* oldest)
+  std::map<QueueKey, Queue>::iterator NextQueue(absl::Time* oldest)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Whether `frame` waits for the rest of its call's frames.
   bool Held(const Frame& frame) const {
@@ -113,15 +125,16 @@ class BackboneBatcher {
   void AwaitChange(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Removes the frames their owners no longer want from every queue.
   std::vector<Frame> TakeUnwanted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Embeds `batch` (frames of one model) and answers their owners.
+  // Embeds `batch` (frames of one queue) and answers their owners.
   void Run(std::vector<Frame> batch);
 
   const BatcherOptions options_;
   const std::function<int()> decoding_calls_;
   EngineObserver* const observer_;
   mutable absl::Mutex mutex_;
-  // One queue per model; a model's frames share its input size.
-  std::map<const model::VideoModel*, Queue> queues_ ABSL_GUARDED_BY(mutex_);
+  // One queue per backbone and frame shape. A queue's frames keep their models, and so its
+  // backbone, alive.
+  std::map<QueueKey, Queue> queues_ ABSL_GUARDED_BY(mutex_);
   int64_t queued_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t arrivals_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t decode_ends_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -291,6 +291,64 @@ TEST_F(VideoModelTest, FusedBackboneEmbedsLikeTheEagerOneAndIsReleased) {
   EXPECT_EQ((*fused)->Save(dir_.string()).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(VideoModelTest, FusedBackbonesOfTheSameWeightsAreShared) {
+  torch::manual_seed(23);
+  std::unique_ptr<VideoModel> model = *VideoModel::Create(config_);
+  const std::filesystem::path first = dir_ / "first", second = dir_ / "second",
+                              other = dir_ / "other";
+  ASSERT_TRUE(model->Save(first.string()).ok());
+  {
+    torch::NoGradGuard no_grad;
+    for (torch::Tensor& p : model->head().parameters()) p.add_(0.5);
+  }
+  ASSERT_TRUE(model->Save(second.string()).ok());
+  {
+    torch::NoGradGuard no_grad;
+    model->backbone()->conv1->weight[0][0][0][0].add_(1e-3);
+  }
+  ASSERT_TRUE(model->Save(other.string()).ok());
+
+  InferenceOptions fused;
+  fused.fuse_backbone = true;
+  InferenceOptions fused_nhwc = fused;
+  fused_nhwc.channels_last = true;
+  auto a = VideoModel::Load(first.string(), fused);
+  auto b = VideoModel::Load(second.string(), fused);
+  auto c = VideoModel::Load(other.string(), fused);
+  auto a_nhwc = VideoModel::Load(first.string(), fused_nhwc);
+  auto a_eager = VideoModel::Load(first.string());
+  auto b_eager = VideoModel::Load(second.string());
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && a_nhwc.ok() && a_eager.ok() && b_eager.ok());
+  // The heads differ, the backbone is one; a backbone one weight apart, another layout or the
+  // eager module is not shared.
+  EXPECT_EQ((*a)->backbone_key(), (*b)->backbone_key());
+  EXPECT_NE((*a)->backbone_key(), (*c)->backbone_key());
+  EXPECT_NE((*a)->backbone_key(), (*a_nhwc)->backbone_key());
+  EXPECT_NE((*a_eager)->backbone_key(), (*b_eager)->backbone_key());
+  const torch::Tensor frames = torch::randn({3, 3, 32, 32});
+  auto from_a = (*a)->Embed(frames);
+  auto from_c = (*c)->Embed(frames);
+  ASSERT_TRUE(from_a.ok() && from_c.ok());
+  EXPECT_FALSE(torch::equal(*from_a, *from_c));
+  const torch::Tensor lengths = torch::full({1}, 3, torch::kLong);
+  auto head_a = (*a)->Classify(from_a->unsqueeze(0), lengths);
+  auto head_b = (*b)->Classify(from_a->unsqueeze(0), lengths);
+  ASSERT_TRUE(head_a.ok() && head_b.ok());
+  EXPECT_FALSE(torch::allclose(*head_a, *head_b));
+
+  // A reload takes the live backbone, which outlives the models that loaded it first.
+  const void* shared = (*a)->backbone_key();
+  auto a_again = VideoModel::Load(first.string(), fused);
+  ASSERT_TRUE(a_again.ok());
+  EXPECT_EQ((*a_again)->backbone_key(), shared);
+  a->reset();
+  b->reset();
+  EXPECT_EQ((*a_again)->backbone_key(), shared);
+  auto from_a_again = (*a_again)->Embed(frames);
+  ASSERT_TRUE(from_a_again.ok());
+  EXPECT_TRUE(torch::equal(*from_a, *from_a_again));
+}
+
 // Runs only where LibTorch sees a CUDA GPU (a model-only build on a GPU machine); CI has none.
 // Every backbone precision and kernel choice on the GPU must embed as the CPU does, to within
 // its arithmetic's rounding (cuDNN runs fp32 convolutions in TF32 by default), and the fp32 heads

@@ -74,6 +74,17 @@ class ClassifyEngineTest : public ::testing::Test {
     model::ModelConfig second = testing::TinyConfig();
     second.version = "2";
     testing::SaveModel(second, *dir_ + "/repo2/tiny/2", /*seed=*/2);
+    // Two models with one backbone and different heads, as heads trained on a frozen backbone are.
+    testing::SaveModel(testing::TinyConfig(), *dir_ + "/shared/tiny/1");
+    model::ModelConfig other_head = testing::TinyConfig();
+    other_head.name = "other-head";
+    testing::SaveModel(other_head, *dir_ + "/shared/other-head/1", /*seed=*/2);
+    std::filesystem::copy_file(*dir_ + "/shared/tiny/1/backbone.pt",
+                               *dir_ + "/shared/other-head/1/backbone.pt",
+                               std::filesystem::copy_options::overwrite_existing);
+    model::ModelConfig own_backbone = testing::TinyConfig();
+    own_backbone.name = "own-backbone";
+    testing::SaveModel(own_backbone, *dir_ + "/shared/own-backbone/1", /*seed=*/3);
     *videos_ = testing::DistinctClips(*dir_);
     *long_video_ = testing::ReadFile(testing::CachedVideo(kLongVideo, ".mp4"));
   }
@@ -82,16 +93,18 @@ class ClassifyEngineTest : public ::testing::Test {
     delete dir_;
   }
 
-  static std::shared_ptr<const ModelRepository> Repository(const std::string& name = "repo") {
-    auto repository = ModelRepository::Load(*dir_ + "/" + name, "");
+  static std::shared_ptr<const ModelRepository> Repository(
+      const std::string& name = "repo", const model::InferenceOptions& inference = {}) {
+    auto repository = ModelRepository::Load(*dir_ + "/" + name, "", inference);
     EXPECT_TRUE(repository.ok()) << repository.status();
     return repository.ok() ? std::shared_ptr<const ModelRepository>(*std::move(repository))
                            : nullptr;
   }
 
-  static std::unique_ptr<ClassifyEngine> Engine(EngineOptions options,
-                                                EngineObserver* observer = nullptr) {
-    auto engine = ClassifyEngine::Create(options, Repository(), observer);
+  static std::unique_ptr<ClassifyEngine> Engine(
+      EngineOptions options, EngineObserver* observer = nullptr,
+      std::shared_ptr<const ModelRepository> repository = Repository()) {
+    auto engine = ClassifyEngine::Create(options, std::move(repository), observer);
     EXPECT_TRUE(engine.ok()) << engine.status();
     return engine.ok() ? *std::move(engine) : nullptr;
   }
@@ -178,6 +191,58 @@ TEST_F(ClassifyEngineTest, BatchesAcrossCallsWithTheAnswersOfCallsAlone) {
       << "no batch mixed the frames of several calls";
   pending.clear();  // the handles hold the calls, as the service's reactors do
   ExpectNothingHeld(*batched);
+}
+
+// Models that share a fused backbone share its batches, and each call still gets its own head.
+TEST_F(ClassifyEngineTest, ModelsSharingABackboneShareBatches) {
+  model::InferenceOptions fused;
+  fused.fuse_backbone = true;
+  std::shared_ptr<const ModelRepository> repository = Repository("shared", fused);
+  ASSERT_NE(repository, nullptr);
+  ASSERT_EQ((*repository->Find("tiny"))->backbone_key(),
+            (*repository->Find("other-head"))->backbone_key());
+  ASSERT_NE((*repository->Find("tiny"))->backbone_key(),
+            (*repository->Find("own-backbone"))->backbone_key());
+  auto input = [&](const std::string& model, const std::string& video) {
+    ClassifyInput in = Input(video);
+    in.model = model;
+    return in;
+  };
+
+  EngineOptions alone_options;
+  alone_options.batching.max_batch_frames = 1;
+  std::unique_ptr<ClassifyEngine> alone = Engine(alone_options, nullptr, repository);
+  ASSERT_NE(alone, nullptr);
+  std::map<std::string, std::map<std::string, float>> expected;
+  for (const char* model : {"tiny", "other-head"}) {
+    auto answer = Submit(*alone, input(model, videos_->front())).answer.get();
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    expected[model] = Scores(*answer);
+  }
+  EXPECT_NE(expected["tiny"], expected["other-head"]);
+
+  // While a long call of a third backbone decodes, the short calls' frames wait up to
+  // max_queue_delay for others: their 4 + 4 frames run as one batch.
+  EngineOptions options;
+  options.batching.max_batch_frames = 16;
+  options.batching.max_queue_delay = absl::Seconds(1);
+  CountingObserver observer;
+  std::unique_ptr<ClassifyEngine> engine = Engine(options, &observer, repository);
+  ASSERT_NE(engine, nullptr);
+  Pending long_call = Submit(*engine, input("own-backbone", *long_video_));
+  std::vector<Pending> pending;
+  for (const char* model : {"tiny", "other-head"}) {
+    pending.push_back(Submit(*engine, input(model, videos_->front())));
+  }
+  for (Pending& call : pending) {
+    auto answer = call.answer.get();
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    for (const auto& [label, score] : expected[answer->model]) {
+      EXPECT_NEAR(Scores(*answer).at(label), score, 1e-4) << answer->model << ", " << label;
+    }
+  }
+  const std::vector<int> sizes = observer.batch_sizes();
+  EXPECT_THAT(sizes, ::testing::Contains(8)) << "no batch held the frames of both models";
 }
 
 // A call's frames wait for the rest of the call while it decodes, so that the backbone does not
