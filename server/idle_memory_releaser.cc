@@ -22,7 +22,7 @@ IdleMemoryReleaser::IdleMemoryReleaser(std::function<bool()> busy, absl::Duratio
   });
 }
 
-void IdleMemoryReleaser::LimitArenas(int arenas) { mallopt(M_ARENA_MAX, arenas); }
+void IdleMemoryReleaser::UseOneArena() { mallopt(M_ARENA_MAX, 1); }
 
 void IdleMemoryReleaser::TrimNow() { malloc_trim(0); }
 

@@ -9,8 +9,16 @@
 //   jemalloc, background thread, 1 s decay          273 MB
 //   mimalloc (LD_PRELOAD)                           468 MB
 //   glibc, malloc_trim(0) once idle                 328 MB
-//   glibc, malloc_trim(0) once idle, arenas <= cores 264 MB   <- this, with no extra library
-// Throughput was the same within noise (2.2-2.4 clips/s).
+//   glibc, malloc_trim(0) once idle, arenas <= cores 264 MB
+// Throughput was the same within noise (2.2-2.4 clips/s). Since the heap keeps up to 128 MiB free
+// at its top while busy (model/tensor_heap.h), a thread arena holds on to its top, up to 64 MiB:
+// malloc_trim shrinks only the main arena's. Against 234 MB idle, with the three default models
+// sharing one backbone, two runs each, at 3.0 clips/s:
+//   malloc_trim(0) once idle, arenas <= cores (2)   256 and 290 MB
+//   malloc_trim(0) once idle, one arena             258 and 258 MB   <- this
+// One arena cost no throughput in a side-by-side run at concurrency 1 and 8 (3.17 and 4.14
+// clips/s against 3.17 and 4.08, medians of three): small allocations come from per-thread
+// caches, and tensors are few and large.
 #ifndef VIDCLF_SERVER_IDLE_MEMORY_RELEASER_H_
 #define VIDCLF_SERVER_IDLE_MEMORY_RELEASER_H_
 
@@ -29,9 +37,9 @@ class IdleMemoryReleaser {
   IdleMemoryReleaser(std::function<bool()> busy, absl::Duration poll);
   ~IdleMemoryReleaser();
 
-  // Caps glibc's malloc arenas at `arenas` (it makes up to 8 per core), so that fewer arenas
-  // hold on to freed memory between trims. Call before the threads that allocate start.
-  static void LimitArenas(int arenas);
+  // Makes every thread allocate from glibc's main arena (it makes up to 8 per core), the one
+  // arena whose free top malloc_trim hands back. Call before the threads that allocate start.
+  static void UseOneArena();
 
   // Trims the heap once, now: after loading the models, whose preparation (the fused backbone's
   // folding) frees temporaries that glibc would otherwise keep until the first load ends.
