@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -108,7 +109,7 @@ int Run(const ServerFlags& flags) {
   const std::string& repository_dir = flags.model_repository;
   int cores = flags.cores;
   if (cores <= 0) cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  IdleMemoryReleaser::LimitArenas(cores);
+  IdleMemoryReleaser::UseOneArena();
   model::TuneHeapForTensors();
   spdlog::info("{}", model::ConfigureTorchThreads(cores));
 
@@ -271,22 +272,34 @@ int Run(const ServerFlags& flags) {
   return 0;
 }
 
-// LibTorch's OpenMP threads spin while they wait for work, which steals the cores that decoding
-// shares with them: with OMP_WAIT_POLICY=PASSIVE, one call at a time came back in 686 ms instead
-// of 825 ms (median of 12 calls over three real files), and 8 at a time gave 2.25 clips/s
-// instead of 2.08. libgomp reads the policy when it is loaded, before main, so the server starts
-// itself again with it set unless the caller chose one.
-void PreferPassiveOpenMpThreads(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1);
-  execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
+// Library thread pools that spin while they wait for work steal the cores that decoding shares
+// with them, and those libraries read their settings when they are loaded, before main: so the
+// server starts itself again with these set, unless the caller chose them.
+// - LibTorch's OpenMP threads: with OMP_WAIT_POLICY=PASSIVE, one call at a time came back in
+//   686 ms instead of 825 ms (median of 12 calls over three real files), and 8 at a time gave
+//   2.25 clips/s instead of 2.08.
+// - OpenBLAS's own pool, which runs only the heads' small matrix products here (the backbone's
+//   convolutions are oneDNN's, on the OpenMP threads): after each, its workers call sched_yield
+//   for a while, a fifth of a core through a run of calls. With OPENBLAS_NUM_THREADS=1 one call at
+//   a time on a 720p file took 300 ms instead of 320 (medians of 6 alternating runs of 12 calls,
+//   vidclf-e2e-bench).
+void PreferQuietLibraryThreads(char** argv) {
+  bool changed = false;
+  for (const auto& [name, value] :
+       {std::pair<const char*, const char*>{"OMP_WAIT_POLICY", "PASSIVE"},
+        {"OPENBLAS_NUM_THREADS", "1"}}) {
+    if (std::getenv(name) != nullptr) continue;
+    setenv(name, value, /*overwrite=*/1);
+    changed = true;
+  }
+  if (changed) execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
 }
 
 }  // namespace
 }  // namespace vidclf
 
 int main(int argc, char** argv) {
-  vidclf::PreferPassiveOpenMpThreads(argv);
+  vidclf::PreferQuietLibraryThreads(argv);
   vidclf::HandleSignals();
   CLI::App app("vidclf-server: serves the models of a repository over gRPC.");
   vidclf::ServerFlags flags;

@@ -245,8 +245,9 @@ class InProcess:
     """vidclf-e2e-bench: the engine in-process."""
 
     def __init__(self, binary, repository, cores, flags=()):
-        # The OpenMP wait policy vidclf-server sets for itself (server/main.cc).
-        env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
+        # The library thread settings vidclf-server sets for itself (server/main.cc).
+        env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
+                   OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
         self.process = subprocess.Popen(
             [binary, "--repository", repository, "--cores", str(cores), *flags],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
@@ -291,7 +292,7 @@ class PythonPipeline:
         import python_reference as ref  # noqa: PLC0415
 
         os.environ["OMP_NUM_THREADS"] = str(cores)
-        os.environ["OPENBLAS_NUM_THREADS"] = str(cores)
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"  # as python_reference.py's bench
         self.ref = ref
         self.executor = concurrent.futures.ProcessPoolExecutor(
             max_workers=1, mp_context=multiprocessing.get_context("spawn"),

@@ -502,10 +502,12 @@ def bench(args):
     if not concurrencies or min(concurrencies) < 1:
         raise SystemExit("--concurrency needs positive integers")
     files = [os.path.abspath(f) for f in args.bench]
-    # Each worker's OpenMP and OpenBLAS pools get --threads threads (read when torch loads in
-    # the spawned worker), so that W workers of T threads use W * T cores.
+    # Each worker's OpenMP pool gets --threads threads (read when torch loads in the spawned
+    # worker), so that W workers of T threads use W * T cores. OpenBLAS runs only the head's small
+    # matrix products (torch's convolutions are oneDNN's), and its pool's workers spin on
+    # sched_yield after each, on cores decoding needs: one thread, as vidclf-server sets it.
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
     # Spawned workers: forking a process whose OpenMP pool has started can hang.
     context = multiprocessing.get_context("spawn")
     executor = concurrent.futures.ProcessPoolExecutor(
