@@ -27,10 +27,10 @@ void BackboneBatcher::Enqueue(std::shared_ptr<FrameOwner> owner, int pass, int64
                               const float* pixels) {
   // The pixels are the caller's until this returns: copy them, outside the lock.
   const model::VideoModel& model = owner->model();
-  const QueueKey key{model.backbone_key(), model.config().input.crop_size, model.channels_last()};
+  const QueueKey key{model.backbone_key(), model.config().input.crop_size};
   const int64_t side = key.crop_size;
-  const std::vector<int64_t> shape =
-      key.channels_last ? std::vector<int64_t>{side, side, 3} : std::vector<int64_t>{3, side, side};
+  const std::vector<int64_t> shape = model.channels_last() ? std::vector<int64_t>{side, side, 3}
+                                                           : std::vector<int64_t>{3, side, side};
   torch::Tensor frame = torch::empty(shape, torch::kFloat);
   std::memcpy(frame.data_ptr<float>(), pixels, sizeof(float) * frame.numel());
   absl::MutexLock lock(&mutex_);

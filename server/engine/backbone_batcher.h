@@ -101,14 +101,13 @@ class BackboneBatcher {
     absl::Time enqueued;
   };
   using Queue = std::deque<Frame>;
-  // Frames with the same key are embedded alike: the same backbone, frames of the same shape.
+  // Frames with the same key are embedded alike: the same backbone (which fixes the layout), frames
+  // of the same size.
   struct QueueKey {
     const void* backbone;
     int64_t crop_size;
-    bool channels_last;
     bool operator<(const QueueKey& other) const {
-      return std::tie(backbone, crop_size, channels_last) <
-             std::tie(other.backbone, other.crop_size, other.channels_last);
+      return std::tie(backbone, crop_size) < std::tie(other.backbone, other.crop_size);
     }
   };
 
