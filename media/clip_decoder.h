@@ -59,6 +59,11 @@ struct ClipOptions {
   // way, so these exist to measure the saving and to test that sameness.
   bool seek_to_keyframes = true;
   bool skip_unwanted_non_reference_frames = true;
+  // With seeking and at least 2 decoder_threads, decode the wanted frames with two decoders side
+  // by side, each with half the threads, when a keyframe splits them into two runs of similar
+  // work (decode_split.h). Frame threads of one decoder wait on each other's rows; the runs of
+  // two decoders share nothing. Same output either way.
+  bool split_at_keyframes = true;
   // Convert kept frames on a thread of their own while the next ones decode (one thread more
   // than decoder_threads). Off: on the decoding thread, between frames.
   bool convert_while_decoding = true;
@@ -118,6 +123,8 @@ struct DecodedClip {
   // and seeks to keyframes.
   int64_t frames_decoded = 0;
   int64_t seeks = 0;
+  // Decoders that ran side by side (ClipOptions::split_at_keyframes).
+  int decoders = 1;
   // DecodeClipFromStream only: the container could not be demuxed before its end (an MP4 whose
   // moov box follows the media data), so the whole input was buffered first.
   bool buffered_whole_input = false;

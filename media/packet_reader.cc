@@ -25,6 +25,11 @@ bool DemuxerPacketReader::SeekToKeyframe(int64_t pts) {
   return av_seek_frame(format_, stream_index_, pts, AVSEEK_FLAG_BACKWARD) >= 0;
 }
 
+bool DemuxerPacketReader::SeeksExactly() const {
+  return stream_index_ < static_cast<int>(format_->nb_streams) &&
+         avformat_index_get_entries_count(format_->streams[stream_index_]) > 0;
+}
+
 bool ListPacketReader::Next(AVPacket* packet) {
   return next_ < packets_.size() && av_packet_ref(packet, packets_[next_++].get()) >= 0;
 }

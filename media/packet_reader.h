@@ -19,6 +19,9 @@ class PacketReader {
   virtual bool Next(AVPacket* packet) = 0;
   // Moves to the keyframe presented at `pts`, or near it; false when the reader cannot.
   virtual bool SeekToKeyframe(int64_t pts) = 0;
+  // Whether SeekToKeyframe lands on the keyframe asked for, rather than searching for it by
+  // timestamp and perhaps landing past it (a demuxer without an index, as MPEG-TS's).
+  virtual bool SeeksExactly() const = 0;
 };
 
 // Reads a demuxer that can seek (memory input).
@@ -27,6 +30,7 @@ class DemuxerPacketReader : public PacketReader {
   DemuxerPacketReader(std::unique_ptr<Demuxer> demuxer, int stream_index);
   bool Next(AVPacket* packet) override;
   bool SeekToKeyframe(int64_t pts) override;
+  bool SeeksExactly() const override;  // when the demuxer has an index for the stream
 
  private:
   std::unique_ptr<Demuxer> demuxer_;
@@ -40,6 +44,7 @@ class ListPacketReader : public PacketReader {
   explicit ListPacketReader(const PacketList& packets) : packets_(packets) {}
   bool Next(AVPacket* packet) override;
   bool SeekToKeyframe(int64_t pts) override;
+  bool SeeksExactly() const override { return true; }
 
  private:
   const PacketList& packets_;

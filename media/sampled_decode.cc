@@ -2,12 +2,18 @@
 
 #include <algorithm>
 #include <iterator>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/cancellation.h"
 #include "media/conversion_worker.h"
+#include "media/decode_split.h"
 #include "media/frame_converter.h"
 #include "media/video_stream.h"
 
@@ -21,6 +27,18 @@ namespace {
 
 using Clock = DecodeClock;
 
+// Two decoders run side by side only when the larger share of the work is at most this: below
+// that, what the second saves is small beside the decoder and reader it opens.
+constexpr double kMaxLargerShare = 0.75;
+
+// Another decoder decoding the same pass beside this one.
+struct Partner {
+  // Set when the other failed: this one's work is then wasted.
+  const CancellationToken* failed = nullptr;
+  // This one starts at a later keyframe (SampledDecode::Prime).
+  bool primes = false;
+};
+
 // Decodes the wanted frames and converts them into the clip. Frames are identified by their
 // presentation timestamp when the table has them (so packets may be skipped), else by counting
 // the decoder's output, which comes in presentation order.
@@ -28,7 +46,7 @@ class SampledDecode {
  public:
   SampledDecode(PacketReader& reader, const FrameTable& table, std::vector<int64_t> wanted,
                 std::vector<double> times, FrameConverter& converter, DecodedClip& clip,
-                const ClipOptions& options)
+                const ClipOptions& options, const Partner& partner)
       : reader_(reader),
         table_(table),
         wanted_(std::move(wanted)),
@@ -36,6 +54,7 @@ class SampledDecode {
         frame_floats_(converter.output_floats()),
         conversion_(converter, options.convert_while_decoding),
         sink_(options.frame_sink),
+        partner_(partner),
         clip_(clip) {}
 
   // Frames a sink's clip holds at once: one being converted, those waiting, and one more.
@@ -65,6 +84,7 @@ class SampledDecode {
     FramePtr frame(av_frame_alloc());
     if (!packet || !frame) return absl::ResourceExhaustedError("out of memory");
     int64_t highest_sent = -1;  // presentation index of the latest packet sent
+    if (partner_.primes) Prime(decoder, packet.get(), frame.get());
     while (!done()) {
       if (can_seek_) SeekIfAhead(decoder, highest_sent);
       if (!reader_.Next(packet.get())) break;  // The end, or a damaged tail: keep what decoded.
@@ -95,6 +115,9 @@ class SampledDecode {
         avcodec_flush_buffers(decoder);
       }
       if (auto status = CancellationStatus(options); !status.ok()) return status;
+      if (partner_.failed != nullptr && partner_.failed->cancelled()) {
+        return partner_.failed->reason();
+      }
       if (PastBudget(deadline)) {
         return BudgetExceeded(
             options, absl::StrCat(clip_.frames_decoded, " of ", table_.count, " frames decoded"));
@@ -105,6 +128,21 @@ class SampledDecode {
       if (auto status = Drain(decoder, frame.get()); !status.ok()) return status;
     }
     return absl::OkStatus();
+  }
+
+  // Decodes the stream's first packet and drops what it gave. Decoders learn from the first frame
+  // what later frames do not repeat, and a flush keeps it: libavcodec's H.264 decoder reads the
+  // x264 version from the first frame's SEI and works around a 4:4:4 bug of versions before 151
+  // by it. A decoder that starts at a later keyframe must know what one that decoded from the
+  // start and sought there knows.
+  void Prime(AVCodecContext* decoder, AVPacket* packet, AVFrame* frame) {
+    if (!reader_.Next(packet)) return;
+    avcodec_send_packet(decoder, packet);
+    av_packet_unref(packet);
+    avcodec_send_packet(decoder, nullptr);
+    while (avcodec_receive_frame(decoder, frame) >= 0) av_frame_unref(frame);
+    avcodec_flush_buffers(decoder);
+    reader_.SeekToKeyframe(table_.pts.front());
   }
 
   // Jumps to the keyframe before the next wanted frame when that keyframe lies past everything
@@ -215,6 +253,7 @@ class SampledDecode {
   const int64_t frame_floats_;
   ConversionWorker conversion_;  // writes into clip_.pixels, which outlives it
   FrameSink* const sink_;
+  const Partner partner_;
   DecodedClip& clip_;
   bool by_timestamp_ = false;
   bool can_seek_ = false;
@@ -222,6 +261,140 @@ class SampledDecode {
   size_t next_wanted_ = 0;
   int64_t decoded_ = 0;
 };
+
+// What one decoder produced: its frames, and how long its decoding waited for their conversion.
+struct DecoderRun {
+  DecodedClip clip;
+  bool done = false;  // every frame it was given is in the clip
+  double conversion_waiting_seconds = 0;
+};
+
+// Decodes `wanted` (some of listed.wanted) with a decoder of its own, reading from `reader`.
+absl::StatusOr<DecoderRun> Run(const ListedVideo& listed, const AVStream& video,
+                               PacketReader& reader, std::vector<int64_t> wanted, bool by_timestamp,
+                               Clock::time_point deadline, const ClipOptions& options,
+                               const Partner& partner) {
+  auto decoder =
+      OpenVideoDecoder(video, listed.stream.codec, options.decoder_threads, options.max_frame_side);
+  if (!decoder.ok()) return decoder.status();
+  // Frame threads copy it into their contexts with each packet.
+  if (options.sampling.skip_loop_filter) (*decoder)->skip_loop_filter = AVDISCARD_ALL;
+
+  FrameConverter converter(options.preprocess);
+  converter.set_rotation(ClockwiseRotation(video));
+  DecoderRun run;
+  DecodedClip& clip = run.clip;
+  clip.crop_size = options.preprocess.crop_size;
+  clip.total_frames = listed.table.count;
+  clip.source_width = video.codecpar->width;
+  clip.source_height = video.codecpar->height;
+  const bool to_sink = options.frame_sink != nullptr;
+  const int64_t slots = to_sink ? std::min<int64_t>(wanted.size(), SampledDecode::kSinkRingFrames)
+                                : static_cast<int64_t>(wanted.size());
+  clip.pixels.resize(slots * converter.output_floats());
+  SampledDecode decode(reader, listed.table, std::move(wanted), listed.times, converter, clip,
+                       options, partner);
+  if (auto status = decode.Run(decoder->get(), by_timestamp, deadline, options); !status.ok()) {
+    return status;
+  }
+  run.done = decode.done();
+  run.conversion_waiting_seconds = decode.conversion_waiting_seconds();
+  if (to_sink) {
+    clip.pixels = PixelBuffer();
+  } else {
+    clip.pixels.resize(clip.num_frames * converter.output_floats());
+  }
+  return run;
+}
+
+// Hands the frames of two decoders running side by side to one sink, one call at a time, each
+// decoder's slots counted on from `first_slot`.
+class SharedSink : public FrameSink {
+ public:
+  SharedSink(FrameSink& sink, std::mutex& mutex, int64_t first_slot)
+      : sink_(sink), mutex_(mutex), first_slot_(first_slot) {}
+  absl::Status Frame(int64_t slot, const float* pixels, double timestamp_seconds) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sink_.Frame(first_slot_ + slot, pixels, timestamp_seconds);
+  }
+
+ private:
+  FrameSink& sink_;
+  std::mutex& mutex_;
+  const int64_t first_slot_;
+};
+
+// Decodes listed.wanted[0, split) from `first_reader` and listed.wanted[split, end) from a reader
+// of its own, with two decoders side by side, each with half the threads, and joins their clips.
+// When one fails, the other stops.
+absl::StatusOr<DecoderRun> RunSideBySide(const ListedVideo& listed, const AVStream& video,
+                                         PacketReader& first_reader,
+                                         const PacketReaderFactory& open_reader, size_t split,
+                                         Clock::time_point deadline, const ClipOptions& options) {
+  auto second_reader = open_reader();
+  if (!second_reader.ok()) return second_reader.status();
+  const auto middle = listed.wanted.begin() + static_cast<std::ptrdiff_t>(split);
+  ClipOptions first_options = options;
+  first_options.decoder_threads = std::max(1, options.decoder_threads / 2);
+  ClipOptions second_options = first_options;
+  std::mutex sink_mutex;
+  std::optional<SharedSink> first_sink;
+  std::optional<SharedSink> second_sink;
+  if (options.frame_sink != nullptr) {
+    first_options.frame_sink = &first_sink.emplace(*options.frame_sink, sink_mutex, 0);
+    second_options.frame_sink =
+        &second_sink.emplace(*options.frame_sink, sink_mutex, static_cast<int64_t>(split));
+  }
+  CancellationToken first_failed;
+  CancellationToken second_failed;
+  absl::StatusOr<DecoderRun> second = absl::InternalError("the second decoder did not run");
+  std::thread second_thread;
+  try {
+    second_thread = std::thread([&] {
+      second = Run(listed, video, **second_reader,
+                   std::vector<int64_t>(middle, listed.wanted.end()), /*by_timestamp=*/true,
+                   deadline, second_options, Partner{&first_failed, /*primes=*/true});
+      if (!second.ok()) second_failed.Cancel(second.status());
+    });
+  } catch (const std::system_error& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot start a second decoding thread: ", e.what()));
+  }
+  absl::StatusOr<DecoderRun> first = Run(
+      listed, video, first_reader, std::vector<int64_t>(listed.wanted.begin(), middle),
+      /*by_timestamp=*/true, deadline, first_options, Partner{&second_failed, /*primes=*/false});
+  if (!first.ok()) first_failed.Cancel(first.status());
+  second_thread.join();
+  // A decoder stopped by the other's failure returns that failure.
+  if (!first.ok()) return first.status();
+  if (!second.ok()) return second.status();
+
+  DecodedClip& clip = first->clip;
+  DecodedClip& rest = second->clip;
+  clip.pixels.insert(clip.pixels.end(), rest.pixels.begin(), rest.pixels.end());
+  clip.num_frames += rest.num_frames;
+  clip.frame_indices.insert(clip.frame_indices.end(), rest.frame_indices.begin(),
+                            rest.frame_indices.end());
+  clip.timestamps_seconds.insert(clip.timestamps_seconds.end(), rest.timestamps_seconds.begin(),
+                                 rest.timestamps_seconds.end());
+  clip.frames_decoded += rest.frames_decoded;
+  clip.seeks += rest.seeks;
+  clip.preprocess_seconds = std::max(clip.preprocess_seconds, rest.preprocess_seconds);
+  clip.decoders = 2;
+  first->done = first->done && second->done;
+  first->conversion_waiting_seconds =
+      std::min(first->conversion_waiting_seconds, second->conversion_waiting_seconds);
+  return first;
+}
+
+// Where the pass splits between two decoders (ClipOptions::split_at_keyframes); 0: it does not.
+size_t SplitPoint(const ListedVideo& listed, bool by_timestamp, const ClipOptions& options) {
+  if (!by_timestamp || !options.seek_to_keyframes || !options.split_at_keyframes ||
+      options.decoder_threads < 2) {
+    return 0;
+  }
+  return SplitAtKeyframe(listed.table.keyframes, listed.wanted, kMaxLargerShare);
+}
 
 }  // namespace
 
@@ -231,44 +404,25 @@ absl::StatusOr<DecodedClip> DecodeListed(const ListedVideo& listed, const AVForm
                                          const ClipOptions& options) {
   const AVStream& video = *format.streams[listed.stream.index];
   for (const bool by_timestamp : {!listed.table.pts.empty(), false}) {
+    if (options.frame_sink != nullptr) {
+      options.frame_sink->StartPass(static_cast<int64_t>(listed.wanted.size()));
+    }
     auto reader = open_reader();
     if (!reader.ok()) return reader.status();
-    auto decoder = OpenVideoDecoder(video, listed.stream.codec, options.decoder_threads,
-                                    options.max_frame_side);
-    if (!decoder.ok()) return decoder.status();
-    // Frame threads copy it into their contexts with each packet.
-    if (options.sampling.skip_loop_filter) (*decoder)->skip_loop_filter = AVDISCARD_ALL;
-
-    FrameConverter converter(options.preprocess);
-    converter.set_rotation(ClockwiseRotation(video));
-    DecodedClip clip;
-    clip.crop_size = options.preprocess.crop_size;
-    clip.total_frames = listed.table.count;
-    clip.source_width = video.codecpar->width;
-    clip.source_height = video.codecpar->height;
-    FrameSink* const sink = options.frame_sink;
-    if (sink != nullptr) sink->StartPass(static_cast<int64_t>(listed.wanted.size()));
-    const int64_t slots =
-        sink == nullptr ? static_cast<int64_t>(listed.wanted.size())
-                        : std::min<int64_t>(listed.wanted.size(), SampledDecode::kSinkRingFrames);
-    clip.pixels.resize(slots * converter.output_floats());
-    SampledDecode decode(**reader, listed.table, listed.wanted, listed.times, converter, clip,
-                         options);
-    if (auto status = decode.Run(decoder->get(), by_timestamp, deadline, options); !status.ok()) {
-      return status;
-    }
-    if (!decode.done() && by_timestamp) continue;
+    const size_t split = (*reader)->SeeksExactly() ? SplitPoint(listed, by_timestamp, options) : 0;
+    absl::StatusOr<DecoderRun> run =
+        split > 0 ? RunSideBySide(listed, video, **reader, open_reader, split, deadline, options)
+                  : Run(listed, video, **reader, listed.wanted, by_timestamp, deadline, options,
+                        Partner{});
+    if (!run.ok()) return run.status();
+    if (!run->done && by_timestamp) continue;
+    DecodedClip& clip = run->clip;
     if (clip.num_frames == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("no frame of the video could be decoded (", DescribeInput(format), ")"));
     }
-    if (sink == nullptr) {
-      clip.pixels.resize(clip.num_frames * converter.output_floats());
-    } else {
-      clip.pixels = PixelBuffer();
-    }
-    clip.decode_seconds = SecondsSince(start) - decode.conversion_waiting_seconds();
-    return clip;
+    clip.decode_seconds = SecondsSince(start) - run->conversion_waiting_seconds;
+    return std::move(clip);
   }
   return absl::InternalError("unreachable");
 }

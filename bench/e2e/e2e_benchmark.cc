@@ -8,7 +8,7 @@
 // engine's stage times, or the error. Prints {"ready": true} once the models are loaded.
 //
 //   vidclf-e2e-bench --repository REPO [--model NAME] [--cores N] [--backbone_kernels fused]
-//                    [--embed_while_decoding]
+//                    [--embed_while_decoding] [--nosplit_at_keyframes]
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -37,6 +37,8 @@ ABSL_FLAG(std::string, model, "", "Model to classify with; empty: the repository
 ABSL_FLAG(int, cores, 0, "Cores that decoding and the backbone share; 0: the machine's.");
 ABSL_FLAG(std::string, backbone_kernels, "fused", "fused or eager, as vidclf-server's flag.");
 ABSL_FLAG(bool, embed_while_decoding, false, "As vidclf-server's --embed-while-decoding.");
+ABSL_FLAG(bool, split_at_keyframes, true,
+          "Let a call decoding alone split its frames between two decoders at a keyframe.");
 
 namespace {
 
@@ -108,6 +110,7 @@ int Run() {
   vidclf::engine::EngineOptions options;
   options.cores = cores;
   options.batching.embed_while_decoding = absl::GetFlag(FLAGS_embed_while_decoding);
+  options.decode.split_at_keyframes = absl::GetFlag(FLAGS_split_at_keyframes);
   auto engine = ClassifyEngine::Create(options, *std::move(repository));
   if (!engine.ok()) {
     std::cerr << "vidclf-e2e-bench: " << engine.status() << "\n";

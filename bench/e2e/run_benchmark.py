@@ -376,18 +376,22 @@ def measure(args, files, infos, bundle, config):
     engine = InProcess(os.path.join(bin_dir, "vidclf-e2e-bench"), args.repository, cores)
     overlapping = InProcess(os.path.join(bin_dir, "vidclf-e2e-bench"), args.repository, cores,
                             ["--embed_while_decoding"])
+    one_decoder = InProcess(os.path.join(bin_dir, "vidclf-e2e-bench"), args.repository, cores,
+                            ["--nosplit_at_keyframes"])
     python = PythonPipeline(bundle, cores, files[0])
     client = os.path.join(bin_dir, "vidclf")
     try:
         for path in files:  # warm every pipeline on every file
             engine.classify(path)
             overlapping.classify(path)
+            one_decoder.classify(path)
             grpc_latency(client, server, path)
             python.classify(path)
         samples = {info["name"]: {} for info in infos}
         peaks = []
-        variants = ["inproc exact", "inproc fast", "inproc overlap", "grpc exact", "grpc cold", "grpc fast", "python",
-                    "plan exact", "plan fast", "cli all", "cli keyframes"]
+        variants = ["inproc exact", "inproc fast", "inproc overlap", "inproc one decoder",
+                    "grpc exact", "grpc cold", "grpc fast", "python", "plan exact", "plan fast",
+                    "cli all", "cli keyframes"]
         for round_index in range(args.rounds):
             log(f"round {round_index + 1} of {args.rounds}")
             peaks.append(serving.sgemm_peak(cores, repeats=5))
@@ -396,14 +400,15 @@ def measure(args, files, infos, bundle, config):
                 turn = variants[round_index % len(variants):] + variants[:round_index %
                                                                          len(variants)]
                 for variant in turn:
-                    value = run_variant(variant, path, engine, overlapping, server, client,
-                                        python, cores, num_frames)
+                    value = run_variant(variant, path, engine, overlapping, one_decoder, server,
+                                        client, python, cores, num_frames)
                     samples[info["name"]].setdefault(variant, []).append(value)
         peaks.append(serving.sgemm_peak(cores, repeats=5))
     finally:
         python.stop()
         engine.stop()
         overlapping.stop()
+        one_decoder.stop()
         server.stop()
     peak = max(peaks)
     per_file = []
@@ -412,7 +417,7 @@ def measure(args, files, infos, bundle, config):
         frames = min(num_frames, info["frames"])
         backbone_s = frames * frame_flops / (peak * 1e9)
         row = {"name": info["name"], "backbone_s": backbone_s}
-        for variant in ("inproc exact", "inproc fast", "inproc overlap"):
+        for variant in ("inproc exact", "inproc fast", "inproc overlap", "inproc one decoder"):
             row[variant] = median([r["wall_s"] for r in got[variant]])
             row[variant + " stages"] = {
                 key: median([r[key] for r in got[variant]])
@@ -433,11 +438,14 @@ def measure(args, files, infos, bundle, config):
             "frame_gflop": frame_flops / 1e9, "sgemm_gflops": peak, "files": per_file}
 
 
-def run_variant(variant, path, engine, overlapping, server, client, python, cores, num_frames):
+def run_variant(variant, path, engine, overlapping, one_decoder, server, client, python, cores,
+                num_frames):
     if variant == "inproc exact":
         return engine.classify(path)
     if variant == "inproc overlap":
         return overlapping.classify(path)
+    if variant == "inproc one decoder":
+        return one_decoder.classify(path)
     if variant == "inproc fast":
         return engine.classify(path, FAST)
     if variant == "grpc exact":
@@ -525,6 +533,10 @@ def write_report(path, data, plot_name):
     add("- **overlap**: in-process with `--embed-while-decoding`: each frame goes to the backbone "
         "as it is decoded, beside the decoder, instead of the call's frames waiting for its "
         "decoder to finish.")
+    add("- **one decoder**: in-process with `--nosplit_at_keyframes`: a call decoding alone "
+        "keeps one decoder with two frame threads per core, where by default it splits its "
+        "frames at a keyframe between two decoders side by side, each with half the threads, "
+        "when the keyframes allow an even split (`ClipOptions::split_at_keyframes`).")
     add("- **Python**: `bench/serving/python_reference.py` in one process with "
         f"{m['cores']} torch and {m['cores']} decoder threads: PyAV decoding that seeks to "
         "keyframes and skips unwanted non-reference frames as the server does, swscale resize "
@@ -578,8 +590,9 @@ def write_report(path, data, plot_name):
             f"{ratio(r['inproc exact'], r['limit exact'])} |")
     add("")
     add("Where the time goes (ms, medians). vidclf's stages follow each other: a call's frames "
-        "are embedded once its decoder is done, with a decoder alone running two frame threads "
-        "per core; the Python pipeline decodes with one thread per core:")
+        "are embedded once its decoder is done, with a call decoding alone running two frame "
+        "threads per core (split between two decoders where the keyframes allow); the Python "
+        "pipeline decodes with one thread per core:")
     add("")
     add("| file | limit: decode CPU (1 thread) | frames decoded | limit: backbone | vidclf decode "
         "| vidclf embed | vidclf head | Python decode | Python embed |")
@@ -601,6 +614,21 @@ def write_report(path, data, plot_name):
         add(f"| {r['name']} | {ms(r['inproc exact'])} | {ms(r['inproc overlap'])} | "
             f"{ratio(r['inproc exact'], r['inproc overlap'])} | {ms(s['decode_s'])} | "
             f"{ms(s['embed_s'])} |")
+    add("")
+    add("Two decoders side by side, each from a keyframe (the default), against one decoder "
+        "for the whole call (`--nosplit_at_keyframes`), in-process (ms, median). Files with "
+        "one keyframe, or keyframes that leave one side most of the work, decode with one "
+        "either way:")
+    add("")
+    add("| file | keyframes | two decoders (default) | one decoder | one / two | decode: two "
+        "| decode: one |")
+    add("|---|---|---|---|---|---|---|")
+    for r, info in zip(rows, data["files"]):
+        two = r["inproc exact stages"]
+        one = r["inproc one decoder stages"]
+        add(f"| {r['name']} | {info['keyframes']} | {ms(r['inproc exact'])} | "
+            f"{ms(r['inproc one decoder'])} | {ratio(r['inproc one decoder'], r['inproc exact'])} "
+            f"| {ms(two['decode_s'])} | {ms(one['decode_s'])} |")
     add("")
     add("## Fast decoding (ms, median)")
     add("")

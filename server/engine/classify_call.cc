@@ -82,7 +82,8 @@ void ClassifyCall::Decode() {
   // Calls decoding side by side share the cores. A call decoding alone runs two frame threads per
   // core: a frame thread often waits for rows of the frame before it, and the extra threads fill
   // those gaps (`vidclf-media-bench --threads 2,4` on 2 cores: every frame of 640x360 H.264 and
-  // VP9 decoded 6-8% faster with 4 threads than with 2).
+  // VP9 decoded 6-8% faster with 4 threads than with 2). Where keyframes allow, the decoder splits
+  // those threads between two decoders side by side (media::ClipOptions::split_at_keyframes).
   still_decoding_ = true;
   holds_decoding_cores_ = true;
   const int decoding = ++engine_->calls_decoding_;

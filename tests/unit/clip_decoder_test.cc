@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <numeric>
 #include <random>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -193,6 +196,49 @@ TEST_F(ClipDecoderTest, DecodesAValidPrefixOfATruncatedFile) {
   EXPECT_LT(clip->num_frames, 40);
 }
 
+// Keeps what a FrameSink is given.
+class RecordingSink : public FrameSink {
+ public:
+  explicit RecordingSink(int64_t frame_floats, CancellationToken* cancel_after_first = nullptr)
+      : frame_floats_(frame_floats), cancel_after_first_(cancel_after_first) {}
+
+  void StartPass(int64_t frames_announced) override {
+    ++passes;
+    announced = frames_announced;
+    frames.clear();
+  }
+  absl::Status Frame(int64_t slot, const float* pixels, double timestamp_seconds) override {
+    slots.push_back(slot);
+    times.push_back(timestamp_seconds);
+    frames.emplace_back(pixels, pixels + frame_floats_);
+    if (cancel_after_first_ != nullptr) {
+      cancel_after_first_->Cancel(absl::CancelledError("the caller went away"));
+    }
+    return absl::OkStatus();
+  }
+
+  int passes = 0;
+  int64_t announced = -1;
+  std::vector<int64_t> slots;
+  std::vector<double> times;
+  std::vector<std::vector<float>> frames;
+
+  // The frames' pixels, in the order of their slots.
+  std::vector<float> PixelsBySlot() const {
+    std::vector<size_t> order(slots.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(),
+              [this](size_t a, size_t b) { return slots[a] < slots[b]; });
+    std::vector<float> pixels;
+    for (size_t i : order) pixels.insert(pixels.end(), frames[i].begin(), frames[i].end());
+    return pixels;
+  }
+
+ private:
+  const int64_t frame_floats_;
+  CancellationToken* const cancel_after_first_;
+};
+
 // Sparse sampling of a long video with short GOPs: seeking to keyframes and skipping unwanted
 // non-reference frames must give exactly the frames a decode of everything gives, and for
 // containers that index their keyframes, for much less decoding.
@@ -200,6 +246,9 @@ struct SparseCase {
   std::string file;
   std::string codec;
   bool saves;  // false: no usable timestamps (AVI) or index (MPEG-TS), so it decodes through
+  // A second decoder can seek from the start: the container's index is read with its header
+  // (MP4; Matroska reads its cues at the first seek).
+  bool splits;
 };
 
 class SparseDecodeTest : public ClipDecoderTest,
@@ -211,35 +260,79 @@ TEST_P(SparseDecodeTest, SeekingAndSkippingKeepTheSameFrames) {
       Video(param.file,
             "-f lavfi -i testsrc2=size=96x64:rate=30 -frames:v 300 " + param.codec + " -g 30");
   ClipOptions sparse = SmallFrames(/*num_frames=*/6);
+  sparse.decoder_threads = 1;
   ClipOptions dense = sparse;
   dense.seek_to_keyframes = false;
   dense.skip_unwanted_non_reference_frames = false;
+  // Two decoders side by side, each from a keyframe, to a frame sink as the engine decodes.
+  ClipOptions split = sparse;
+  split.decoder_threads = 4;
+  RecordingSink sink(3 * 32 * 32);
+  split.frame_sink = &sink;
   absl::StatusOr<DecodedClip> fast = DecodeClip(bytes, sparse);
   absl::StatusOr<DecodedClip> slow = DecodeClip(bytes, dense);
-  ASSERT_TRUE(fast.ok() && slow.ok()) << fast.status() << slow.status();
+  absl::StatusOr<DecodedClip> side_by_side = DecodeClip(bytes, split);
+  ASSERT_TRUE(fast.ok() && slow.ok() && side_by_side.ok())
+      << fast.status() << slow.status() << side_by_side.status();
   EXPECT_THAT(fast->frame_indices, ElementsAreArray(UniformSampleIndices(300, 6)));
   EXPECT_EQ(fast->frame_indices, slow->frame_indices);
   EXPECT_EQ(fast->timestamps_seconds, slow->timestamps_seconds);
   EXPECT_EQ(fast->pixels, slow->pixels);
+  EXPECT_EQ(side_by_side->frame_indices, slow->frame_indices);
+  EXPECT_EQ(side_by_side->timestamps_seconds, slow->timestamps_seconds);
+  EXPECT_EQ(sink.PixelsBySlot(), std::vector<float>(slow->pixels.begin(), slow->pixels.end()));
   if (param.saves) {
     EXPECT_GT(fast->seeks, 0);
     EXPECT_LT(fast->frames_decoded, slow->frames_decoded / 2);
+  }
+  EXPECT_EQ(fast->decoders, 1);
+  EXPECT_EQ(side_by_side->decoders, param.splits ? 2 : 1);
+  if (param.splits) {
+    EXPECT_EQ(side_by_side->frames_decoded, fast->frames_decoded);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     ClipDecoder, SparseDecodeTest,
-    ::testing::Values(SparseCase{"h264.mp4", "-c:v libx264 -bf 3", true},
-                      SparseCase{"h264.mkv", "-c:v libx264 -bf 3", true},
-                      SparseCase{"vp9.webm", "-c:v libvpx-vp9 -deadline realtime -cpu-used 8",
-                                 true},
-                      SparseCase{"mpeg4.avi", "-c:v mpeg4 -bf 2", false},
-                      SparseCase{"h264.ts", "-c:v libx264 -bf 3", false}),
+    ::testing::Values(SparseCase{"h264.mp4", "-c:v libx264 -bf 3", true, true},
+                      SparseCase{"h264.mkv", "-c:v libx264 -bf 3", true, false},
+                      SparseCase{"vp9.webm", "-c:v libvpx-vp9 -deadline realtime -cpu-used 8", true,
+                                 false},
+                      SparseCase{"mpeg4.avi", "-c:v mpeg4 -bf 2", false, false},
+                      SparseCase{"h264.ts", "-c:v libx264 -bf 3", false, false}),
     [](const auto& info) {
       std::string name = info.param.file;
       std::replace(name.begin(), name.end(), '.', '_');
       return name;
     });
+
+// A second decoder that starts at a later keyframe gives the frames one decoder gives. The sample
+// is H.264 4:4:4 from an old x264, whose bugs libavcodec works around once the first frame has
+// told it the version: without that frame, the second decoder's frames come out damaged.
+TEST_F(ClipDecoderTest, TwoDecodersSideBySideGiveTheFramesOfOne) {
+  const std::string path = "/usr/lib/python3/dist-packages/imageio/resources/images/cockatoo.mp4";
+  std::ifstream file(path, std::ios::binary);
+  ASSERT_TRUE(file) << path << " is missing; scripts/install-deps.sh installs python3-imageio";
+  std::ostringstream bytes;
+  bytes << file.rdbuf();
+  ClipOptions one = SmallFrames(/*num_frames=*/16);
+  one.decoder_threads = 1;
+  ClipOptions two = one;
+  two.decoder_threads = 2;
+  ClipOptions unsplit = two;
+  unsplit.split_at_keyframes = false;
+  absl::StatusOr<DecodedClip> single = DecodeClip(bytes.str(), one);
+  absl::StatusOr<DecodedClip> split = DecodeClip(bytes.str(), two);
+  absl::StatusOr<DecodedClip> threaded = DecodeClip(bytes.str(), unsplit);
+  ASSERT_TRUE(single.ok() && split.ok() && threaded.ok())
+      << single.status() << split.status() << threaded.status();
+  EXPECT_EQ(split->decoders, 2);  // keyframes at 0, 77 and 146 of 280 frames
+  EXPECT_EQ(threaded->decoders, 1);
+  EXPECT_EQ(split->frame_indices, single->frame_indices);
+  EXPECT_EQ(split->timestamps_seconds, single->timestamps_seconds);
+  EXPECT_EQ(split->pixels, single->pixels);
+  EXPECT_EQ(threaded->pixels, single->pixels);
+}
 
 // Snapping to keyframes takes the keyframe nearest each segment's centre, decodes less than the
 // exact sampling, and gives the same pixels for those frames as decoding every frame does.
@@ -416,38 +509,6 @@ TEST_F(ClipDecoderTest, ShowsFramesUprightAsTheContainerSays) {
 
 namespace vidclf::media {
 namespace {
-
-// Keeps what a FrameSink is given.
-class RecordingSink : public FrameSink {
- public:
-  explicit RecordingSink(int64_t frame_floats, CancellationToken* cancel_after_first = nullptr)
-      : frame_floats_(frame_floats), cancel_after_first_(cancel_after_first) {}
-
-  void StartPass(int64_t frames_announced) override {
-    ++passes;
-    announced = frames_announced;
-    frames.clear();
-  }
-  absl::Status Frame(int64_t slot, const float* pixels, double timestamp_seconds) override {
-    slots.push_back(slot);
-    times.push_back(timestamp_seconds);
-    frames.emplace_back(pixels, pixels + frame_floats_);
-    if (cancel_after_first_ != nullptr) {
-      cancel_after_first_->Cancel(absl::CancelledError("the caller went away"));
-    }
-    return absl::OkStatus();
-  }
-
-  int passes = 0;
-  int64_t announced = -1;
-  std::vector<int64_t> slots;
-  std::vector<double> times;
-  std::vector<std::vector<float>> frames;
-
- private:
-  const int64_t frame_floats_;
-  CancellationToken* const cancel_after_first_;
-};
 
 // Frames handed to a sink as they are converted are those of the clip, in order, and the clip
 // keeps no pixels of its own.
