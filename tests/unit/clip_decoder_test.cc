@@ -260,7 +260,6 @@ TEST_P(SparseDecodeTest, SeekingAndSkippingKeepTheSameFrames) {
       Video(param.file,
             "-f lavfi -i testsrc2=size=96x64:rate=30 -frames:v 300 " + param.codec + " -g 30");
   ClipOptions sparse = SmallFrames(/*num_frames=*/6);
-  sparse.decoder_threads = 1;
   ClipOptions dense = sparse;
   dense.seek_to_keyframes = false;
   dense.skip_unwanted_non_reference_frames = false;
@@ -288,7 +287,7 @@ TEST_P(SparseDecodeTest, SeekingAndSkippingKeepTheSameFrames) {
   EXPECT_EQ(fast->decoders, 1);
   EXPECT_EQ(side_by_side->decoders, param.splits ? 2 : 1);
   if (param.splits) {
-    EXPECT_EQ(side_by_side->frames_decoded, fast->frames_decoded);
+    EXPECT_LT(side_by_side->frames_decoded, slow->frames_decoded / 2);
   }
 }
 
