@@ -31,7 +31,9 @@ class FrameSink {
   virtual void StartPass(int64_t /*frames*/) {}
   // Frame `slot` (0, 1, ... in presentation order) is converted; `pixels` holds its
   // FrameConverter::output_floats() floats and is valid only during the call. Called from one
-  // thread at a time. An error stops the decoding with it.
+  // thread at a time, but not always the same one, and not always in slot order: two decoders
+  // may hand over the two halves of a clip side by side (split_at_keyframes). An error stops the
+  // decoding with it.
   virtual absl::Status Frame(int64_t slot, const float* pixels, double timestamp_seconds) = 0;
 };
 
@@ -59,10 +61,13 @@ struct ClipOptions {
   // way, so these exist to measure the saving and to test that sameness.
   bool seek_to_keyframes = true;
   bool skip_unwanted_non_reference_frames = true;
-  // With seeking and at least 2 decoder_threads, decode the wanted frames with two decoders side
-  // by side, each with half the threads, when a keyframe splits them into two runs of similar
-  // work (decode_split.h). Frame threads of one decoder wait on each other's rows; the runs of
-  // two decoders share nothing. Same output either way.
+  // With seeking and at least 2 decoder_threads (0, libavcodec's choice, never splits), decode
+  // the wanted frames with two decoders side by side, each with half the threads, when a keyframe
+  // splits them into two runs of similar work (decode_split.h) and the input seeks exactly (MP4,
+  // or a single-pass source's kept packets; not MPEG-TS, nor Matroska before its first seek).
+  // Frame threads of one decoder wait on each other's rows; the runs of two decoders share
+  // nothing. Frames up to 4K UHD only, as each decoder holds its own references. Same output
+  // either way.
   bool split_at_keyframes = true;
   // Convert kept frames on a thread of their own while the next ones decode (one thread more
   // than decoder_threads). Off: on the decoding thread, between frames.

@@ -27,16 +27,18 @@ namespace {
 
 using Clock = DecodeClock;
 
-// Two decoders run side by side only when the larger share of the work is at most this: below
-// that, what the second saves is small beside the decoder and reader it opens.
+// Two decoders run side by side only when the larger share of the work is at most this: above
+// it, the larger share runs on half the threads for little gain.
 constexpr double kMaxLargerShare = 0.75;
+// Nor for frames larger than 4K UHD: each decoder holds its own reference frames.
+constexpr int64_t kMaxSplitFramePixels = 3840 * 2160;
 
 // Another decoder decoding the same pass beside this one.
 struct Partner {
   // Set when the other failed: this one's work is then wasted.
-  const CancellationToken* failed = nullptr;
+  const CancellationToken* other_failed = nullptr;
   // This one starts at a later keyframe (SampledDecode::Prime).
-  bool primes = false;
+  bool prime_first = false;
 };
 
 // Decodes the wanted frames and converts them into the clip. Frames are identified by their
@@ -45,13 +47,14 @@ struct Partner {
 class SampledDecode {
  public:
   SampledDecode(PacketReader& reader, const FrameTable& table, std::vector<int64_t> wanted,
-                std::vector<double> times, FrameConverter& converter, DecodedClip& clip,
-                const ClipOptions& options, const Partner& partner)
+                std::vector<double> times, FrameConverter& converter, float* frames,
+                DecodedClip& clip, const ClipOptions& options, const Partner& partner)
       : reader_(reader),
         table_(table),
         wanted_(std::move(wanted)),
         times_(std::move(times)),
         frame_floats_(converter.output_floats()),
+        frames_(frames),
         conversion_(converter, options.convert_while_decoding),
         sink_(options.frame_sink),
         partner_(partner),
@@ -84,7 +87,7 @@ class SampledDecode {
     FramePtr frame(av_frame_alloc());
     if (!packet || !frame) return absl::ResourceExhaustedError("out of memory");
     int64_t highest_sent = -1;  // presentation index of the latest packet sent
-    if (partner_.primes) Prime(decoder, packet.get(), frame.get());
+    if (partner_.prime_first) Prime(decoder, packet.get(), frame.get());
     while (!done()) {
       if (can_seek_) SeekIfAhead(decoder, highest_sent);
       if (!reader_.Next(packet.get())) break;  // The end, or a damaged tail: keep what decoded.
@@ -115,8 +118,8 @@ class SampledDecode {
         avcodec_flush_buffers(decoder);
       }
       if (auto status = CancellationStatus(options); !status.ok()) return status;
-      if (partner_.failed != nullptr && partner_.failed->cancelled()) {
-        return partner_.failed->reason();
+      if (partner_.other_failed != nullptr && partner_.other_failed->cancelled()) {
+        return partner_.other_failed->reason();
       }
       if (PastBudget(deadline)) {
         return BudgetExceeded(
@@ -231,11 +234,11 @@ class SampledDecode {
     ++next_wanted_;
     const int64_t slot = clip_.num_frames++;
     if (sink_ == nullptr) {
-      absl::Status status = conversion_.Submit(frame, clip_.pixels.data() + slot * frame_floats_);
+      absl::Status status = conversion_.Submit(frame, frames_ + slot * frame_floats_);
       if (!status.ok()) return status;
     } else {
       // The ring slot is free again: the worker holds fewer frames than the ring.
-      float* out = clip_.pixels.data() + (slot % kSinkRingFrames) * frame_floats_;
+      float* out = frames_ + (slot % kSinkRingFrames) * frame_floats_;
       absl::Status status = conversion_.Submit(
           frame, out,
           [sink = sink_, slot, out, time = times_[index]] { return sink->Frame(slot, out, time); });
@@ -251,7 +254,10 @@ class SampledDecode {
   const std::vector<int64_t> wanted_;
   const std::vector<double> times_;
   const int64_t frame_floats_;
-  ConversionWorker conversion_;  // writes into clip_.pixels, which outlives it
+  // Where frame `slot` goes, or with a sink, a ring of kSinkRingFrames frames. Outlives
+  // conversion_.
+  float* const frames_;
+  ConversionWorker conversion_;
   FrameSink* const sink_;
   const Partner partner_;
   DecodedClip& clip_;
@@ -267,13 +273,17 @@ struct DecoderRun {
   DecodedClip clip;
   bool done = false;  // every frame it was given is in the clip
   double conversion_waiting_seconds = 0;
+  Clock::time_point finished;
 };
 
 // Decodes `wanted` (some of listed.wanted) with a decoder of its own, reading from `reader`.
-absl::StatusOr<DecoderRun> Run(const ListedVideo& listed, const AVStream& video,
-                               PacketReader& reader, std::vector<int64_t> wanted, bool by_timestamp,
-                               Clock::time_point deadline, const ClipOptions& options,
-                               const Partner& partner) {
+// Without a sink, frame k goes to frames_out + k frames when frames_out is set (the clip's pixels
+// then stay empty), else to the clip's own pixels.
+absl::StatusOr<DecoderRun> RunDecoder(const ListedVideo& listed, const AVStream& video,
+                                      PacketReader& reader, std::vector<int64_t> wanted,
+                                      bool by_timestamp, Clock::time_point deadline,
+                                      const ClipOptions& options, const Partner& partner,
+                                      float* frames_out) {
   auto decoder =
       OpenVideoDecoder(video, listed.stream.codec, options.decoder_threads, options.max_frame_side);
   if (!decoder.ok()) return decoder.status();
@@ -289,19 +299,23 @@ absl::StatusOr<DecoderRun> Run(const ListedVideo& listed, const AVStream& video,
   clip.source_width = video.codecpar->width;
   clip.source_height = video.codecpar->height;
   const bool to_sink = options.frame_sink != nullptr;
-  const int64_t slots = to_sink ? std::min<int64_t>(wanted.size(), SampledDecode::kSinkRingFrames)
-                                : static_cast<int64_t>(wanted.size());
-  clip.pixels.resize(slots * converter.output_floats());
-  SampledDecode decode(reader, listed.table, std::move(wanted), listed.times, converter, clip,
-                       options, partner);
+  const bool own_pixels = to_sink || frames_out == nullptr;
+  if (own_pixels) {
+    const int64_t slots = to_sink ? std::min<int64_t>(wanted.size(), SampledDecode::kSinkRingFrames)
+                                  : static_cast<int64_t>(wanted.size());
+    clip.pixels.resize(slots * converter.output_floats());
+  }
+  SampledDecode decode(reader, listed.table, std::move(wanted), listed.times, converter,
+                       own_pixels ? clip.pixels.data() : frames_out, clip, options, partner);
   if (auto status = decode.Run(decoder->get(), by_timestamp, deadline, options); !status.ok()) {
     return status;
   }
   run.done = decode.done();
   run.conversion_waiting_seconds = decode.conversion_waiting_seconds();
+  run.finished = Clock::now();
   if (to_sink) {
     clip.pixels = PixelBuffer();
-  } else {
+  } else if (own_pixels) {
     clip.pixels.resize(clip.num_frames * converter.output_floats());
   }
   return run;
@@ -324,15 +338,14 @@ class SharedSink : public FrameSink {
   const int64_t first_slot_;
 };
 
-// Decodes listed.wanted[0, split) from `first_reader` and listed.wanted[split, end) from a reader
-// of its own, with two decoders side by side, each with half the threads, and joins their clips.
-// When one fails, the other stops.
+// Decodes listed.wanted[0, split) from `first_reader` and listed.wanted[split, end) from
+// `second_reader`, with two decoders side by side, each with half the threads, and joins their
+// clips. When one fails, the other stops at its next packet. Without a thread for the second,
+// decodes all with one.
 absl::StatusOr<DecoderRun> RunSideBySide(const ListedVideo& listed, const AVStream& video,
-                                         PacketReader& first_reader,
-                                         const PacketReaderFactory& open_reader, size_t split,
-                                         Clock::time_point deadline, const ClipOptions& options) {
-  auto second_reader = open_reader();
-  if (!second_reader.ok()) return second_reader.status();
+                                         PacketReader& first_reader, PacketReader& second_reader,
+                                         size_t split, Clock::time_point deadline,
+                                         const ClipOptions& options) {
   const auto middle = listed.wanted.begin() + static_cast<std::ptrdiff_t>(split);
   ClipOptions first_options = options;
   first_options.decoder_threads = std::max(1, options.decoder_threads / 2);
@@ -340,29 +353,47 @@ absl::StatusOr<DecoderRun> RunSideBySide(const ListedVideo& listed, const AVStre
   std::mutex sink_mutex;
   std::optional<SharedSink> first_sink;
   std::optional<SharedSink> second_sink;
+  // Without a sink both write into one clip, so that no copy joins them.
+  PixelBuffer pixels;
+  const int64_t frame_floats = FrameConverter(options.preprocess).output_floats();
   if (options.frame_sink != nullptr) {
     first_options.frame_sink = &first_sink.emplace(*options.frame_sink, sink_mutex, 0);
     second_options.frame_sink =
         &second_sink.emplace(*options.frame_sink, sink_mutex, static_cast<int64_t>(split));
+  } else {
+    pixels.resize(listed.wanted.size() * frame_floats);
   }
   CancellationToken first_failed;
   CancellationToken second_failed;
   absl::StatusOr<DecoderRun> second = absl::InternalError("the second decoder did not run");
+  const auto decode_second = [&] {
+    try {
+      second = RunDecoder(listed, video, second_reader,
+                          std::vector<int64_t>(middle, listed.wanted.end()),
+                          /*by_timestamp=*/true, deadline, second_options,
+                          Partner{&first_failed, /*prime_first=*/true},
+                          pixels.empty() ? nullptr : pixels.data() + split * frame_floats);
+    } catch (const std::exception& e) {
+      second = absl::ResourceExhaustedError(absl::StrCat("decoding failed: ", e.what()));
+    }
+    if (!second.ok()) second_failed.Cancel(second.status());
+  };
   std::thread second_thread;
   try {
-    second_thread = std::thread([&] {
-      second = Run(listed, video, **second_reader,
-                   std::vector<int64_t>(middle, listed.wanted.end()), /*by_timestamp=*/true,
-                   deadline, second_options, Partner{&first_failed, /*primes=*/true});
-      if (!second.ok()) second_failed.Cancel(second.status());
-    });
-  } catch (const std::system_error& e) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot start a second decoding thread: ", e.what()));
+    second_thread = std::thread(decode_second);
+  } catch (const std::system_error&) {
+    return RunDecoder(listed, video, first_reader, listed.wanted, /*by_timestamp=*/true, deadline,
+                      options, Partner{}, /*frames_out=*/nullptr);
   }
-  absl::StatusOr<DecoderRun> first = Run(
-      listed, video, first_reader, std::vector<int64_t>(listed.wanted.begin(), middle),
-      /*by_timestamp=*/true, deadline, first_options, Partner{&second_failed, /*primes=*/false});
+  absl::StatusOr<DecoderRun> first = absl::InternalError("the first decoder did not run");
+  try {
+    first = RunDecoder(listed, video, first_reader,
+                       std::vector<int64_t>(listed.wanted.begin(), middle), /*by_timestamp=*/true,
+                       deadline, first_options, Partner{&second_failed, /*prime_first=*/false},
+                       pixels.empty() ? nullptr : pixels.data());
+  } catch (const std::exception& e) {
+    first = absl::ResourceExhaustedError(absl::StrCat("decoding failed: ", e.what()));
+  }
   if (!first.ok()) first_failed.Cancel(first.status());
   second_thread.join();
   // A decoder stopped by the other's failure returns that failure.
@@ -370,27 +401,35 @@ absl::StatusOr<DecoderRun> RunSideBySide(const ListedVideo& listed, const AVStre
   if (!second.ok()) return second.status();
 
   DecodedClip& clip = first->clip;
-  DecodedClip& rest = second->clip;
-  clip.pixels.insert(clip.pixels.end(), rest.pixels.begin(), rest.pixels.end());
+  const DecodedClip& rest = second->clip;
   clip.num_frames += rest.num_frames;
+  if (options.frame_sink == nullptr) {
+    pixels.resize(clip.num_frames * frame_floats);
+    clip.pixels = std::move(pixels);
+  }
   clip.frame_indices.insert(clip.frame_indices.end(), rest.frame_indices.begin(),
                             rest.frame_indices.end());
   clip.timestamps_seconds.insert(clip.timestamps_seconds.end(), rest.timestamps_seconds.begin(),
                                  rest.timestamps_seconds.end());
   clip.frames_decoded += rest.frames_decoded;
   clip.seeks += rest.seeks;
+  // The conversions overlap as the decoders do: the longer stands for both.
   clip.preprocess_seconds = std::max(clip.preprocess_seconds, rest.preprocess_seconds);
   clip.decoders = 2;
   first->done = first->done && second->done;
-  first->conversion_waiting_seconds =
-      std::min(first->conversion_waiting_seconds, second->conversion_waiting_seconds);
+  // The pass ends with the decoder that finished last; what it waited for is what to leave out.
+  if (second->finished > first->finished) {
+    first->conversion_waiting_seconds = second->conversion_waiting_seconds;
+  }
   return first;
 }
 
 // Where the pass splits between two decoders (ClipOptions::split_at_keyframes); 0: it does not.
-size_t SplitPoint(const ListedVideo& listed, bool by_timestamp, const ClipOptions& options) {
+size_t SplitPoint(const ListedVideo& listed, const AVStream& video, bool by_timestamp,
+                  const ClipOptions& options) {
   if (!by_timestamp || !options.seek_to_keyframes || !options.split_at_keyframes ||
-      options.decoder_threads < 2) {
+      options.decoder_threads < 2 ||
+      static_cast<int64_t>(video.codecpar->width) * video.codecpar->height > kMaxSplitFramePixels) {
     return 0;
   }
   return SplitAtKeyframe(listed.table.keyframes, listed.wanted, kMaxLargerShare);
@@ -409,11 +448,16 @@ absl::StatusOr<DecodedClip> DecodeListed(const ListedVideo& listed, const AVForm
     }
     auto reader = open_reader();
     if (!reader.ok()) return reader.status();
-    const size_t split = (*reader)->SeeksExactly() ? SplitPoint(listed, by_timestamp, options) : 0;
+    const size_t split =
+        (*reader)->SeeksExactly() ? SplitPoint(listed, video, by_timestamp, options) : 0;
+    // A second reader that will not open costs the split only.
+    absl::StatusOr<std::unique_ptr<PacketReader>> second_reader = std::unique_ptr<PacketReader>();
+    if (split > 0) second_reader = open_reader();
     absl::StatusOr<DecoderRun> run =
-        split > 0 ? RunSideBySide(listed, video, **reader, open_reader, split, deadline, options)
-                  : Run(listed, video, **reader, listed.wanted, by_timestamp, deadline, options,
-                        Partner{});
+        split > 0 && second_reader.ok()
+            ? RunSideBySide(listed, video, **reader, **second_reader, split, deadline, options)
+            : RunDecoder(listed, video, **reader, listed.wanted, by_timestamp, deadline, options,
+                         Partner{}, /*frames_out=*/nullptr);
     if (!run.ok()) return run.status();
     if (!run->done && by_timestamp) continue;
     DecodedClip& clip = run->clip;
