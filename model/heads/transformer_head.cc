@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/attention/registry.h"
+#include "model/heads/few_rows_linear.h"
 
 namespace vidclf::model {
 
@@ -54,7 +55,7 @@ torch::Tensor SelfAttentionImpl::SplitHeads(const torch::Tensor& t) const {
 }
 
 torch::Tensor SelfAttentionImpl::MergeHeads(const torch::Tensor& mixed) {
-  return output(mixed.transpose(1, 2).reshape({mixed.size(0), mixed.size(2), -1}));
+  return ApplyLinear(*output, mixed.transpose(1, 2).reshape({mixed.size(0), mixed.size(2), -1}));
 }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
@@ -64,8 +65,9 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
 
 std::pair<torch::Tensor, attention::AttentionState> SelfAttentionImpl::step(
     const torch::Tensor& x, const attention::AttentionState& state) {
-  auto [mixed, next_state] = mechanism->forward_chunk(SplitHeads(query(x)), SplitHeads(key(x)),
-                                                      SplitHeads(value(x)), state);
+  auto [mixed, next_state] =
+      mechanism->forward_chunk(SplitHeads(ApplyLinear(*query, x)), SplitHeads(ApplyLinear(*key, x)),
+                               SplitHeads(ApplyLinear(*value, x)), state);
   return {MergeHeads(mixed), std::move(next_state)};
 }
 
@@ -101,7 +103,7 @@ std::pair<torch::Tensor, attention::AttentionState> EncoderLayerImpl::step(
 torch::Tensor EncoderLayerImpl::AddSublayers(
     const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& attend) {
   auto feed_forward = [this](const torch::Tensor& t) {
-    return linear2(dropout(torch::relu(linear1(t))));
+    return ApplyLinear(*linear2, dropout(torch::relu(ApplyLinear(*linear1, t))));
   };
   if (pre_norm) {
     const torch::Tensor z = x + dropout(attend(norm1(x)));
@@ -238,7 +240,7 @@ std::pair<torch::Tensor, std::vector<torch::Tensor>> TransformerHeadImpl::StepSt
               "transformer head state must hold ", 2 * num_layers + 1, " tensors; got ",
               state.size());
   torch::Tensor x = standardised;
-  if (!input_projection.is_empty()) x = input_projection(x);
+  if (!input_projection.is_empty()) x = ApplyLinear(*input_projection, x);
   if (positions.defined()) x = x + positions;
   std::vector<torch::Tensor> next;
   for (size_t i = 0; i < num_layers; ++i) {
@@ -258,7 +260,7 @@ std::pair<torch::Tensor, std::vector<torch::Tensor>> TransformerHeadImpl::StepSt
     sum = sum + state.back();
   }
   next.push_back(sum);
-  return {classifier(sum / frames_seen), std::move(next)};
+  return {ApplyLinear(*classifier, sum / frames_seen), std::move(next)};
 }
 
 }  // namespace vidclf::model
