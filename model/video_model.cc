@@ -1,5 +1,9 @@
 #include "model/video_model.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -448,6 +452,15 @@ std::string BlasLibraryInUse() {
     }
   }
   return "none loaded";
+}
+
+void SetIntraOpThreadsOfThisThread(int threads) {
+  (void)torch::get_num_threads();  // the first parallel call: this thread takes the shared count
+#ifdef _OPENMP
+  omp_set_num_threads(threads);  // OpenMP keeps a count per thread; LibTorch reads it
+#else
+  torch::set_num_threads(threads);
+#endif
 }
 
 std::string ConfigureTorchThreads(int threads) {

@@ -88,6 +88,7 @@ engine::EngineOptions EngineOptionsFromFlags(const ServerFlags& flags, int cores
   options.uri_allowlist = std::move(allowlist);
   options.cores = cores;
   options.decode_slots = flags.decode_slots;
+  options.head_intra_op_threads = flags.head_intra_op_threads;
   options.batching.max_batch_frames = flags.max_batch_frames;
   options.batching.max_queue_delay = absl::Microseconds(flags.max_queue_delay_us);
   options.batching.embed_while_decoding = flags.embed_while_decoding;

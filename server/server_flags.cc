@@ -51,6 +51,11 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
   app.add_option("--decode-slots", flags->decode_slots, "Calls decoded at once (0: one per core).")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--head-intra-op-threads", flags->head_intra_op_threads,
+                 "LibTorch intra-op threads that run heads and live streams' steps (small "
+                 "operations, quicker on one thread on two cores).")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-batch-frames", flags->max_batch_frames,
                  "Most frames, from any calls, in one backbone batch.")
       ->capture_default_str()

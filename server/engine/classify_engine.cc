@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "model/video_model.h"
 #include "server/engine/classify_call.h"
 
 namespace vidclf::engine {
@@ -35,8 +36,9 @@ absl::StatusOr<std::unique_ptr<ClassifyEngine>> ClassifyEngine::Create(
     const EngineOptions& options, std::shared_ptr<const ModelRepository> repository,
     EngineObserver* observer) {
   if (options.cores < 0 || options.decode_slots < 0 || options.head_threads < 1 ||
-      options.max_sampled_frames < 1 || options.admission.max_inflight_calls < 0 ||
-      options.admission.max_inflight_bytes < 0 || options.batching.max_batch_frames < 1 ||
+      options.head_intra_op_threads < 1 || options.max_sampled_frames < 1 ||
+      options.admission.max_inflight_calls < 0 || options.admission.max_inflight_bytes < 0 ||
+      options.batching.max_batch_frames < 1 ||
       options.batching.max_queue_delay < absl::ZeroDuration() || options.max_streams < 0 ||
       options.stream_idle_timeout <= absl::ZeroDuration() ||
       options.stream_resources.max_buffered_bytes < 1 ||
@@ -62,7 +64,10 @@ ClassifyEngine::ClassifyEngine(const EngineOptions& options,
       admission_(std::make_shared<Admission>(options.admission)),
       repository_(std::move(repository)),
       head_stepper_(&head_stage_, options.head_threads, options.max_streams, observer_),
-      head_stage_(options.head_threads),
+      head_stage_(options.head_threads,
+                  [threads = options.head_intra_op_threads] {
+                    model::SetIntraOpThreadsOfThisThread(threads);
+                  }),
       batcher_(
           options.batching, [this] { return calls_decoding_.load(); }, observer_),
       decode_stage_(options.decode_slots),

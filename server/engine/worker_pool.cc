@@ -4,8 +4,13 @@
 
 namespace vidclf::engine {
 
-WorkerPool::WorkerPool(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+WorkerPool::WorkerPool(int threads, const std::function<void()>& setup) {
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this, setup] {
+      if (setup) setup();
+      Loop();
+    });
+  }
 }
 
 WorkerPool::~WorkerPool() {

@@ -15,7 +15,8 @@ namespace vidclf::engine {
 // Thread-safe. Tasks must not throw.
 class WorkerPool {
  public:
-  explicit WorkerPool(int threads);
+  // Each thread runs `setup`, when given, before its first task.
+  explicit WorkerPool(int threads, const std::function<void()>& setup = nullptr);
   // Runs the tasks still queued, then stops the threads.
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;

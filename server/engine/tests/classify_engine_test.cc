@@ -302,6 +302,27 @@ TEST_F(ClassifyEngineTest, CancelledCallsStopAndHandBackWhatTheyHeld) {
   EXPECT_LT(absl::Now() - short_start, long_call / 2);
 }
 
+// Heads run with their own LibTorch intra-op threads, whatever the backbone runs with; a call's
+// answer comes from the head thread that ran its head.
+TEST_F(ClassifyEngineTest, HeadsRunWithTheirOwnIntraOpThreads) {
+  for (int threads : {1, 3}) {
+    EngineOptions options;
+    options.head_intra_op_threads = threads;
+    std::unique_ptr<ClassifyEngine> engine = Engine(options);
+    ASSERT_NE(engine, nullptr);
+    std::promise<int> seen;
+    std::unique_ptr<CallHandle> handle =
+        engine->Submit(Input((*videos_)[0]), [&seen](absl::StatusOr<ClassifyResult> result) {
+          seen.set_value(result.ok() ? at::get_num_threads() : -1);
+        });
+    EXPECT_EQ(seen.get_future().get(), threads);
+  }
+  EngineOptions none;
+  none.head_intra_op_threads = 0;
+  EXPECT_EQ(ClassifyEngine::Create(none, Repository()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // Past the bound on calls or on bytes, calls are refused at once and nothing is queued.
 TEST_F(ClassifyEngineTest, RefusesPastItsBoundsAtOnce) {
   EngineOptions options;
