@@ -52,10 +52,10 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--head-intra-op-threads", flags->head_intra_op_threads,
-                 "LibTorch intra-op threads that run heads and live streams' steps (small "
-                 "operations, quicker on one thread on two cores).")
+                 "LibTorch intra-op threads that run heads and live streams' steps (0: as many "
+                 "as --cores).")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-batch-frames", flags->max_batch_frames,
                  "Most frames, from any calls, in one backbone batch.")
       ->capture_default_str()

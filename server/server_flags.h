@@ -22,7 +22,7 @@ struct ServerFlags {
   std::string stream_step = "cuda-graph";
   int cores = 0;
   int decode_slots = 0;
-  int head_intra_op_threads = 1;
+  int head_intra_op_threads = 0;
   int max_batch_frames = 16;
   int max_queue_delay_us = 2000;
   bool embed_while_decoding = false;

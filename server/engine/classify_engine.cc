@@ -17,6 +17,7 @@ EngineOptions Resolved(EngineOptions options) {
   }
   if (options.decode_slots <= 0) options.decode_slots = options.cores;
   options.batching.max_threads = options.cores;
+  if (options.head_intra_op_threads <= 0) options.head_intra_op_threads = options.cores;
   return options;
 }
 
@@ -36,7 +37,7 @@ absl::StatusOr<std::unique_ptr<ClassifyEngine>> ClassifyEngine::Create(
     const EngineOptions& options, std::shared_ptr<const ModelRepository> repository,
     EngineObserver* observer) {
   if (options.cores < 0 || options.decode_slots < 0 || options.head_threads < 1 ||
-      options.head_intra_op_threads < 1 || options.max_sampled_frames < 1 ||
+      options.head_intra_op_threads < 0 || options.max_sampled_frames < 1 ||
       options.admission.max_inflight_calls < 0 || options.admission.max_inflight_bytes < 0 ||
       options.batching.max_batch_frames < 1 ||
       options.batching.max_queue_delay < absl::ZeroDuration() || options.max_streams < 0 ||

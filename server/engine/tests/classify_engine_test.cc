@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -302,11 +303,12 @@ TEST_F(ClassifyEngineTest, CancelledCallsStopAndHandBackWhatTheyHeld) {
   EXPECT_LT(absl::Now() - short_start, long_call / 2);
 }
 
-// Heads run with their own LibTorch intra-op threads, whatever the backbone runs with; a call's
-// answer comes from the head thread that ran its head.
+// Heads run with their own LibTorch intra-op threads (0: as many as the engine's cores), whatever
+// the backbone runs with; a call's answer comes from the head thread that ran its head.
 TEST_F(ClassifyEngineTest, HeadsRunWithTheirOwnIntraOpThreads) {
-  for (int threads : {1, 3}) {
+  for (const auto& [threads, expected] : {std::pair{0, 3}, std::pair{1, 1}, std::pair{4, 4}}) {
     EngineOptions options;
+    options.cores = 3;
     options.head_intra_op_threads = threads;
     std::unique_ptr<ClassifyEngine> engine = Engine(options);
     ASSERT_NE(engine, nullptr);
@@ -315,11 +317,11 @@ TEST_F(ClassifyEngineTest, HeadsRunWithTheirOwnIntraOpThreads) {
         engine->Submit(Input((*videos_)[0]), [&seen](absl::StatusOr<ClassifyResult> result) {
           seen.set_value(result.ok() ? at::get_num_threads() : -1);
         });
-    EXPECT_EQ(seen.get_future().get(), threads);
+    EXPECT_EQ(seen.get_future().get(), expected) << threads;
   }
-  EngineOptions none;
-  none.head_intra_op_threads = 0;
-  EXPECT_EQ(ClassifyEngine::Create(none, Repository()).status().code(),
+  EngineOptions negative;
+  negative.head_intra_op_threads = -1;
+  EXPECT_EQ(ClassifyEngine::Create(negative, Repository()).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
