@@ -7,7 +7,7 @@ kept up with when every feed got every frame embedded and its updates stayed wit
 the frames' arrival (p99). Then, in the same run: feeds sent as fast as the server takes them,
 against the backbone's own batched throughput; memory per feed on a fresh server; and the cost of
 one more frame for a head's recurrent step against re-running softmax over the history. Writes a
-Markdown report.
+Markdown report, keeping the sections of the page already there that it does not write itself.
 
 Usage: run_benchmark.py --server BIN --client BIN --backbone-bench BIN --step-bench BIN
                         --model-repository DIR --output docs/...md
@@ -43,6 +43,47 @@ def resident_bytes(metrics_port):
     return metric(metrics_port, "process_resident_memory_bytes")
 
 
+# The thread settings the server starts itself with (server/main.cc), for the step benchmarks.
+SERVER_THREADS = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OPENBLAS_NUM_THREADS="1")
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "an unnamed CPU"
+
+
+def per_frame_ms(table):
+    """{streams: causal-linear ms per frame} from vidclf-step-bench's --streams table."""
+    rows = {}
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if cells[0].isdigit():
+            rows[int(cells[0])] = float(cells[4])
+    return rows
+
+
+def per_frame_summary(streams_together):
+    """What a frame of the causal-linear head costs, and with how many streams it is under 1 ms."""
+    parts = []
+    for threads, table in sorted(streams_together.items()):
+        rows = per_frame_ms(table)
+        under = [streams for streams, ms in sorted(rows.items()) if ms <= 1.0]
+        costs = ", ".join(f"{ms:.2f} ms at {streams}" for streams, ms in sorted(rows.items())
+                          if streams > 1)
+        parts.append(
+            f"With {threads} intra-op thread{'s' if threads > 1 else ''}, a frame of the 6-layer "
+            f"causal-linear head costs **{rows[1]:.2f} ms for one stream alone**, and {costs} "
+            "streams stepped together: the target of at most 1 ms per frame holds "
+            + (f"with {', '.join(map(str, under))} streams." if under
+               else "at none of these levels."))
+    return " ".join(parts) + (
+        " The server's head threads run with as many intra-op threads as cores unless "
+        "`--head-intra-op-threads` says otherwise.")
+
+
 def backbone_frames_per_s(binary):
     """The backbone's own batched throughput at the demo model's size, in the server's layout."""
     out = subprocess.run([binary, "--sizes", "112", "--batches", "16", "--threads",
@@ -72,9 +113,10 @@ def stop_server(server):
     server.wait(timeout=60)
 
 
-def start_server(binary, repository):
+def start_server(binary, repository, extra_args=()):
     server = subprocess.Popen([binary, "--model-repository", repository, "--host", "127.0.0.1",
-                               "--grpc-port", "0", "--metrics-port", "0", "--max-streams", "256"],
+                               "--grpc-port", "0", "--metrics-port", "0", "--max-streams", "256",
+                               *extra_args],
                               stdout=subprocess.PIPE, text=True)
     output = ""
     while not ("gRPC listening" in output and "metrics on" in output):
@@ -118,6 +160,49 @@ def run_level(client, grpc_port, metrics_port, feed, streams, stride, frames):
             "complete": sum(f == wanted for f in finals), "elapsed": elapsed,
             "embedded_per_s": streams * wanted / (frames / 25), "rss_during": rss_during,
             "kept_up": kept_up}
+
+
+def sections(lines):
+    """Splits a Markdown page into [heading, lines] pairs at its "## " headings (None: the top)."""
+    parts = [[None, []]]
+    for line in lines:
+        if line.startswith("## "):
+            parts.append([line, []])
+        parts[-1][1].append(line)
+    return parts
+
+
+def with_written_sections(path, lines):
+    """`lines`, with the sections of the page at `path` that this script does not write.
+
+    Other commands' results and measured notes live on this page under headings of their own; each
+    goes back after the section it followed, or at the end when that section is gone.
+    """
+    try:
+        with open(path) as page:
+            old = sections(page.read().splitlines())
+    except FileNotFoundError:
+        return lines
+    new = sections(lines)
+    written = {heading for heading, _ in new}
+    kept = {}  # the heading a kept section followed -> the kept sections, in order
+    previous = None
+    for heading, body in old:
+        if heading in written:
+            previous = heading
+        else:
+            kept.setdefault(previous, []).append(body)
+    out = []
+    for heading, body in new:
+        out += body
+        for kept_body in kept.pop(heading, []):
+            out += kept_body
+    for bodies in kept.values():
+        for kept_body in bodies:
+            out += kept_body
+    if out and out[-1]:
+        out.append("")
+    return out
 
 
 def main():
@@ -177,14 +262,15 @@ def main():
     per_feed = (memory[16]["rss_during"] - memory[4]["rss_during"]) / 12
     print(json.dumps({"idle": fresh_idle, "per_feed": per_feed}), flush=True)
 
-    steps = subprocess.run([args.step_bench, "--threads", str(os.cpu_count())], check=True,
-                           capture_output=True, text=True).stdout
-    steps_one_thread = subprocess.run([args.step_bench, "--threads", "1", "--frames", "10,1000"],
-                                      check=True, capture_output=True, text=True).stdout
+    def step_bench(*flags):
+        return subprocess.run([args.step_bench, *flags], check=True, capture_output=True,
+                              text=True, env=SERVER_THREADS).stdout
+
+    steps = step_bench("--threads", str(os.cpu_count()))
+    steps_one_thread = step_bench("--threads", "1", "--frames", "10,1000")
     streams_together = {
-        threads: subprocess.run([args.step_bench, "--threads", str(threads), "--frames", "",
-                                 "--streams", "1,2,4,8,16,32"],
-                                check=True, capture_output=True, text=True).stdout
+        threads: step_bench("--threads", str(threads), "--frames", "",
+                            "--streams", "1,2,4,8,16,32")
         for threads in (os.cpu_count(), 1)}
 
     lines = [
@@ -193,7 +279,7 @@ def main():
         f"Written by `make bench-streaming` (bench/streaming/run_benchmark.py) on {began}; the run "
         f"took {(time.monotonic() - run_start) / 60:.0f} minutes. Every number below comes from "
         "that one run, on this machine's cores (`nproc`: "
-        f"{os.cpu_count()}), with the client processes on the same machine.",
+        f"{os.cpu_count()}, {cpu_model()}), with the client processes on the same machine.",
         "",
         f"Each feed is a {args.seconds} s 25 fps 320x240 H.264 file (`-tune zerolatency -g 25`) "
         "sent by `vidclf stream FILE --realtime --json`, which remuxes it to MPEG-TS and sends "
@@ -263,8 +349,12 @@ def main():
         "",
         "A step of the causal-linear head reads each of its weights once (about 25 MFLOP of "
         "matrix-vector products against 48 MiB), so it costs at least what reading as many bytes "
-        "from memory costs: the column beside it, timed in the same rounds. Its other operations "
-        "cost microseconds each under inference mode. The same heads with one intra-op thread:",
+        "from memory costs: the column beside it, timed in the same rounds. A stream's one new "
+        "frame goes through each linear layer in a kernel that reads each weight row once "
+        "(model/heads/few_rows_linear.h). The steps run in the server's thread settings "
+        "(`OMP_WAIT_POLICY=PASSIVE`, `OPENBLAS_NUM_THREADS=1`), where a second intra-op thread "
+        "sleeps between operations and costs a wake-up at each. The same heads with one intra-op "
+        "thread:",
         "",
     ] + steps_one_thread.strip().splitlines() + [
         "",
@@ -282,8 +372,12 @@ def main():
         "",
         "With one intra-op thread:",
         "",
-    ] + streams_together[1].strip().splitlines()
+    ] + streams_together[1].strip().splitlines() + [
+        "",
+        per_frame_summary(streams_together),
+    ]
     lines.append("")
+    lines = with_written_sections(args.output, lines)
     with open(args.output, "w") as report:
         report.write("\n".join(lines))
     print(f"wrote {args.output}")

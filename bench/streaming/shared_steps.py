@@ -8,6 +8,7 @@ streams' steps, the passes over the head's weights that made them (from
 vidclf_stream_head_step_streams) and the update latency, for docs/streaming-benchmark.md.
 
 Usage: shared_steps.py --server BIN --client BIN --model-repository DIR [--levels 1,4,8,16]
+                       [--server-arg=--flag=value ...]
 """
 import argparse
 import os
@@ -26,6 +27,8 @@ def main():
     parser.add_argument("--client", required=True)
     parser.add_argument("--model-repository", required=True)
     parser.add_argument("--levels", default="1,4,8,16")
+    parser.add_argument("--server-arg", action="append", default=[],
+                        help="Passed on to the server; repeat for several.")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as work:
@@ -35,7 +38,8 @@ def main():
                         "-tune", "zerolatency", "-g", "25", "-pix_fmt", "yuv420p", feed],
                        check=True)
         frames = 25 * SECONDS
-        server, grpc_port, metrics_port = start_server(args.server, args.model_repository)
+        server, grpc_port, metrics_port = start_server(args.server, args.model_repository,
+                                                     args.server_arg)
         try:
             run_level(args.client, grpc_port, metrics_port, feed, 1, STRIDE, frames)  # warm-up
             print("| feeds | stream steps | passes over the head | streams per pass | "
