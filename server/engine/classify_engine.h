@@ -47,9 +47,10 @@ struct EngineOptions {
   int decode_slots = 0;
   // Threads that run heads.
   int head_threads = 1;
-  // LibTorch intra-op threads of each head thread; 0: as many as `cores`. On two cores, one
-  // stepped a lone stream's 6-layer causal-linear head in 2.5-3.0 ms against 4.6-4.9 with two,
-  // but kept up with fewer real-time feeds of the demo model (docs/streaming-benchmark.md).
+  // LibTorch intra-op threads of each head thread; 0: as many as `cores`. On two
+  // cores, one stepped a lone stream's 6-layer causal-linear head in 2.5-3.0 ms against
+  // 4.6-4.9 with two, and neither kept up with more real-time feeds of the demo model
+  // (docs/streaming-benchmark.md).
   int head_intra_op_threads = 0;
   // Most frames one call may ask to be sampled.
   int max_sampled_frames = 256;
