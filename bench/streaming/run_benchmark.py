@@ -84,6 +84,13 @@ def per_frame_summary(streams_together):
         "`--head-intra-op-threads` says otherwise.")
 
 
+def make_feed(path, seconds):
+    """Writes this page's camera feed: `seconds` of 25 fps 320x240 H.264, a keyframe a second."""
+    subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                    "testsrc2=size=320x240:rate=25", "-t", str(seconds), "-c:v", "libx264",
+                    "-tune", "zerolatency", "-g", "25", "-pix_fmt", "yuv420p", path], check=True)
+
+
 def backbone_frames_per_s(binary):
     """The backbone's own batched throughput at the demo model's size, in the server's layout."""
     out = subprocess.run([binary, "--sizes", "112", "--batches", "16", "--threads",
@@ -219,9 +226,7 @@ def main():
 
     work = tempfile.mkdtemp(prefix="vidclf-streaming-")
     feed = os.path.join(work, "camera.mp4")
-    subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
-                    "testsrc2=size=320x240:rate=25", "-t", str(args.seconds), "-c:v", "libx264",
-                    "-tune", "zerolatency", "-g", "25", "-pix_fmt", "yuv420p", feed], check=True)
+    make_feed(feed, args.seconds)
     frames = 25 * args.seconds
     server, grpc_port, metrics_port = start_server(args.server, args.model_repository)
     began = time.strftime("%Y-%m-%d %H:%M")

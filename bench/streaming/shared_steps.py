@@ -12,10 +12,9 @@ Usage: shared_steps.py --server BIN --client BIN --model-repository DIR [--level
 """
 import argparse
 import os
-import subprocess
 import tempfile
 
-from run_benchmark import metric, run_level, start_server, stop_server
+from run_benchmark import make_feed, metric, run_level, start_server, stop_server
 
 SECONDS = 20
 STRIDE = 4
@@ -33,10 +32,7 @@ def main():
 
     with tempfile.TemporaryDirectory() as work:
         feed = os.path.join(work, "camera.mp4")
-        subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
-                        "testsrc2=size=320x240:rate=25", "-t", str(SECONDS), "-c:v", "libx264",
-                        "-tune", "zerolatency", "-g", "25", "-pix_fmt", "yuv420p", feed],
-                       check=True)
+        make_feed(feed, SECONDS)
         frames = 25 * SECONDS
         server, grpc_port, metrics_port = start_server(args.server, args.model_repository,
                                                      args.server_arg)
