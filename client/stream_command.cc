@@ -168,9 +168,8 @@ int RunStream(const std::string& source, const StreamOptions& options) {
     if (signals.signalled()) return kInterruptedExit;
     return FailWith(remuxer.status());
   }
-  std::cerr << absl::StrFormat("vidclf: streaming %s (%s, %dx%d) as %s to %s\n", source,
+  std::cerr << absl::StrFormat("vidclf: streaming %s (%s, %dx%d) as Matroska to %s\n", source,
                                (*remuxer)->codec_name(), (*remuxer)->width(), (*remuxer)->height(),
-                               media::FeedContainerName((*remuxer)->container()),
                                follow.connection.server);
 
   absl::Mutex tally_mutex;

@@ -31,22 +31,6 @@ constexpr int kPollMs = 50;
 // The longest sleep of the realtime wait between checks of the cancellation.
 constexpr auto kMaxSleep = std::chrono::milliseconds(20);
 
-// FFmpeg 5.1's MPEG-TS muxer writes any other video codec as private data (stream type 0x06),
-// which demuxers do not read back as video. MPEG-4 part 2 goes to Matroska too: from MP4 its
-// header (VOL) lies in the container's extradata, which MPEG-TS has no place for, and without it
-// the stream cannot be decoded.
-bool MpegTsCarries(AVCodecID codec) {
-  switch (codec) {
-    case AV_CODEC_ID_H264:
-    case AV_CODEC_ID_HEVC:
-    case AV_CODEC_ID_MPEG1VIDEO:
-    case AV_CODEC_ID_MPEG2VIDEO:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Standard input cannot seek, so an MP4 whose index comes after its media data cannot be read
 // from it: said with every error about what it holds.
 constexpr char kStdinHint[] =
@@ -93,10 +77,6 @@ absl::Status OpenError(const std::string& source, int error_code) {
 }
 
 }  // namespace
-
-const char* FeedContainerName(FeedContainer container) {
-  return container == FeedContainer::kMpegTs ? "MPEG-TS" : "Matroska";
-}
 
 absl::StatusOr<std::unique_ptr<FeedRemuxer>> FeedRemuxer::Open(const std::string& source,
                                                                FeedRemuxerOptions options) {
@@ -213,18 +193,12 @@ absl::Status FeedRemuxer::OpenInput(const std::string& source) {
 
 absl::Status FeedRemuxer::CreateOutput() {
   const AVCodecParameters* input = input_stream_->codecpar;
-  container_ = MpegTsCarries(input->codec_id) ? FeedContainer::kMpegTs : FeedContainer::kMatroska;
-  const AVOutputFormat* format = av_guess_format(
-      container_ == FeedContainer::kMpegTs ? "mpegts" : "matroska", nullptr, nullptr);
-  if (format == nullptr) {
-    return absl::InternalError(
-        absl::StrCat("this FFmpeg has no ", FeedContainerName(container_), " muxer"));
-  }
-  if (container_ == FeedContainer::kMatroska &&
-      avformat_query_codec(format, input->codec_id, FF_COMPLIANCE_NORMAL) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the video of '", source_, "' is ", avcodec_get_name(input->codec_id),
-                     ", which can be sent neither in MPEG-TS nor in Matroska"));
+  const AVOutputFormat* format = av_guess_format("matroska", nullptr, nullptr);
+  if (format == nullptr) return absl::InternalError("this FFmpeg has no Matroska muxer");
+  if (avformat_query_codec(format, input->codec_id, FF_COMPLIANCE_NORMAL) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("the video of '", source_, "' is ",
+                                                   avcodec_get_name(input->codec_id),
+                                                   ", which cannot be sent in Matroska"));
   }
   if (const int error = avformat_alloc_output_context2(&output_, format, nullptr, nullptr);
       error < 0) {
@@ -265,12 +239,13 @@ absl::Status FeedRemuxer::Run(const Sink& sink) {
   }
   output_io_->seekable = 0;
   output_->pb = output_io_;
-  // Each packet goes to the sink as soon as it is written, not when the buffer fills. (FFmpeg
-  // 5.1's MPEG-TS muxer converts H.264 and HEVC from MP4 to Annex B by itself: it adds the
-  // h264_mp4toannexb or hevc_mp4toannexb filter when a packet lacks a start code.)
+  // Each packet goes to the sink as soon as it is written, not when the buffer fills. (The
+  // Matroska muxer converts H.264 and HEVC from Annex B, as MPEG-TS sources carry them, to the
+  // length-prefixed form it stores.)
   output_->flush_packets = 1;
+  // Live: no seeking back to write sizes, no index.
   AVDictionary* muxer_options = nullptr;
-  if (container_ == FeedContainer::kMatroska) av_dict_set(&muxer_options, "live", "1", 0);
+  av_dict_set(&muxer_options, "live", "1", 0);
   const int header = avformat_write_header(output_, &muxer_options);
   av_dict_free(&muxer_options);
   if (header < 0) return WriteError("start", header);
@@ -335,7 +310,7 @@ absl::Status FeedRemuxer::WritePacket(AVPacket* packet) {
     return WriteError("write a packet of", error);
   }
   // A null packet ends Matroska's cluster, which the muxer would otherwise hold for up to a
-  // second, and MPEG-TS's pending PES data.
+  // second.
   if (const int error = av_write_frame(output_, nullptr); error < 0) {
     return WriteError("write a packet of", error);
   }
@@ -377,8 +352,7 @@ absl::Status FeedRemuxer::WriteError(absl::string_view what, int error_code) con
   if (!sink_error_.ok()) return sink_error_;
   if (Cancelled()) return CancelledStatus();
   return AvError(absl::StatusCode::kInvalidArgument,
-                 absl::StrCat("cannot ", what, " the ", FeedContainerName(container_), " feed of '",
-                              source_, "'"),
+                 absl::StrCat("cannot ", what, " the Matroska feed of '", source_, "'"),
                  error_code);
 }
 
