@@ -292,8 +292,9 @@ def main():
         "",
         f"Each feed is a {args.seconds} s 25 fps 320x240 H.264 file (`-tune zerolatency -g 25`) "
         "sent by `vidclf stream FILE --realtime --json`, which remuxes it to live Matroska and "
-        "sends each packet at its time, as a camera would; the server embeds every frame (stride 1) or "
-        "every 4th (stride 4) and answers once per embedded frame. Latency is the server's "
+        "sends each packet at its time, as a camera would; the server embeds every frame "
+        "(stride 1) or every 4th (stride 4) and answers once per embedded frame. Latency is the "
+        "server's "
         "`latency_ms`: from the arrival of the newest frame's bytes to the prediction being "
         "handed to gRPC; p50 and p99 are over the updates for frames after each feed's first "
         "second, and the first update's latency (which includes recognising the container) is "
