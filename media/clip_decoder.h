@@ -64,7 +64,7 @@ struct ClipOptions {
   // With seeking and at least 2 decoder_threads (0, libavcodec's choice, never splits), decode
   // the wanted frames with two decoders side by side, each with half the threads, when a keyframe
   // splits them into two runs of similar work (decode_split.h) and the input seeks exactly (MP4,
-  // or a single-pass source's kept packets; not MPEG-TS, nor Matroska before its first seek).
+  // Matroska and WebM, or a single-pass source's kept packets; not MPEG-TS).
   // Frame threads of one decoder wait on each other's rows; the runs of two decoders share
   // nothing. Frames up to 4K UHD only, as each decoder holds its own references. Same output
   // either way.

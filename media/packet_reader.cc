@@ -1,5 +1,7 @@
 #include "media/packet_reader.h"
 
+#include <cstring>
+#include <limits>
 #include <utility>
 
 extern "C" {
@@ -9,7 +11,19 @@ extern "C" {
 namespace vidclf::media {
 
 DemuxerPacketReader::DemuxerPacketReader(std::unique_ptr<Demuxer> demuxer, int stream_index)
-    : demuxer_(std::move(demuxer)), format_(demuxer_->format()), stream_index_(stream_index) {}
+    : demuxer_(std::move(demuxer)), format_(demuxer_->format()), stream_index_(stream_index) {
+  // Matroska reads its index (the cues) at the first seek, not with its header: seeking to the
+  // first keyframe reads it now, so that SeeksExactly() can let a second decoder start at a later
+  // one, and reading then starts where it would have. A file without cues (written live) is
+  // indexed as it is read instead; its keyframes are found by reading on from the last indexed.
+  // The search runs forward from the earliest time: a backward one fails where no keyframe lies
+  // at or before the time asked for (a feed whose timestamps start late), and a failed seek leaves
+  // the demuxer at the end of the file.
+  if (stream_index_ < static_cast<int>(format_->nb_streams) &&
+      std::strcmp(format_->iformat->name, "matroska,webm") == 0) {
+    av_seek_frame(format_, stream_index_, std::numeric_limits<int64_t>::min(), /*flags=*/0);
+  }
+}
 
 bool DemuxerPacketReader::Next(AVPacket* packet) {
   while (av_read_frame(format_, packet) >= 0) {

@@ -27,6 +27,7 @@ class PacketReader {
 // Reads a demuxer that can seek (memory input).
 class DemuxerPacketReader : public PacketReader {
  public:
+  // Reads Matroska's index at once, by seeking to the start.
   DemuxerPacketReader(std::unique_ptr<Demuxer> demuxer, int stream_index);
   bool Next(AVPacket* packet) override;
   bool SeekToKeyframe(int64_t pts) override;

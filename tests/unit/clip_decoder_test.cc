@@ -247,8 +247,8 @@ struct SparseCase {
   std::string file;
   std::string codec;
   bool saves;  // false: no usable timestamps (AVI) or index (MPEG-TS), so it decodes through
-  // A second decoder can seek from the start: the container's index is read with its header
-  // (MP4; Matroska reads its cues at the first seek).
+  // A second decoder can seek from the start: the container has an index (MP4's comes with its
+  // header, Matroska's cues are read by seeking to the start).
   bool splits;
 };
 
@@ -300,9 +300,11 @@ TEST_P(SparseDecodeTest, SeekingAndSkippingKeepTheSameFrames) {
 INSTANTIATE_TEST_SUITE_P(
     ClipDecoder, SparseDecodeTest,
     ::testing::Values(SparseCase{"h264.mp4", "-c:v libx264 -bf 3", true, true},
-                      SparseCase{"h264.mkv", "-c:v libx264 -bf 3", true, false},
+                      SparseCase{"h264.mkv", "-c:v libx264 -bf 3", true, true},
                       SparseCase{"vp9.webm", "-c:v libvpx-vp9 -deadline realtime -cpu-used 8", true,
-                                 false},
+                                 true},
+                      // Written live: no cues, as a browser's MediaRecorder writes WebM.
+                      SparseCase{"h264_live.mkv", "-c:v libx264 -bf 3 -live 1", true, true},
                       SparseCase{"mpeg4.avi", "-c:v mpeg4 -bf 2", false, false},
                       SparseCase{"h264.ts", "-c:v libx264 -bf 3", false, false}),
     [](const auto& info) {
