@@ -18,6 +18,7 @@
 #include "model/heads/gru_head.h"
 #include "model/heads/head_stream.h"
 #include "model/heads/transformer_head.h"
+#include "model/library_settings.h"
 
 namespace vidclf::model {
 namespace {
@@ -465,8 +466,11 @@ void SetIntraOpThreadsOfThisThread(int threads) {
 
 std::string ConfigureTorchThreads(int threads) {
   if (threads > 0) torch::set_num_threads(threads);
-  return absl::StrCat("LibTorch ", TORCH_VERSION, ", intra-op threads ", torch::get_num_threads(),
-                      ", BLAS ", BlasLibraryInUse());
+  const std::string openblas_kernels = OpenBlasCoreName();
+  return absl::StrCat(
+      "LibTorch ", TORCH_VERSION, ", intra-op threads ", torch::get_num_threads(), ", BLAS ",
+      BlasLibraryInUse(),
+      openblas_kernels.empty() ? "" : " (OpenBLAS kernels: " + openblas_kernels + ")");
 }
 
 }  // namespace vidclf::model

@@ -11,7 +11,6 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <prometheus/registry.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -22,11 +21,13 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "media/libav_settings.h"
 #include "media/uri_allowlist.h"
+#include "model/library_settings.h"
 #include "model/tensor_heap.h"
 #include "model/video_model.h"
 #include "server/engine/classify_engine.h"
@@ -273,34 +274,30 @@ int Run(const ServerFlags& flags) {
   return 0;
 }
 
-// Library thread pools that spin while they wait for work steal the cores that decoding shares
-// with them, and those libraries read their settings when they are loaded, before main: so the
-// server starts itself again with these set, unless the caller chose them.
-// - LibTorch's OpenMP threads: with OMP_WAIT_POLICY=PASSIVE, one call at a time came back in
-//   686 ms instead of 825 ms (median of 12 calls over three real files), and 8 at a time gave
-//   2.25 clips/s instead of 2.08.
+// LibTorch's libraries read these when they are loaded, before main: so the server starts itself
+// again with them set, unless the caller chose them.
+// - LibTorch's OpenMP threads spin while they wait for work, stealing the cores that decoding
+//   shares with them: with OMP_WAIT_POLICY=PASSIVE, one call at a time came back in 686 ms
+//   instead of 825 ms (median of 12 calls over three real files), and 8 at a time gave 2.25
+//   clips/s instead of 2.08.
 // - OpenBLAS's own pool, which runs only the heads' small matrix products here (the backbone's
 //   convolutions are oneDNN's, on the OpenMP threads): after each, its workers call sched_yield
 //   for a while, a fifth of a core through a run of calls. With OPENBLAS_NUM_THREADS=1 one call at
 //   a time on a 720p file took 300 ms instead of 320 (medians of 6 alternating runs of 12 calls,
 //   vidclf-e2e-bench).
-void PreferQuietLibraryThreads(char** argv) {
-  bool changed = false;
-  for (const auto& [name, value] :
-       {std::pair<const char*, const char*>{"OMP_WAIT_POLICY", "PASSIVE"},
-        {"OPENBLAS_NUM_THREADS", "1"}}) {
-    if (std::getenv(name) != nullptr) continue;
-    setenv(name, value, /*overwrite=*/1);
-    changed = true;
-  }
-  if (changed) execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
+// - OpenBLAS's kernels, where it does not know the CPU (model/library_settings.h).
+void PreferLibrarySettings(char** argv) {
+  std::vector<model::EnvironmentSetting> settings = {{"OMP_WAIT_POLICY", "PASSIVE"},
+                                                     {"OPENBLAS_NUM_THREADS", "1"}};
+  if (auto core_type = model::OpenBlasCoreTypeForThisCpu()) settings.push_back(*core_type);
+  model::RestartWithSettings(settings, argv);
 }
 
 }  // namespace
 }  // namespace vidclf
 
 int main(int argc, char** argv) {
-  vidclf::PreferQuietLibraryThreads(argv);
+  vidclf::PreferLibrarySettings(argv);
   vidclf::HandleSignals();
   CLI::App app("vidclf-server: serves the models of a repository over gRPC.");
   vidclf::ServerFlags flags;

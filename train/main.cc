@@ -19,6 +19,7 @@ extern "C" {
 #include <iostream>
 
 #include "media/libav_settings.h"
+#include "model/library_settings.h"
 #include "train/commands.h"
 
 namespace {
@@ -78,6 +79,7 @@ int RunAll(AllFlags flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  vidclf::model::RestartWithOpenBlasKernelsForThisCpu(argv);
   CLI::App app("vidclf-train: from a folder of labelled videos to a served model.");
   app.require_subcommand(1);
 

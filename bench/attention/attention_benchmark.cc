@@ -28,6 +28,7 @@
 #include "model/heads/gru_head.h"
 #include "model/heads/head_stream.h"
 #include "model/heads/transformer_head.h"
+#include "model/library_settings.h"
 #include "model/resnet18.h"
 #include "model/video_model.h"
 
@@ -221,6 +222,7 @@ void SweepStreamingStep(const torch::Device& device) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  vidclf::model::RestartWithOpenBlasKernelsForThisCpu(argv);
   absl::ParseCommandLine(argc, argv);
   const auto device = vidclf::model::ResolveDevice(absl::GetFlag(FLAGS_device));
   if (!device.ok()) {

@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "media/libav_settings.h"
+#include "model/library_settings.h"
 #include "model/tensor_heap.h"
 #include "model/video_model.h"
 #include "server/engine/classify_engine.h"
@@ -131,6 +132,7 @@ int Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  vidclf::model::RestartWithOpenBlasKernelsForThisCpu(argv);
   absl::ParseCommandLine(argc, argv);
   return Run();
 }

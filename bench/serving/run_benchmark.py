@@ -235,6 +235,32 @@ def decode_cpu(path, mode, num_frames):
     return time.process_time() - start
 
 
+def use_blas_kernels_of_this_cpu():
+    """Starts this script again with the OPENBLAS_CORETYPE that vidclf's programs choose for
+    themselves (model/library_settings.h) where OpenBLAS runs its generic kernels on a CPU newer
+    than its tables, so that torch.mm's peak and the Python pipeline run the kernels vidclf runs."""
+    if "OPENBLAS_CORETYPE" in os.environ:
+        return
+    import ctypes  # noqa: PLC0415
+
+    try:
+        openblas = ctypes.CDLL("libopenblas.so.0")
+    except OSError:
+        return
+    openblas.openblas_get_corename.restype = ctypes.c_char_p
+    if openblas.openblas_get_corename() != b"Prescott":
+        return
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        flags = set(next(line for line in f if line.startswith("flags")).split(":")[1].split())
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
+        os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
+    elif {"avx2", "fma"} <= flags:
+        os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+    else:
+        return
+    os.execv(sys.executable, [sys.executable, *sys.argv])
+
+
 def sgemm_peak(cores, repeats):
     """Best GFLOP/s of torch.mm on 2048x2048 float32 with all cores."""
     import torch  # noqa: PLC0415
@@ -475,6 +501,7 @@ def machine_facts():
                                          check=False).stdout.splitlines()[0]
     except (OSError, IndexError):
         facts["ffmpeg"] = "unknown"
+    facts["openblas_coretype"] = os.environ.get("OPENBLAS_CORETYPE", "")
     # The BLAS Python's torch uses: Debian's torch calls the system libblas.so.3.
     for candidate in ("/usr/lib/x86_64-linux-gnu/libblas.so.3",
                       "/usr/lib/aarch64-linux-gnu/libblas.so.3"):
@@ -825,6 +852,7 @@ def evaluate_targets(data):
 
 
 def main(argv=None):
+    use_blas_kernels_of_this_cpu()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server-binary", help="vidclf-server")
     parser.add_argument("--client-binary", help="vidclf (with the bench subcommand)")

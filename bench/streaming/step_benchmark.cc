@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/list_flag.h"
 #include "bench/median.h"
+#include "model/library_settings.h"
 #include "model/tensor_heap.h"
 #include "model/video_model.h"
 
@@ -121,6 +122,7 @@ void TimeStreamsSteppedTogether(const VideoModel& gru, const VideoModel& linear,
 }  // namespace
 
 int main(int argc, char** argv) {
+  vidclf::model::RestartWithOpenBlasKernelsForThisCpu(argv);
   absl::ParseCommandLine(argc, argv);
   std::cerr << vidclf::model::ConfigureTorchThreads(absl::GetFlag(FLAGS_threads)) << "\n";
   vidclf::model::TuneHeapForTensors();  // as the server does

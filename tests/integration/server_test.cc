@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -557,6 +558,28 @@ TEST_F(ServerTest, CommandLinesHaveHelp) {
       std::string(VIDCLF_CLIENT_BINARY) + " classify clip.mp4 --frobnicate 2>&1", &exit_code);
   EXPECT_NE(exit_code, 0);
   EXPECT_THAT(output, HasSubstr("frobnicate"));
+}
+
+// OpenBLAS 0.3.21 runs its generic SSE3 kernels ("Prescott") on CPUs newer than its tables; the
+// server starts itself again with the kernels the CPU runs, unless the caller chose some, and names
+// them in its start-up log.
+TEST_F(ServerTest, RunsTheBlasKernelsOfThisCpu) {
+  const std::string& log = server_->output();
+  ASSERT_THAT(log, HasSubstr("intra-op threads"));
+  const std::string label = "OpenBLAS kernels: ";
+  const size_t named = log.find(label);
+  if (named == std::string::npos) GTEST_SKIP() << "the BLAS in use is not OpenBLAS";
+  const size_t begin = named + label.size();
+  const std::string kernels = log.substr(begin, log.find(')', begin) - begin);
+  if (const char* chosen = std::getenv("OPENBLAS_CORETYPE")) {
+    EXPECT_TRUE(absl::EqualsIgnoreCase(kernels, chosen))
+        << kernels << " where " << chosen << " was chosen";
+    return;
+  }
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_NE(kernels, "Prescott") << "on a CPU with AVX2 and FMA";
+  }
 }
 
 TEST_F(ServerTest, MetricsPassPromtoolAndCountRequestsByCode) {
