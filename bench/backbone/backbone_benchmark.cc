@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/list_flag.h"
 #include "bench/median.h"
+#include "model/library_settings.h"
 #include "model/model_config.h"
 #include "model/video_model.h"
 
@@ -135,6 +136,7 @@ std::vector<Variant> MakeVariants(const torch::Device& device, int size) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  vidclf::model::RestartWithOpenBlasKernelsForThisCpu(argv);
   absl::ParseCommandLine(argc, argv);
   std::cerr << vidclf::model::ConfigureTorchThreads(absl::GetFlag(FLAGS_threads)) << "\n";
   auto device = vidclf::model::ResolveDevice(absl::GetFlag(FLAGS_device));
