@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "model/heads/row_kernels.h"
+
 namespace vidclf::model {
 namespace {
 
@@ -13,31 +15,20 @@ namespace {
 // threads only where each share outweighs that. A single row waits on memory rather than on
 // arithmetic and gained nothing from a second thread.
 constexpr int64_t kWorkPerTask = int64_t{1} << 19;
-// Partial sums per row: independent sums the compiler turns into vector lanes.
-constexpr int64_t kLanes = 16;
-
-// out[r, o] = bias[o] + sum_i weight[o, i] * x[r, i] for the rows r of x and the outputs o in
-// [first, last). A weight row comes from memory once; the other rows find it in the L1 cache.
-void MultiplyRows(const float* x, int64_t rows, const float* weight, const float* bias, float* out,
-                  int64_t in_features, int64_t out_features, int64_t first, int64_t last) {
-  for (int64_t o = first; o < last; ++o) {
-    const float* w = weight + o * in_features;
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* row = x + r * in_features;
-      float partial[kLanes] = {};
-      int64_t i = 0;
-      for (; i + kLanes <= in_features; i += kLanes) {
-        for (int64_t lane = 0; lane < kLanes; ++lane) partial[lane] += w[i + lane] * row[i + lane];
-      }
-      float sum = 0.0F;
-      for (int64_t lane = 0; lane < kLanes; ++lane) sum += partial[lane];
-      for (; i < in_features; ++i) sum += w[i] * row[i];
-      out[r * out_features + o] = sum + (bias != nullptr ? bias[o] : 0.0F);
-    }
-  }
-}
 
 }  // namespace
+
+int64_t MaxFewRows() {
+  switch (FastestRowKernel()) {
+    case RowKernel::kAvx512:
+      return 16;
+    case RowKernel::kAvx2:
+      return 8;
+    case RowKernel::kPortable:
+      break;
+  }
+  return 4;
+}
 
 torch::Tensor ApplyLinear(torch::nn::LinearImpl& layer, const torch::Tensor& x) {
   const torch::Tensor& weight = layer.weight;
@@ -46,7 +37,7 @@ torch::Tensor ApplyLinear(torch::nn::LinearImpl& layer, const torch::Tensor& x) 
   const bool fits =
       x.device().is_cpu() && weight.device().is_cpu() && x.scalar_type() == torch::kFloat &&
       weight.scalar_type() == torch::kFloat && x.dim() >= 1 && x.size(-1) == in_features &&
-      x.numel() <= kMaxFewRows * in_features && x.numel() > 0 && !torch::GradMode::is_enabled();
+      x.numel() <= MaxFewRows() * in_features && x.numel() > 0 && !torch::GradMode::is_enabled();
   if (!fits) return layer.forward(x);
   const int64_t rows = x.numel() / in_features;
   const int64_t out_features = weight.size(0);
@@ -60,10 +51,11 @@ torch::Tensor ApplyLinear(torch::nn::LinearImpl& layer, const torch::Tensor& x) 
   const float* x_data = input.data_ptr<float>();
   const float* weight_data = weights.data_ptr<float>();
   float* out_data = out.data_ptr<float>();
+  const RowKernel kernel = FastestRowKernel();
   const int64_t grain = std::max<int64_t>(1, kWorkPerTask / (rows * in_features));
   at::parallel_for(0, out_features, grain, [&](int64_t first, int64_t last) {
-    MultiplyRows(x_data, rows, weight_data, bias_data, out_data, in_features, out_features, first,
-                 last);
+    MultiplyRows(kernel, x_data, rows, weight_data, bias_data, out_data, in_features, out_features,
+                 first, last);
   });
   return out;
 }

@@ -1,0 +1,220 @@
+#include "model/heads/row_kernels.h"
+
+#include <algorithm>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define VIDCLF_X86_ROW_KERNELS 1
+#endif
+
+namespace vidclf::model {
+namespace {
+
+// Partial sums per row in the portable loop: independent sums the compiler turns into SSE lanes.
+constexpr int64_t kLanes = 16;
+
+void MultiplyRowsPortable(const float* x, int64_t rows, const float* weight, float* out,
+                          int64_t in_features, int64_t out_features, int64_t first, int64_t last) {
+  for (int64_t o = first; o < last; ++o) {
+    const float* w = weight + o * in_features;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = x + r * in_features;
+      float partial[kLanes] = {};
+      int64_t i = 0;
+      for (; i + kLanes <= in_features; i += kLanes) {
+        for (int64_t lane = 0; lane < kLanes; ++lane) partial[lane] += w[i + lane] * row[i + lane];
+      }
+      float sum = 0.0F;
+      for (int64_t lane = 0; lane < kLanes; ++lane) sum += partial[lane];
+      for (; i < in_features; ++i) sum += w[i] * row[i];
+      out[r * out_features + o] = sum;
+    }
+  }
+}
+
+#ifdef VIDCLF_X86_ROW_KERNELS
+
+// Both vector kernels take kOutputs weight rows at a time against kRows input rows: each weight
+// vector loaded serves kRows sums, each input vector kOutputs, and the kOutputs * kRows sums are
+// independent chains, so the multiply-adds do not wait on one another. A block of weight rows
+// (4 x 2-4 KiB) stays in the L1 cache while further rows of the input go past it.
+constexpr int64_t kOutputsPerBlock = 4;
+
+// _mm512_reduce_add_ps would do, but GCC 12 warns inside it (its bug 105593).
+__attribute__((target("avx512f"))) float SumAvx512(__m512 v) {
+  float lanes[16];
+  _mm512_storeu_ps(lanes, v);
+  float sum = 0.0F;
+  for (const float lane : lanes) sum += lane;
+  return sum;
+}
+
+template <int kOutputs, int kRows>
+__attribute__((target("avx512f"))) void BlockAvx512(const float* x, const float* weight, float* out,
+                                                    int64_t in_features, int64_t out_features) {
+  __m512 sums[kOutputs][kRows];
+  for (auto& output : sums) {
+    for (__m512& sum : output) sum = _mm512_setzero_ps();
+  }
+  for (int64_t i = 0; i < in_features; i += 16) {
+    __m512 w[kOutputs];
+    for (int a = 0; a < kOutputs; ++a) w[a] = _mm512_loadu_ps(weight + a * in_features + i);
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 input = _mm512_loadu_ps(x + r * in_features + i);
+      for (int a = 0; a < kOutputs; ++a) sums[a][r] = _mm512_fmadd_ps(w[a], input, sums[a][r]);
+    }
+  }
+  for (int a = 0; a < kOutputs; ++a) {
+    for (int r = 0; r < kRows; ++r) out[r * out_features + a] = SumAvx512(sums[a][r]);
+  }
+}
+
+// 4 outputs x 4 rows: 16 sums, 4 weight vectors and an input vector in AVX-512's 32 registers.
+template <int kOutputs>
+__attribute__((target("avx512f"))) void RowsAvx512(const float* x, int64_t rows,
+                                                   const float* weight, float* out,
+                                                   int64_t in_features, int64_t out_features) {
+  for (int64_t r = 0; r < rows; r += 4) {
+    const float* input = x + r * in_features;
+    float* sums = out + r * out_features;
+    switch (std::min<int64_t>(4, rows - r)) {
+      case 4:
+        BlockAvx512<kOutputs, 4>(input, weight, sums, in_features, out_features);
+        break;
+      case 3:
+        BlockAvx512<kOutputs, 3>(input, weight, sums, in_features, out_features);
+        break;
+      case 2:
+        BlockAvx512<kOutputs, 2>(input, weight, sums, in_features, out_features);
+        break;
+      default:
+        BlockAvx512<kOutputs, 1>(input, weight, sums, in_features, out_features);
+    }
+  }
+}
+
+__attribute__((target("avx512f"))) void MultiplyRowsAvx512(const float* x, int64_t rows,
+                                                           const float* weight, float* out,
+                                                           int64_t in_features,
+                                                           int64_t out_features, int64_t first,
+                                                           int64_t last) {
+  int64_t o = first;
+  for (; o + kOutputsPerBlock <= last; o += kOutputsPerBlock) {
+    RowsAvx512<kOutputsPerBlock>(x, rows, weight + o * in_features, out + o, in_features,
+                                 out_features);
+  }
+  for (; o < last; ++o) {
+    RowsAvx512<1>(x, rows, weight + o * in_features, out + o, in_features, out_features);
+  }
+}
+
+__attribute__((target("avx2,fma"))) float SumAvx2(__m256 v) {
+  __m128 sum = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  sum = _mm_add_ps(sum, _mm_movehl_ps(sum, sum));
+  return _mm_cvtss_f32(_mm_add_ss(sum, _mm_movehdup_ps(sum)));
+}
+
+template <int kOutputs, int kRows>
+__attribute__((target("avx2,fma"))) void BlockAvx2(const float* x, const float* weight, float* out,
+                                                   int64_t in_features, int64_t out_features) {
+  __m256 sums[kOutputs][kRows];
+  for (auto& output : sums) {
+    for (__m256& sum : output) sum = _mm256_setzero_ps();
+  }
+  for (int64_t i = 0; i < in_features; i += 8) {
+    __m256 w[kOutputs];
+    for (int a = 0; a < kOutputs; ++a) w[a] = _mm256_loadu_ps(weight + a * in_features + i);
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 input = _mm256_loadu_ps(x + r * in_features + i);
+      for (int a = 0; a < kOutputs; ++a) sums[a][r] = _mm256_fmadd_ps(w[a], input, sums[a][r]);
+    }
+  }
+  for (int a = 0; a < kOutputs; ++a) {
+    for (int r = 0; r < kRows; ++r) out[r * out_features + a] = SumAvx2(sums[a][r]);
+  }
+}
+
+// 4 outputs x 2 rows: 8 sums, 4 weight vectors and an input vector in AVX2's 16 registers.
+template <int kOutputs>
+__attribute__((target("avx2,fma"))) void RowsAvx2(const float* x, int64_t rows, const float* weight,
+                                                  float* out, int64_t in_features,
+                                                  int64_t out_features) {
+  int64_t r = 0;
+  for (; r + 2 <= rows; r += 2) {
+    BlockAvx2<kOutputs, 2>(x + r * in_features, weight, out + r * out_features, in_features,
+                           out_features);
+  }
+  if (r < rows) {
+    BlockAvx2<kOutputs, 1>(x + r * in_features, weight, out + r * out_features, in_features,
+                           out_features);
+  }
+}
+
+__attribute__((target("avx2,fma"))) void MultiplyRowsAvx2(const float* x, int64_t rows,
+                                                          const float* weight, float* out,
+                                                          int64_t in_features, int64_t out_features,
+                                                          int64_t first, int64_t last) {
+  int64_t o = first;
+  for (; o + kOutputsPerBlock <= last; o += kOutputsPerBlock) {
+    RowsAvx2<kOutputsPerBlock>(x, rows, weight + o * in_features, out + o, in_features,
+                               out_features);
+  }
+  for (; o < last; ++o) {
+    RowsAvx2<1>(x, rows, weight + o * in_features, out + o, in_features, out_features);
+  }
+}
+
+#endif  // VIDCLF_X86_ROW_KERNELS
+
+}  // namespace
+
+std::string_view RowKernelName(RowKernel kernel) {
+  switch (kernel) {
+    case RowKernel::kAvx512:
+      return "AVX-512";
+    case RowKernel::kAvx2:
+      return "AVX2";
+    case RowKernel::kPortable:
+      break;
+  }
+  return "portable";
+}
+
+std::vector<RowKernel> RowKernelsThisCpuRuns() {
+  std::vector<RowKernel> kernels = {RowKernel::kPortable};
+#ifdef VIDCLF_X86_ROW_KERNELS
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    kernels.push_back(RowKernel::kAvx2);
+  }
+  if (__builtin_cpu_supports("avx512f")) kernels.push_back(RowKernel::kAvx512);
+#endif
+  return kernels;
+}
+
+RowKernel FastestRowKernel() {
+  static const RowKernel fastest = RowKernelsThisCpuRuns().back();
+  return fastest;
+}
+
+void MultiplyRows(RowKernel kernel, const float* x, int64_t rows, const float* weight,
+                  const float* bias, float* out, int64_t in_features, int64_t out_features,
+                  int64_t first, int64_t last) {
+#ifdef VIDCLF_X86_ROW_KERNELS
+  if (kernel == RowKernel::kAvx512 && in_features % 16 == 0) {
+    MultiplyRowsAvx512(x, rows, weight, out, in_features, out_features, first, last);
+  } else if (kernel != RowKernel::kPortable && in_features % 8 == 0) {
+    MultiplyRowsAvx2(x, rows, weight, out, in_features, out_features, first, last);
+  } else {
+    MultiplyRowsPortable(x, rows, weight, out, in_features, out_features, first, last);
+  }
+#else
+  (void)kernel;
+  MultiplyRowsPortable(x, rows, weight, out, in_features, out_features, first, last);
+#endif
+  if (bias == nullptr) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = first; o < last; ++o) out[r * out_features + o] += bias[o];
+  }
+}
+
+}  // namespace vidclf::model
