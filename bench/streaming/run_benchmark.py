@@ -380,8 +380,10 @@ def main():
         "A step of the causal-linear head reads each of its weights once (about 25 MFLOP of "
         "matrix-vector products against 48 MiB), so it costs at least what reading as many bytes "
         "from memory costs: the column beside it, timed in the same rounds. A stream's one new "
-        "frame goes through each linear layer in a kernel that reads each weight row once "
-        "(model/heads/few_rows_linear.h). The steps run in the server's thread settings "
+        "frame goes through each linear layer in a kernel that reads each weight row once, in "
+        "AVX-512 or AVX2 where the CPU has them (model/heads/row_kernels.h), and through "
+        "attention in a written-out step (`CausalLinearAttention::StepOneFrameEach`). The steps "
+        "run in the server's thread settings "
         "(`OMP_WAIT_POLICY=PASSIVE`, `OPENBLAS_NUM_THREADS=1`), where a second intra-op thread "
         "sleeps between operations and costs a wake-up at each. The same heads with one intra-op "
         "thread:",
@@ -392,8 +394,9 @@ def main():
         "",
         "The server steps the heads of the streams that have a frame ready at the same time "
         "together (server/engine/head_stepper.h; `vidclf_stream_head_step_streams` on /metrics "
-        "counts them): one `VideoModel::StreamStepEach` over their states joined, each stream at "
-        "its own position, so the head's weights are read once for all of them. "
+        "counts them): one `VideoModel::StreamStepEach` over their states, each stream at its "
+        "own position, so the head's weights are read once for all of them; attention reads and "
+        "writes each stream's state where it lies. "
         "`vidclf-step-bench --streams 1,2,4,8,16,32`: B streams, stream b having seen 10 + 37b "
         "frames, each take one new frame; medians of 9 rounds. With as many intra-op threads as "
         f"cores ({os.cpu_count()}):",

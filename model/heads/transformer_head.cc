@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "model/attention/causal_linear_attention.h"
 #include "model/attention/registry.h"
 #include "model/heads/few_rows_linear.h"
 
@@ -71,6 +72,19 @@ std::pair<torch::Tensor, attention::AttentionState> SelfAttentionImpl::step(
   return {MergeHeads(mixed), std::move(next_state)};
 }
 
+std::pair<torch::Tensor, std::vector<attention::AttentionState>>
+SelfAttentionImpl::StepOneFrameEach(const torch::Tensor& x,
+                                    const std::vector<attention::AttentionState>& states) {
+  const auto* causal = dynamic_cast<const attention::CausalLinearAttention*>(mechanism.get());
+  TORCH_CHECK(causal != nullptr, "only causal-linear attention steps one frame written out");
+  const int64_t batch = x.size(0);
+  auto [mixed, next_states] =
+      causal->StepOneFrameEach(ApplyLinear(*query, x).view({batch, num_heads, -1}),
+                               ApplyLinear(*key, x).view({batch, num_heads, -1}),
+                               ApplyLinear(*value, x).view({batch, num_heads, -1}), states);
+  return {ApplyLinear(*output, mixed.view({batch, 1, -1})), std::move(next_states)};
+}
+
 EncoderLayerImpl::EncoderLayerImpl(const TransformerHeadOptions& options,
                                    std::shared_ptr<attention::AttentionMechanism> mechanism)
     : pre_norm(options.pre_norm()),
@@ -98,6 +112,17 @@ std::pair<torch::Tensor, attention::AttentionState> EncoderLayerImpl::step(
     return attended;
   });
   return {y, std::move(next_state)};
+}
+
+std::pair<torch::Tensor, std::vector<attention::AttentionState>> EncoderLayerImpl::StepOneFrameEach(
+    const torch::Tensor& x, const std::vector<attention::AttentionState>& states) {
+  std::vector<attention::AttentionState> next_states;
+  const torch::Tensor y = AddSublayers(x, [&](const torch::Tensor& t) {
+    torch::Tensor attended;
+    std::tie(attended, next_states) = self_attention->StepOneFrameEach(t, states);
+    return attended;
+  });
+  return {y, std::move(next_states)};
 }
 
 torch::Tensor EncoderLayerImpl::AddSublayers(
@@ -204,6 +229,10 @@ std::pair<torch::Tensor, HeadState> TransformerHeadImpl::step(const torch::Tenso
     positions = SinusoidalPositionalEncoding(x.size(1), options.d_model(), state.frames_seen)
                     .to(x.device(), x.dtype());
   }
+  if (x.size(0) == 1 && StepsOneFrameWrittenOut(x)) {
+    auto [logits, next] = StepOneFrameEach(x, positions, {state});
+    return {logits, std::move(next.front())};
+  }
   const int64_t frames_seen = state.frames_seen + x.size(1);
   auto [logits, tensors] = StepStandardised(x, positions, state.tensors,
                                             torch::scalar_tensor(static_cast<double>(frames_seen)));
@@ -225,10 +254,77 @@ std::pair<torch::Tensor, std::vector<HeadState>> TransformerHeadImpl::StepEach(
     positions = EncodePositions(first + torch::arange(frames, torch::kDouble), options.d_model())
                     .to(x.device(), x.dtype());
   }
+  if (StepsOneFrameWrittenOut(x)) return StepOneFrameEach(x, positions, states);
   auto [logits, next] =
       StepStandardised(x, positions, JoinStates(states, /*batch_dim=*/0, "transformer head"),
                        (first + frames).to(x.device(), x.dtype()));
   return {logits, SplitStates(next, /*batch_dim=*/0, states, frames)};
+}
+
+bool TransformerHeadImpl::StepsOneFrameWrittenOut(const torch::Tensor& embeddings) const {
+  if (embeddings.dim() != 3 || embeddings.size(1) != 1 || !embeddings.device().is_cpu() ||
+      embeddings.scalar_type() != torch::kFloat || torch::GradMode::is_enabled() || is_training()) {
+    return false;
+  }
+  for (const auto& layer : *layers) {
+    const auto& mechanism = layer->as<EncoderLayer>()->self_attention->mechanism;
+    if (dynamic_cast<const attention::CausalLinearAttention*>(mechanism.get()) == nullptr) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::pair<torch::Tensor, std::vector<HeadState>> TransformerHeadImpl::StepOneFrameEach(
+    const torch::Tensor& standardised, const torch::Tensor& positions,
+    const std::vector<HeadState>& states) {
+  const auto num_layers = static_cast<size_t>(options.num_layers());
+  std::vector<HeadState> next(states.size());
+  for (size_t b = 0; b < states.size(); ++b) {
+    // A state holds S and Z of each layer, then the running sum of the last layer's outputs.
+    TORCH_CHECK(states[b].tensors.empty() || states[b].tensors.size() == 2 * num_layers + 1,
+                "transformer head state must hold ", 2 * num_layers + 1, " tensors; got ",
+                states[b].tensors.size());
+    next[b].frames_seen = states[b].frames_seen + 1;
+  }
+  torch::Tensor x = standardised;
+  if (!input_projection.is_empty()) x = ApplyLinear(*input_projection, x);
+  if (positions.defined()) x = x + positions;
+  for (size_t i = 0; i < num_layers; ++i) {
+    std::vector<attention::AttentionState> layer_states(states.size());
+    for (size_t b = 0; b < states.size(); ++b) {
+      if (!states[b].tensors.empty()) {
+        layer_states[b] = {states[b].tensors[2 * i], states[b].tensors[2 * i + 1]};
+      }
+    }
+    auto [y, layer_next] = layers[i]->as<EncoderLayer>()->StepOneFrameEach(x, layer_states);
+    x = y;
+    for (size_t b = 0; b < states.size(); ++b) {
+      next[b].tensors.push_back(std::move(layer_next[b].s));
+      next[b].tensors.push_back(std::move(layer_next[b].z));
+    }
+  }
+  if (!final_norm.is_empty()) x = final_norm(x);
+  const torch::Tensor frame = x.squeeze(1);  // [B, d_model]
+  std::vector<torch::Tensor> sums;
+  std::vector<double> frames_seen;
+  for (size_t b = 0; b < states.size(); ++b) {
+    torch::Tensor sum = frame.narrow(0, static_cast<int64_t>(b), 1);
+    if (states[b].tensors.empty()) {
+      sum = sum.clone();  // a view would keep every stream's frame alive
+    } else {
+      const torch::Tensor& before = states[b].tensors.back();
+      TORCH_CHECK(before.sizes() == sum.sizes(), "transformer head state's pooled sum has shape ",
+                  before.sizes(), "; this batch needs ", sum.sizes());
+      sum = sum + before;
+    }
+    next[b].tensors.push_back(sum);
+    sums.push_back(std::move(sum));
+    frames_seen.push_back(static_cast<double>(next[b].frames_seen));
+  }
+  const torch::Tensor pooled =
+      torch::cat(sums) / torch::tensor(frames_seen, torch::kDouble).to(x.dtype()).unsqueeze(1);
+  return {ApplyLinear(*classifier, pooled), std::move(next)};
 }
 
 std::pair<torch::Tensor, std::vector<torch::Tensor>> TransformerHeadImpl::StepStandardised(

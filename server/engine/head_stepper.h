@@ -1,8 +1,8 @@
 // Steps the heads of live streams in rounds on the head stage. A round asks each stream scheduled
 // for the frames it steps next; streams that share a model, an attention and a number of new
 // frames step together, in one VideoModel::StreamStepEach. A large head's step costs mostly the
-// reading of its weights, which the streams then share: a 6-layer causal-linear head took 2.6 ms
-// for one stream and 15 ms for 16 together, with one intra-op thread
+// reading of its weights, which the streams then share: a 6-layer causal-linear head took 2.1 ms
+// for one stream and 10-11 ms for 16 together, with one intra-op thread and AVX-512
 // (docs/streaming-benchmark.md).
 #ifndef VIDCLF_SERVER_ENGINE_HEAD_STEPPER_H_
 #define VIDCLF_SERVER_ENGINE_HEAD_STEPPER_H_

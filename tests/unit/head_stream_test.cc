@@ -169,6 +169,46 @@ INSTANTIATE_TEST_SUITE_P(HeadStream, RecurrentHeads,
                          ::testing::Values("gru", "causal-linear-post-norm",
                                            "causal-linear-pre-norm"));
 
+// One frame per stream on the CPU without gradients takes causal-linear attention's written-out
+// step (TransformerHeadImpl::StepOneFrameEach); with gradients on, the states are joined and
+// stepped by tensor operations. Both give the same logits and states, for fresh streams and
+// streams far along, in post-norm and pre-norm stacks.
+TEST(HeadStream, OneFrameWrittenOutEqualsTheJoinedStep) {
+  for (const bool pre_norm : {false, true}) {
+    const std::shared_ptr<TransformerHeadImpl> head =
+        std::dynamic_pointer_cast<TransformerHeadImpl>(MakeTransformer("causal-linear", pre_norm));
+    ASSERT_NE(head, nullptr);
+    torch::manual_seed(10);
+    std::vector<HeadState> states;
+    for (const int64_t frames : {0, 1, 7, 300}) {
+      torch::NoGradGuard no_grad;
+      states.push_back(frames == 0 ? HeadState{}
+                                   : head->step(torch::randn({1, frames, kInputSize}), {}).second);
+    }
+    const torch::Tensor frame = torch::randn({4, 1, kInputSize});
+    ASSERT_FALSE(head->StepsOneFrameWrittenOut(frame));  // gradients are on
+    auto [joined_logits, joined] = head->StepEach(frame, states);
+    torch::NoGradGuard no_grad;
+    ASSERT_TRUE(head->StepsOneFrameWrittenOut(frame));
+    EXPECT_FALSE(head->StepsOneFrameWrittenOut(torch::randn({4, 2, kInputSize})));
+    auto [logits, written] = head->StepEach(frame, states);
+    EXPECT_LT(MaxAbsDifference(logits, joined_logits.detach()), 1e-5) << "pre-norm " << pre_norm;
+    ASSERT_EQ(written.size(), joined.size());
+    for (size_t b = 0; b < written.size(); ++b) {
+      EXPECT_EQ(written[b].frames_seen, joined[b].frames_seen);
+      ASSERT_EQ(written[b].tensors.size(), joined[b].tensors.size());
+      for (size_t k = 0; k < written[b].tensors.size(); ++k) {
+        const torch::Tensor want = joined[b].tensors[k].detach();
+        ASSERT_EQ(written[b].tensors[k].sizes(), want.sizes())
+            << "stream " << b << ", tensor " << k;
+        EXPECT_LT(MaxAbsDifference(written[b].tensors[k], want),
+                  1e-5 * (1 + want.abs().max().item<double>()))
+            << "stream " << b << ", tensor " << k << ", pre-norm " << pre_norm;
+      }
+    }
+  }
+}
+
 TEST(HeadStream, OnlyGruAndCausalLinearHaveARecurrentStep) {
   torch::NoGradGuard no_grad;
   const std::shared_ptr<TemporalHead> softmax = MakeTransformer("softmax", /*pre_norm=*/false);
