@@ -17,7 +17,8 @@ namespace vidclf::model {
 
 // Inputs of at most this many rows (the product of all but the last dimension) take the row
 // kernel; more go to BLAS. Where BLAS caught up with the kernel, in ms per step of that head for B
-// streams stepped together, one intra-op thread (vidclf-step-bench, one kernel forced at a time):
+// streams stepped together, one intra-op thread (vidclf-step-bench built with one kernel forced at
+// a time; docs/streaming-benchmark.md):
 // - portable: by 8 rows (14.3-14.5 against BLAS's 10.0-10.9);
 // - AVX2: by 16 rows (15.4-15.5 against 14.0-14.4), after 7.4-7.8 against 10.0-10.9 at 8;
 // - AVX-512: by 32 rows (24.3-24.4 against 24.2-24.5), after 14.2-14.3 against 14.5 at 16.
