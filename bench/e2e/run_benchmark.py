@@ -449,8 +449,9 @@ def measure(args, files, infos, bundle, config):
         row["plan threaded"] = median([plan["wall_s"] for plan in got["plan threaded"]])
         row["limit threaded"] = row["plan threaded"] + backbone_s
         per_file.append(row)
-    return {"cores": cores, "decoder_threads": FRAME_THREADS_PER_CORE * cores, "num_frames": num_frames, "crop": crop,
-            "frame_gflop": frame_flops / 1e9, "sgemm_gflops": peak, "files": per_file}
+    return {"cores": cores, "decoder_threads": FRAME_THREADS_PER_CORE * cores,
+            "num_frames": num_frames, "crop": crop, "frame_gflop": frame_flops / 1e9,
+            "sgemm_gflops": peak, "files": per_file}
 
 
 def run_variant(variant, path, engine, overlapping, one_decoder, server, client, python, cores,
@@ -584,8 +585,8 @@ def write_report(path, data, plot_name):
         f"{facts['torchvision']}, PyAV {facts['pyav']} (libavcodec {facts['libavcodec']})")
     add(f"- {facts['ffmpeg']}")
     if facts.get("openblas_coretype"):
-        add(f"- OpenBLAS kernels: {facts['openblas_coretype']} (`OPENBLAS_CORETYPE`, which vidclf's "
-            "programs set for themselves where OpenBLAS does not know the CPU; the run and its "
+        add(f"- OpenBLAS kernels: {facts['openblas_coretype']} (`OPENBLAS_CORETYPE`, which "
+            "vidclf's programs set for themselves where OpenBLAS does not know the CPU; the run and its "
             "Python pipeline run with it too)")
     load = facts["load_average_start"]
     add(f"- load average when the run started: {load[0]:.2f} (1 min), {load[1]:.2f} (5 min)")

@@ -382,7 +382,7 @@ def main():
         "from memory costs: the column beside it, timed in the same rounds. A stream's one new "
         "frame goes through each linear layer in a kernel that reads each weight row once, in "
         "AVX-512 or AVX2 where the CPU has them (model/heads/row_kernels.h), and through "
-        "attention in a written-out step (`CausalLinearAttention::StepOneFrameEach`). The steps "
+        "attention in a written-out step (`CausalLinearAttention::forward_one_frame_each`). The steps "
         "run in the server's thread settings "
         "(`OMP_WAIT_POLICY=PASSIVE`, `OPENBLAS_NUM_THREADS=1`), where a second intra-op thread "
         "sleeps between operations and costs a wake-up at each. The same heads with one intra-op "

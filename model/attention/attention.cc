@@ -83,4 +83,10 @@ std::pair<torch::Tensor, AttentionState> AttentionMechanism::forward_chunk(
               " has no recurrent form (causal-linear has); stream it over a sliding window");
 }
 
+std::pair<torch::Tensor, std::vector<AttentionState>> AttentionMechanism::forward_one_frame_each(
+    const torch::Tensor& /*queries*/, const torch::Tensor& /*keys*/,
+    const torch::Tensor& /*values*/, const std::vector<AttentionState>& /*states*/) const {
+  TORCH_CHECK(false, name(), " has no one-frame step (causal-linear has)");
+}
+
 }  // namespace vidclf::model::attention

@@ -111,6 +111,19 @@ class AttentionMechanism : public torch::nn::Module {
                                                                  const torch::Tensor& keys,
                                                                  const torch::Tensor& values,
                                                                  const AttentionState& state);
+
+  // Whether forward_one_frame_each() steps float32 sequences on the CPU (causal-linear).
+  virtual bool has_one_frame_step() const { return false; }
+
+  // forward_chunk() for one new position in each of B sequences with states of their own, as live
+  // streams stepped together have them: queries, keys [B, H, E] and values [B, H, M]; states[b]
+  // is sequence b's state for a batch of one, default-constructed for a fresh one. Returns the
+  // output [B, H, M] and each sequence's next state, equal to forward_chunk's up to rounding,
+  // without joining the states into one batch. Throws c10::Error unless has_one_frame_step(), or
+  // when a state does not fit.
+  virtual std::pair<torch::Tensor, std::vector<AttentionState>> forward_one_frame_each(
+      const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values,
+      const std::vector<AttentionState>& states) const;
 };
 
 // The score scale `options` asks for: options.scale, or 1/sqrt(head_dim) when it is 0.

@@ -86,7 +86,7 @@ std::pair<torch::Tensor, AttentionState> CausalLinearAttention::forward_chunk(
                                            state);
 }
 
-std::pair<torch::Tensor, std::vector<AttentionState>> CausalLinearAttention::StepOneFrameEach(
+std::pair<torch::Tensor, std::vector<AttentionState>> CausalLinearAttention::forward_one_frame_each(
     const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
     const std::vector<AttentionState>& states) const {
   TORCH_CHECK(q.dim() == 3 && k.sizes() == q.sizes() && v.dim() == 3 && v.size(0) == q.size(0) &&

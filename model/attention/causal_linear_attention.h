@@ -55,16 +55,13 @@ class CausalLinearAttention : public AttentionMechanism {
                                                          const torch::Tensor& v,
                                                          const AttentionState& state) override;
 
-  // forward_chunk() for one new position in each of B sequences with states of their own, as live
-  // streams stepped together have them: q, k [B, H, E] and v [B, H, M], float32 on the CPU;
-  // states[b] is sequence b's (S [1, H, E, M], Z [1, H, E]), undefined for a fresh one. Returns
-  // the output [B, H, M] and each sequence's next state, equal to forward_chunk's up to rounding.
-  // Written out, it reads each state once and writes the next once; joining the states, adding and
-  // splitting them with tensor operations copied them three times. Throws c10::Error for a state
-  // of another shape.
-  std::pair<torch::Tensor, std::vector<AttentionState>> StepOneFrameEach(
+  // Float32 on the CPU; states[b] is (S [1, H, E, M], Z [1, H, E]). Written out, it reads each
+  // state once and writes the next once; joining the states, adding and splitting them with
+  // tensor operations copied them three times.
+  bool has_one_frame_step() const override { return true; }
+  std::pair<torch::Tensor, std::vector<AttentionState>> forward_one_frame_each(
       const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-      const std::vector<AttentionState>& states) const;
+      const std::vector<AttentionState>& states) const override;
 
  private:
   AttentionOptions options_;

@@ -4,7 +4,6 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "model/attention/causal_linear_attention.h"
 #include "model/attention/registry.h"
 #include "model/heads/few_rows_linear.h"
 
@@ -75,13 +74,11 @@ std::pair<torch::Tensor, attention::AttentionState> SelfAttentionImpl::step(
 std::pair<torch::Tensor, std::vector<attention::AttentionState>>
 SelfAttentionImpl::StepOneFrameEach(const torch::Tensor& x,
                                     const std::vector<attention::AttentionState>& states) {
-  const auto* causal = dynamic_cast<const attention::CausalLinearAttention*>(mechanism.get());
-  TORCH_CHECK(causal != nullptr, "only causal-linear attention steps one frame written out");
   const int64_t batch = x.size(0);
-  auto [mixed, next_states] =
-      causal->StepOneFrameEach(ApplyLinear(*query, x).view({batch, num_heads, -1}),
-                               ApplyLinear(*key, x).view({batch, num_heads, -1}),
-                               ApplyLinear(*value, x).view({batch, num_heads, -1}), states);
+  auto [mixed, next_states] = mechanism->forward_one_frame_each(
+      ApplyLinear(*query, x).view({batch, num_heads, -1}),
+      ApplyLinear(*key, x).view({batch, num_heads, -1}),
+      ApplyLinear(*value, x).view({batch, num_heads, -1}), states);
   return {ApplyLinear(*output, mixed.view({batch, 1, -1})), std::move(next_states)};
 }
 
@@ -267,10 +264,7 @@ bool TransformerHeadImpl::StepsOneFrameWrittenOut(const torch::Tensor& embedding
     return false;
   }
   for (const auto& layer : *layers) {
-    const auto& mechanism = layer->as<EncoderLayer>()->self_attention->mechanism;
-    if (dynamic_cast<const attention::CausalLinearAttention*>(mechanism.get()) == nullptr) {
-      return false;
-    }
+    if (!layer->as<EncoderLayer>()->self_attention->mechanism->has_one_frame_step()) return false;
   }
   return true;
 }

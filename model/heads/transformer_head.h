@@ -82,8 +82,8 @@ class SelfAttentionImpl : public torch::nn::Module {
   std::pair<torch::Tensor, attention::AttentionState> step(const torch::Tensor& x,
                                                            const attention::AttentionState& state);
   // step() for one new frame in each of B sequences with states of their own, x [B, 1, d_model],
-  // through causal-linear attention's written-out step
-  // (attention::CausalLinearAttention::StepOneFrameEach). Throws c10::Error for another mechanism.
+  // through the mechanism's forward_one_frame_each(). Throws c10::Error for a mechanism without
+  // one.
   std::pair<torch::Tensor, std::vector<attention::AttentionState>> StepOneFrameEach(
       const torch::Tensor& x, const std::vector<attention::AttentionState>& states);
 
@@ -151,7 +151,8 @@ class TransformerHeadImpl : public TemporalHead {
       const torch::Tensor& standardised, const torch::Tensor& positions,
       const std::vector<torch::Tensor>& state, const torch::Tensor& frames_seen);
   // Whether step() and StepEach take StepOneFrameEach for these embeddings: one frame each,
-  // float32 on the CPU, no gradients, dropout off (eval mode), causal-linear attention throughout.
+  // float32 on the CPU, no gradients, dropout off (eval mode), and every layer's mechanism
+  // has_one_frame_step() (causal-linear).
   bool StepsOneFrameWrittenOut(const torch::Tensor& embeddings) const;
 
   TransformerHeadOptions options;
