@@ -181,8 +181,8 @@ ResNet18& VideoModel::backbone() {
   return backbone_;
 }
 
-void VideoModel::Prepare(bool fuse_backbone, bool cuda_graph_step) {
-  if (fuse_backbone) {
+void VideoModel::Prepare(const InferenceOptions& options) {
+  if (options.fuse_backbone) {
     backbone_->eval();
     fused_backbone_ = FusedResNet18::Shared(backbone_, device_, backbone_dtype_, channels_last_);
     backbone_ = ResNet18(nullptr);
@@ -211,8 +211,12 @@ void VideoModel::Prepare(bool fuse_backbone, bool cuda_graph_step) {
     substitute->eval();
     substitutes_[type] = std::move(substitute);
   }
+  if (options.int8_step_weights && device_.is_cpu()) {
+    int8_step_weights_ = head_->UseInt8StepWeights();
+    for (const auto& [type, substitute] : substitutes_) substitute->UseInt8StepWeights();
+  }
 #ifdef VIDCLF_TORCH_CUDA
-  if (!device_.is_cuda() || !cuda_graph_step) return;
+  if (!device_.is_cuda() || !options.cuda_graph_step) return;
   std::vector<TemporalHead*> heads = {head_.get()};
   for (const auto& [type, substitute] : substitutes_) heads.push_back(substitute.get());
   for (TemporalHead* head : heads) {
@@ -220,8 +224,6 @@ void VideoModel::Prepare(bool fuse_backbone, bool cuda_graph_step) {
     step_graphs_[head] = std::make_unique<TransformerStepGraph>(
         dynamic_cast<TransformerHeadImpl&>(*head), /*batch=*/1);
   }
-#else
-  (void)cuda_graph_step;
 #endif
 }
 
@@ -234,7 +236,7 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Create(const ModelConfig
     std::unique_ptr<VideoModel> model(new VideoModel(config, ResNet18(), MakeHead(config),
                                                      inference->device, inference->dtype,
                                                      options.channels_last));
-    model->Prepare(options.fuse_backbone, options.cuda_graph_step);
+    model->Prepare(options);
     return model;
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
@@ -269,7 +271,7 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& 
     std::unique_ptr<VideoModel> model(new VideoModel(*std::move(config), std::move(backbone),
                                                      std::move(head), inference->device,
                                                      inference->dtype, options.channels_last));
-    model->Prepare(options.fuse_backbone, options.cuda_graph_step);
+    model->Prepare(options);
     return model;
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(

@@ -40,6 +40,11 @@ struct InferenceOptions {
   // replaying a CUDA graph captured at load (heads/step_graph.h) rather than launching each
   // operation. Outputs are the same up to rounding. Ignored on the CPU.
   bool cuda_graph_step = true;
+  // On the CPU, step a live stream's one new frame through int8 copies of the head's weights, one
+  // scale per output row, where the head has such a step (TemporalHead::UseInt8StepWeights: the
+  // causal-linear transformer). A lone stream's step reads a quarter of the bytes; the
+  // probabilities move by what docs/streaming-benchmark.md measures. Off by default: exact.
+  bool int8_step_weights = false;
 };
 
 // The device `spec` names ("auto", "cpu", "cuda", "cuda:N"). INVALID_ARGUMENT for a malformed
@@ -72,6 +77,9 @@ class VideoModel {
   ModelConfig& mutable_config() { return config_; }
   // The eager backbone, to read or change its weights. Throws c10::Error when fused.
   ResNet18& backbone();
+  // Whether live streams' one-frame steps run int8 weights (InferenceOptions::int8_step_weights
+  // asked for, and the head has such a step).
+  bool int8_step_weights() const { return int8_step_weights_; }
   // Whether the backbone runs fused (InferenceOptions::fuse_backbone).
   bool fused_backbone() const { return fused_backbone_ != nullptr; }
   // Models with the same key embed frames with one backbone, the same way (a shared fused
@@ -127,12 +135,13 @@ class VideoModel {
              torch::Device device, torch::Dtype backbone_dtype, bool channels_last);
   // Puts the weights on the device in the layout asked for, fuses the backbone when asked, and
   // builds the substitution heads. Throws c10::Error.
-  void Prepare(bool fuse_backbone, bool cuda_graph_step);
+  void Prepare(const InferenceOptions& options);
 
   ModelConfig config_;
   torch::Device device_;
   torch::Dtype backbone_dtype_;
   bool channels_last_;
+  bool int8_step_weights_ = false;
   // LibTorch's forward() is not const, but in eval mode under InferenceMode it only reads.
   mutable ResNet18 backbone_;
   // Set instead of backbone_ when the backbone is fused; shared with models of the same weights.

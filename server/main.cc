@@ -69,6 +69,7 @@ absl::StatusOr<model::InferenceOptions> InferenceOptionsFromFlags(const ServerFl
   options.channels_last = flags.memory_format == "channels-last";
   options.fuse_backbone = flags.backbone_kernels == "fused";
   options.cuda_graph_step = flags.stream_step == "cuda-graph";
+  options.int8_step_weights = flags.stream_step_weights == "int8";
   return options;
 }
 
@@ -77,9 +78,10 @@ void LogModels(const engine::ModelRepository& repository) {
   std::map<const void*, std::string> first_of_backbone;
   for (const auto& [name, entry] : repository.entries()) {
     const auto [first, inserted] = first_of_backbone.emplace(entry.model->backbone_key(), name);
-    spdlog::info("loaded model {} version {} ({} labels{})", name, entry.model->config().version,
+    spdlog::info("loaded model {} version {} ({} labels{}{})", name, entry.model->config().version,
                  entry.model->config().labels.size(),
-                 inserted ? "" : absl::StrCat(", backbone shared with ", first->second));
+                 inserted ? "" : absl::StrCat(", backbone shared with ", first->second),
+                 entry.model->int8_step_weights() ? ", int8 stream step weights" : "");
   }
 }
 

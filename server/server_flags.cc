@@ -43,6 +43,14 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "(docs/gpu-benchmark.md); eager: one launch per operation. No effect on the CPU.")
       ->capture_default_str()
       ->check(CLI::IsMember({"cuda-graph", "eager"}));
+  app.add_option("--stream-step-weights", flags->stream_step_weights,
+                 "int8: on the CPU, a live stream's new frame goes through int8 copies of a "
+                 "causal-linear transformer head's weights, one scale per row: a lone stream's "
+                 "step about twice as fast; on the synthetic benchmark the same top class on "
+                 "every clip, probabilities moved by at most 0.02 (docs/streaming-benchmark.md). "
+                 "float32: exact. Other heads keep float32.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"float32", "int8"}));
   app.add_option("--cores", flags->cores,
                  "Cores that decoding and the backbone share (0: the machine's). A call decoding "
                  "alone uses them all; the backbone takes those that decoding leaves free.")

@@ -20,6 +20,7 @@ struct ServerFlags {
   std::string memory_format = "channels-last";
   std::string backbone_kernels = "fused";
   std::string stream_step = "cuda-graph";
+  std::string stream_step_weights = "float32";
   int cores = 0;
   int decode_slots = 0;
   int head_intra_op_threads = 0;

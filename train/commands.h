@@ -79,6 +79,12 @@ struct EvalFlags {
   std::string run;
   std::string split = "test";
   std::string attention;  // a substitution the bundle allows; empty: its own
+  // Classify each clip as a live stream would: frame by frame through VideoModel::StreamStep, the
+  // prediction after its last frame.
+  bool stream = false;
+  // With stream: "int8" steps through int8 weights (InferenceOptions::int8_step_weights) and
+  // compares the probabilities with float32 steps'.
+  std::string stream_step_weights = "float32";
 };
 
 struct ExportFlags {

@@ -1,8 +1,12 @@
 // vidclf-train eval: a run's classification report on a split of the cached embeddings.
 #include <filesystem>
 #include <iostream>
+#include <string>
 #include <thread>
+#include <tuple>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "model/train/head_trainer.h"
 #include "model/video_model.h"
@@ -24,8 +28,41 @@ void AddEvalFlags(CLI::App* app, EvalFlags* flags, bool with_work) {
         ->check(CLI::IsMember({"test", "validation", "train"}));
     app->add_option("--attention", flags->attention,
                     "Evaluate with this attention substitution (the bundle must allow it).");
+    app->add_flag("--stream", flags->stream,
+                  "Classify each clip as a live stream would: frame by frame, as the server "
+                  "steps the head, the prediction after its last frame.");
+    app->add_option("--stream-step-weights", flags->stream_step_weights,
+                    "With --stream: int8 steps through int8 copies of the head's weights, as the "
+                    "server's --stream-step-weights int8 does, and compares the probabilities "
+                    "with float32 steps'.")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"float32", "int8"}));
   }
 }
+
+namespace {
+
+// Each clip's probabilities [N, C] after its last frame, stepped into the head frame by frame as
+// a live stream's are.
+absl::StatusOr<torch::Tensor> StreamedProbabilities(const model::VideoModel& model,
+                                                    const model::EmbeddingSet& set,
+                                                    const std::string& attention) {
+  std::vector<torch::Tensor> clips;
+  for (int64_t clip = 0; clip < set.size(); ++clip) {
+    const torch::Tensor frames = set.embeddings[clip].unsqueeze(0);  // [1, T, D]
+    model::HeadState state;
+    torch::Tensor probabilities;
+    for (int64_t t = 0; t < set.lengths[clip].item<int64_t>(); ++t) {
+      auto step = model.StreamStep(frames.slice(1, t, t + 1), state, attention);
+      if (!step.ok()) return step.status();
+      std::tie(probabilities, state) = *std::move(step);
+    }
+    clips.push_back(probabilities);
+  }
+  return torch::cat(clips);
+}
+
+}  // namespace
 
 int RunEval(const EvalFlags& flags) {
   absl::StatusOr<Dataset> dataset = LoadWorkDataset(flags.work);
@@ -33,9 +70,17 @@ int RunEval(const EvalFlags& flags) {
     std::cerr << "vidclf-train eval: " << dataset.status().message() << "\n";
     return kExitUsage;
   }
+  const bool int8 = flags.stream_step_weights == "int8";
+  if (int8 && !flags.stream) {
+    std::cerr << "vidclf-train eval: --stream-step-weights int8 needs --stream\n";
+    return kExitUsage;
+  }
   model::ConfigureTorchThreads(static_cast<int>(std::thread::hardware_concurrency()));
   const std::string run_dir = RunDir(flags.work, flags.run);
-  absl::StatusOr<std::unique_ptr<model::VideoModel>> model = model::VideoModel::Load(run_dir);
+  model::InferenceOptions inference;
+  inference.int8_step_weights = int8;
+  absl::StatusOr<std::unique_ptr<model::VideoModel>> model =
+      model::VideoModel::Load(run_dir, inference);
   if (!model.ok()) {
     std::cerr << "vidclf-train eval: " << model.status().message()
               << " (run `vidclf-train fit --run " << flags.run << "` first)\n";
@@ -61,10 +106,45 @@ int RunEval(const EvalFlags& flags) {
     std::cerr << "vidclf-train eval: " << head.status().message() << "\n";
     return kExitUsage;
   }
+  if (int8 && !(*model)->int8_step_weights()) {
+    std::cerr << "vidclf-train eval: the run's head has no step of one frame in int8 (only a "
+                 "transformer with causal-linear attention has)\n";
+    return kExitUsage;
+  }
   const auto start = std::chrono::steady_clock::now();
-  const torch::Tensor predicted = model::Predict(**head, loaded->set).contiguous();
+  torch::Tensor predicted;
+  torch::Tensor probabilities;  // streamed only
+  if (flags.stream) {
+    absl::StatusOr<torch::Tensor> streamed =
+        StreamedProbabilities(**model, loaded->set, flags.attention);
+    if (!streamed.ok()) {
+      std::cerr << "vidclf-train eval: " << streamed.status().message() << "\n";
+      return kExitFailed;
+    }
+    probabilities = *streamed;
+    predicted = probabilities.argmax(1).contiguous();
+  } else {
+    predicted = model::Predict(**head, loaded->set).contiguous();
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // With int8 steps, how far the probabilities moved from float32 steps' over the same clips.
+  nlohmann::json against_float32;
+  if (int8) {
+    absl::StatusOr<std::unique_ptr<model::VideoModel>> exact = model::VideoModel::Load(run_dir);
+    absl::StatusOr<torch::Tensor> float32 =
+        exact.ok() ? StreamedProbabilities(**exact, loaded->set, flags.attention)
+                   : absl::StatusOr<torch::Tensor>(exact.status());
+    if (!float32.ok()) {
+      std::cerr << "vidclf-train eval: " << float32.status().message() << "\n";
+      return kExitFailed;
+    }
+    const torch::Tensor moved = (probabilities - *float32).abs().amax(1);  // per clip
+    against_float32 = {{"same_top1", predicted.eq(float32->argmax(1)).sum().item<int64_t>()},
+                       {"clips", predicted.size(0)},
+                       {"max_probability_difference", moved.max().item<double>()},
+                       {"median_probability_difference", moved.median().item<double>()}};
+  }
   const torch::Tensor labels = loaded->set.labels.contiguous();
   const auto as_vector = [](const torch::Tensor& classes) {
     return std::vector<int64_t>(classes.data_ptr<int64_t>(),
@@ -76,18 +156,35 @@ int RunEval(const EvalFlags& flags) {
     std::cerr << "vidclf-train eval: " << report.status().message() << "\n";
     return kExitFailed;
   }
+  const std::string how = absl::StrCat(
+      flags.attention.empty() ? "" : ", attention " + flags.attention,
+      flags.stream
+          ? absl::StrCat(", streamed frame by frame, ", flags.stream_step_weights, " step weights")
+          : "");
   std::cout << absl::StrFormat("%s on %d %s clips%s\n\n", flags.run, report->total, flags.split,
-                               flags.attention.empty() ? "" : ", attention " + flags.attention)
+                               how)
             << FormatReport(*report) << "\n"
             << FormatConfusion(*report) << "\n"
             << absl::StrFormat("MCC %.4f\n", report->mcc);
+  if (int8) {
+    std::cout << absl::StrFormat(
+        "Against float32 steps: the same top class on %d of %d clips; probabilities moved by at "
+        "most %.2g (median over clips of the largest move: %.2g)\n",
+        against_float32["same_top1"].get<int64_t>(), against_float32["clips"].get<int64_t>(),
+        against_float32["max_probability_difference"].get<double>(),
+        against_float32["median_probability_difference"].get<double>());
+  }
   nlohmann::json json = ReportToJson(*report);
   json["run"] = flags.run;
   json["split"] = flags.split;
   json["attention"] = flags.attention;
   json["classify_seconds"] = seconds;
-  const std::string name =
-      "eval-" + flags.split + (flags.attention.empty() ? "" : "-" + flags.attention) + ".json";
+  json["stream"] = flags.stream;
+  json["stream_step_weights"] = flags.stream_step_weights;
+  if (int8) json["against_float32_steps"] = against_float32;
+  const std::string name = "eval-" + flags.split +
+                           (flags.attention.empty() ? "" : "-" + flags.attention) +
+                           (flags.stream ? "-stream-" + flags.stream_step_weights : "") + ".json";
   if (auto status = WriteJsonFile(json, (fs::path(run_dir) / name).string()); !status.ok()) {
     std::cerr << "vidclf-train eval: " << status.message() << "\n";
     return kExitFailed;

@@ -57,13 +57,14 @@ def cpu_model():
     return "an unnamed CPU"
 
 
-def per_frame_ms(table):
-    """{streams: causal-linear ms per frame} from vidclf-step-bench's --streams table."""
+def per_frame_ms(table, column=4):
+    """{streams: ms per frame} from vidclf-step-bench's --streams table: the causal-linear head's
+    with float32 weights (column 4), or with int8 step weights (column 7)."""
     rows = {}
     for line in table.splitlines():
         cells = [cell.strip() for cell in line.strip("|").split("|")]
         if cells[0].isdigit():
-            rows[int(cells[0])] = float(cells[4])
+            rows[int(cells[0])] = float(cells[column])
     return rows
 
 
@@ -75,11 +76,17 @@ def per_frame_summary(streams_together):
         under = [streams for streams, ms in sorted(rows.items()) if ms <= 1.0]
         costs = ", ".join(f"{ms:.2f} ms at {streams}" for streams, ms in sorted(rows.items())
                           if streams > 1)
+        int8 = per_frame_ms(table, column=7)
+        int8_under = [streams for streams, ms in sorted(int8.items()) if ms <= 1.0]
         parts.append(
             f"With {threads} intra-op thread{'s' if threads > 1 else ''}, a frame of the 6-layer "
             f"causal-linear head costs **{rows[1]:.2f} ms for one stream alone**, and {costs} "
             "streams stepped together: the target of at most 1 ms per frame holds "
             + (f"with {', '.join(map(str, under))} streams." if under
+               else "at none of these levels.")
+            + f" With int8 step weights (`--stream-step-weights int8`), **{int8[1]:.2f} ms "
+            "alone**; at most 1 ms "
+            + (f"with {', '.join(map(str, int8_under))} streams." if int8_under
                else "at none of these levels."))
     return " ".join(parts) + (
         " The server's head threads run with as many intra-op threads as cores unless "
@@ -398,7 +405,9 @@ def main():
         "own position, so the head's weights are read once for all of them; attention reads and "
         "writes each stream's state where it lies. "
         "`vidclf-step-bench --streams 1,2,4,8,16,32`: B streams, stream b having seen 10 + 37b "
-        "frames, each take one new frame; medians of 9 rounds. With as many intra-op threads as "
+        "frames, each take one new frame; medians of 9 rounds. The last two columns step the "
+        "same head with int8 copies of its weights (`--stream-step-weights int8`, see below), "
+        "taking turns with the float32 one in every round. With as many intra-op threads as "
         f"cores ({os.cpu_count()}):",
         "",
     ] + streams_together[os.cpu_count()].strip().splitlines() + [

@@ -7,7 +7,8 @@
 //
 // With --streams, a second table: one new frame for each of B streams at different points, stepped
 // together (VideoModel::StreamStepEach), as a server following B cameras could; a step reads the
-// head's weights once for all B.
+// head's weights once for all B. The causal-linear head is timed with its float32 weights and with
+// int8 copies of them (InferenceOptions::int8_step_weights).
 //
 //   vidclf-step-bench [--device cpu] [--frames 10,1000,10000] [--streams 1,4,16] [--rounds 9]
 //                     [--threads 0]
@@ -47,7 +48,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kEmbedding = 512;
 
 std::unique_ptr<VideoModel> Make(const std::string& head, const std::string& attention,
-                                 bool cuda_graph_step = false) {
+                                 bool cuda_graph_step = false, bool int8_step_weights = false) {
   ModelConfig config;
   config.name = head + "-" + attention;
   config.version = "1";
@@ -58,6 +59,7 @@ std::unique_ptr<VideoModel> Make(const std::string& head, const std::string& att
   vidclf::model::InferenceOptions options;
   options.device = absl::GetFlag(FLAGS_device);
   options.cuda_graph_step = cuda_graph_step;
+  options.int8_step_weights = int8_step_weights;
   auto model = VideoModel::Create(config, options);
   if (!model.ok()) {
     std::cerr << model.status() << "\n";
@@ -82,20 +84,23 @@ HeadState Advance(const VideoModel& model, const torch::Tensor& history, int64_t
 
 // The second table: B streams, stream b having seen 10 + 37 b frames, each take one new frame in
 // one StreamStepEach. The heads take turns within every round.
-void TimeStreamsSteppedTogether(const VideoModel& gru, const VideoModel& linear, int rounds) {
+void TimeStreamsSteppedTogether(const VideoModel& gru, const VideoModel& linear,
+                                const VideoModel& int8, int rounds) {
   std::cout << "| streams | GRU step ms | GRU per frame ms | causal-linear step ms | "
-               "causal-linear per frame ms | that / one stream's step |\n"
-            << "|---|---|---|---|---|---|\n";
+               "causal-linear per frame ms | that / one stream's step | int8 weights step ms | "
+               "int8 weights per frame ms |\n"
+            << "|---|---|---|---|---|---|---|---|\n";
   double one_stream_ms = 0;
   for (const int64_t streams : vidclf::bench::ParseList(absl::GetFlag(FLAGS_streams))) {
-    std::vector<HeadState> gru_states, linear_states;
+    std::vector<HeadState> gru_states, linear_states, int8_states;
     for (int64_t b = 0; b < streams; ++b) {
       const torch::Tensor history = torch::randn({1, 10 + 37 * b, kEmbedding});
       gru_states.push_back(Advance(gru, history, history.size(1)));
       linear_states.push_back(Advance(linear, history, history.size(1)));
+      int8_states.push_back(Advance(int8, history, history.size(1)));
     }
     const torch::Tensor next = torch::randn({streams, 1, kEmbedding});
-    std::vector<double> gru_seconds, linear_seconds;
+    std::vector<double> gru_seconds, linear_seconds, int8_seconds;
     for (int round = 0; round <= rounds; ++round) {  // round 0 warms up
       auto start = Clock::now();
       (void)gru.StreamStepEach(next, gru_states);
@@ -103,11 +108,16 @@ void TimeStreamsSteppedTogether(const VideoModel& gru, const VideoModel& linear,
       start = Clock::now();
       (void)linear.StreamStepEach(next, linear_states);
       const double linear_step = SecondsSince(start);
+      start = Clock::now();
+      (void)int8.StreamStepEach(next, int8_states);
+      const double int8_step = SecondsSince(start);
       if (round == 0) continue;
       gru_seconds.push_back(gru_step);
       linear_seconds.push_back(linear_step);
+      int8_seconds.push_back(int8_step);
     }
     const double gru_ms = 1e3 * Median(gru_seconds), linear_ms = 1e3 * Median(linear_seconds);
+    const double int8_ms = 1e3 * Median(int8_seconds);
     if (streams == 1) one_stream_ms = linear_ms;
     std::cout << std::fixed << std::setprecision(2) << "| " << streams << " | " << gru_ms << " | "
               << std::setprecision(3) << gru_ms / streams << " | " << std::setprecision(2)
@@ -115,7 +125,8 @@ void TimeStreamsSteppedTogether(const VideoModel& gru, const VideoModel& linear,
     if (one_stream_ms > 0) {
       std::cout << std::setprecision(2) << linear_ms / streams / one_stream_ms;
     }
-    std::cout << " |\n" << std::flush;
+    std::cout << " | " << int8_ms << " | " << std::setprecision(3) << int8_ms / streams << " |\n"
+              << std::flush;
   }
 }
 
@@ -131,6 +142,8 @@ int main(int argc, char** argv) {
   const std::unique_ptr<VideoModel> gru = Make("gru", "softmax");
   const std::unique_ptr<VideoModel> linear = Make("transformer", "causal-linear");
   const std::unique_ptr<VideoModel> softmax = Make("transformer", "softmax");
+  const std::unique_ptr<VideoModel> int8 =
+      Make("transformer", "causal-linear", /*cuda_graph_step=*/false, /*int8_step_weights=*/true);
   std::unique_ptr<VideoModel> graphed;
   if (linear->device().is_cuda()) {
     torch::manual_seed(0);
@@ -205,7 +218,7 @@ int main(int argc, char** argv) {
   }
   if (!absl::GetFlag(FLAGS_streams).empty()) {
     if (!frames_seen.empty()) std::cout << "\n";
-    TimeStreamsSteppedTogether(*gru, *linear, rounds);
+    TimeStreamsSteppedTogether(*gru, *linear, *int8, rounds);
   }
   return 0;
 }

@@ -28,6 +28,22 @@ int64_t MaxFewRows();
 // holds at most MaxFewRows() rows and needs no gradient, through the layer otherwise.
 torch::Tensor ApplyLinear(torch::nn::LinearImpl& layer, const torch::Tensor& x);
 
+// A linear layer's weights in int8 with one scale per output row, for a live stream's step, whose
+// time is reading the weights: a quarter of the bytes. Symmetric: the largest magnitude of row o
+// becomes 127, so each weight is off by at most half of scales[o].
+struct Int8Linear {
+  torch::Tensor weight;  // [out_features, in_features] int8
+  torch::Tensor scales;  // [out_features] float32
+  torch::Tensor bias;    // [out_features] float32, or undefined
+};
+
+// The layer's float32 weights rounded to int8 rows.
+Int8Linear QuantizeRows(const torch::nn::LinearImpl& layer);
+
+// The layer the int8 weights stand for applied to x, [..., in_features] float32 on the CPU
+// holding any number of rows, through the row kernel.
+torch::Tensor ApplyLinear(const Int8Linear& layer, const torch::Tensor& x);
+
 }  // namespace vidclf::model
 
 #endif  // VIDCLF_MODEL_HEADS_FEW_ROWS_LINEAR_H_

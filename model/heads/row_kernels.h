@@ -32,6 +32,13 @@ void MultiplyRows(RowKernel kernel, const float* x, int64_t rows, const float* w
                   const float* bias, float* out, int64_t in_features, int64_t out_features,
                   int64_t first, int64_t last);
 
+// The same with int8 weights and one scale per output: weight row o stands for
+// weight[o * in_features + i] * scales[o]. Reading a quarter of the bytes, a lone stream's step
+// waits on memory a quarter as long.
+void MultiplyRows(RowKernel kernel, const float* x, int64_t rows, const int8_t* weight,
+                  const float* scales, const float* bias, float* out, int64_t in_features,
+                  int64_t out_features, int64_t first, int64_t last);
+
 }  // namespace vidclf::model
 
 #endif  // VIDCLF_MODEL_HEADS_ROW_KERNELS_H_

@@ -47,6 +47,12 @@ class TemporalHead : public torch::nn::Module {
   virtual std::pair<torch::Tensor, std::vector<HeadState>> StepEach(
       const torch::Tensor& embeddings, const std::vector<HeadState>& states);
 
+  // From now on, steps of one new frame per stream apply int8 copies of the head's weights (made
+  // from them as they are now), where the head has such a step: the transformer's with
+  // causal-linear attention (TransformerHeadImpl). Returns whether it does; other heads keep
+  // float32 throughout.
+  virtual bool UseInt8StepWeights() { return false; }
+
   // Embeddings are standardised with these before anything else; the trainer sets them from its
   // training set (buffers, so they travel with the weights). Identity by default.
   torch::Tensor embedding_mean, embedding_std;

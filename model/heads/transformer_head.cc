@@ -41,6 +41,15 @@ torch::Tensor SinusoidalPositionalEncoding(int64_t length, int64_t d_model,
                          d_model);
 }
 
+void StepLinears::AddInt8(const torch::nn::LinearImpl& layer) {
+  int8_.insert_or_assign(&layer, QuantizeRows(layer));
+}
+
+torch::Tensor StepLinears::operator()(torch::nn::LinearImpl& layer, const torch::Tensor& x) const {
+  const auto int8 = int8_.find(&layer);
+  return int8 == int8_.end() ? ApplyLinear(layer, x) : ApplyLinear(int8->second, x);
+}
+
 SelfAttentionImpl::SelfAttentionImpl(int64_t d_model, int64_t num_heads_,
                                      std::shared_ptr<attention::AttentionMechanism> mechanism_)
     : num_heads(num_heads_),
@@ -73,13 +82,14 @@ std::pair<torch::Tensor, attention::AttentionState> SelfAttentionImpl::step(
 
 std::pair<torch::Tensor, std::vector<attention::AttentionState>>
 SelfAttentionImpl::StepOneFrameEach(const torch::Tensor& x,
-                                    const std::vector<attention::AttentionState>& states) {
+                                    const std::vector<attention::AttentionState>& states,
+                                    const StepLinears& linears) {
   const int64_t batch = x.size(0);
-  auto [mixed, next_states] = mechanism->forward_one_frame_each(
-      ApplyLinear(*query, x).view({batch, num_heads, -1}),
-      ApplyLinear(*key, x).view({batch, num_heads, -1}),
-      ApplyLinear(*value, x).view({batch, num_heads, -1}), states);
-  return {ApplyLinear(*output, mixed.view({batch, 1, -1})), std::move(next_states)};
+  auto [mixed, next_states] =
+      mechanism->forward_one_frame_each(linears(*query, x).view({batch, num_heads, -1}),
+                                        linears(*key, x).view({batch, num_heads, -1}),
+                                        linears(*value, x).view({batch, num_heads, -1}), states);
+  return {linears(*output, mixed.view({batch, 1, -1})), std::move(next_states)};
 }
 
 EncoderLayerImpl::EncoderLayerImpl(const TransformerHeadOptions& options,
@@ -97,35 +107,44 @@ EncoderLayerImpl::EncoderLayerImpl(const TransformerHeadOptions& options,
       dropout(register_module("dropout", torch::nn::Dropout(options.dropout()))) {}
 
 torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
-  return AddSublayers(x, [&](const torch::Tensor& t) { return self_attention(t, mask); });
+  return AddSublayers(
+      x, [&](const torch::Tensor& t) { return self_attention(t, mask); }, StepLinears());
 }
 
 std::pair<torch::Tensor, attention::AttentionState> EncoderLayerImpl::step(
     const torch::Tensor& x, const attention::AttentionState& state) {
   attention::AttentionState next_state;
-  const torch::Tensor y = AddSublayers(x, [&](const torch::Tensor& t) {
-    torch::Tensor attended;
-    std::tie(attended, next_state) = self_attention->step(t, state);
-    return attended;
-  });
+  const torch::Tensor y = AddSublayers(
+      x,
+      [&](const torch::Tensor& t) {
+        torch::Tensor attended;
+        std::tie(attended, next_state) = self_attention->step(t, state);
+        return attended;
+      },
+      StepLinears());
   return {y, std::move(next_state)};
 }
 
 std::pair<torch::Tensor, std::vector<attention::AttentionState>> EncoderLayerImpl::StepOneFrameEach(
-    const torch::Tensor& x, const std::vector<attention::AttentionState>& states) {
+    const torch::Tensor& x, const std::vector<attention::AttentionState>& states,
+    const StepLinears& linears) {
   std::vector<attention::AttentionState> next_states;
-  const torch::Tensor y = AddSublayers(x, [&](const torch::Tensor& t) {
-    torch::Tensor attended;
-    std::tie(attended, next_states) = self_attention->StepOneFrameEach(t, states);
-    return attended;
-  });
+  const torch::Tensor y = AddSublayers(
+      x,
+      [&](const torch::Tensor& t) {
+        torch::Tensor attended;
+        std::tie(attended, next_states) = self_attention->StepOneFrameEach(t, states, linears);
+        return attended;
+      },
+      linears);
   return {y, std::move(next_states)};
 }
 
 torch::Tensor EncoderLayerImpl::AddSublayers(
-    const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& attend) {
-  auto feed_forward = [this](const torch::Tensor& t) {
-    return ApplyLinear(*linear2, dropout(torch::relu(ApplyLinear(*linear1, t))));
+    const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& attend,
+    const StepLinears& linears) {
+  auto feed_forward = [&](const torch::Tensor& t) {
+    return linears(*linear2, dropout(torch::relu(linears(*linear1, t))));
   };
   if (pre_norm) {
     const torch::Tensor z = x + dropout(attend(norm1(x)));
@@ -269,6 +288,16 @@ bool TransformerHeadImpl::StepsOneFrameWrittenOut(const torch::Tensor& embedding
   return true;
 }
 
+bool TransformerHeadImpl::UseInt8StepWeights() {
+  for (const auto& layer : *layers) {
+    if (!layer->as<EncoderLayer>()->self_attention->mechanism->has_one_frame_step()) return false;
+  }
+  for (const auto& module : modules()) {
+    if (const auto* linear = module->as<torch::nn::Linear>()) step_linears_.AddInt8(*linear);
+  }
+  return true;
+}
+
 std::pair<torch::Tensor, std::vector<HeadState>> TransformerHeadImpl::StepOneFrameEach(
     const torch::Tensor& standardised, const torch::Tensor& positions,
     const std::vector<HeadState>& states) {
@@ -282,7 +311,7 @@ std::pair<torch::Tensor, std::vector<HeadState>> TransformerHeadImpl::StepOneFra
     next[b].frames_seen = states[b].frames_seen + 1;
   }
   torch::Tensor x = standardised;
-  if (!input_projection.is_empty()) x = ApplyLinear(*input_projection, x);
+  if (!input_projection.is_empty()) x = step_linears_(*input_projection, x);
   if (positions.defined()) x = x + positions;
   for (size_t i = 0; i < num_layers; ++i) {
     std::vector<attention::AttentionState> layer_states(states.size());
@@ -291,7 +320,8 @@ std::pair<torch::Tensor, std::vector<HeadState>> TransformerHeadImpl::StepOneFra
         layer_states[b] = {states[b].tensors[2 * i], states[b].tensors[2 * i + 1]};
       }
     }
-    auto [y, layer_next] = layers[i]->as<EncoderLayer>()->StepOneFrameEach(x, layer_states);
+    auto [y, layer_next] =
+        layers[i]->as<EncoderLayer>()->StepOneFrameEach(x, layer_states, step_linears_);
     x = y;
     for (size_t b = 0; b < states.size(); ++b) {
       next[b].tensors.push_back(std::move(layer_next[b].s));
@@ -318,7 +348,7 @@ std::pair<torch::Tensor, std::vector<HeadState>> TransformerHeadImpl::StepOneFra
   }
   const torch::Tensor pooled =
       torch::cat(sums) / torch::tensor(frames_seen, torch::kDouble).to(x.dtype()).unsqueeze(1);
-  return {ApplyLinear(*classifier, pooled), std::move(next)};
+  return {step_linears_(*classifier, pooled), std::move(next)};
 }
 
 std::pair<torch::Tensor, std::vector<torch::Tensor>> TransformerHeadImpl::StepStandardised(

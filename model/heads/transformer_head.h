@@ -14,12 +14,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "model/attention/attention.h"
+#include "model/heads/few_rows_linear.h"
 #include "model/heads/temporal_head.h"
 
 namespace vidclf::model {
@@ -70,6 +72,19 @@ struct TransformerHeadOptions {
   TORCH_ARG(attention::AttentionOptions, attention) = {};
 };
 
+// How the one-frame step applies a linear layer: its float32 weights (ApplyLinear), or an int8
+// copy of them where the head made one (TransformerHeadImpl::UseInt8StepWeights).
+class StepLinears {
+ public:
+  // Copies `layer`'s weights as they are now into int8 rows.
+  void AddInt8(const torch::nn::LinearImpl& layer);
+  bool has_int8() const { return !int8_.empty(); }
+  torch::Tensor operator()(torch::nn::LinearImpl& layer, const torch::Tensor& x) const;
+
+ private:
+  std::unordered_map<const torch::nn::LinearImpl*, Int8Linear> int8_;
+};
+
 // Multi-head self-attention: the Q, K, V and output projections around an inner mechanism.
 class SelfAttentionImpl : public torch::nn::Module {
  public:
@@ -82,10 +97,11 @@ class SelfAttentionImpl : public torch::nn::Module {
   std::pair<torch::Tensor, attention::AttentionState> step(const torch::Tensor& x,
                                                            const attention::AttentionState& state);
   // step() for one new frame in each of B sequences with states of their own, x [B, 1, d_model],
-  // through the mechanism's forward_one_frame_each(). Throws c10::Error for a mechanism without
-  // one.
+  // through the mechanism's forward_one_frame_each() and `linears`. Throws c10::Error for a
+  // mechanism without one.
   std::pair<torch::Tensor, std::vector<attention::AttentionState>> StepOneFrameEach(
-      const torch::Tensor& x, const std::vector<attention::AttentionState>& states);
+      const torch::Tensor& x, const std::vector<attention::AttentionState>& states,
+      const StepLinears& linears);
 
   int64_t num_heads;
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, output{nullptr};
@@ -108,7 +124,8 @@ class EncoderLayerImpl : public torch::nn::Module {
                                                            const attention::AttentionState& state);
   // See SelfAttentionImpl::StepOneFrameEach.
   std::pair<torch::Tensor, std::vector<attention::AttentionState>> StepOneFrameEach(
-      const torch::Tensor& x, const std::vector<attention::AttentionState>& states);
+      const torch::Tensor& x, const std::vector<attention::AttentionState>& states,
+      const StepLinears& linears);
 
   bool pre_norm;
   SelfAttention self_attention{nullptr};
@@ -117,9 +134,11 @@ class EncoderLayerImpl : public torch::nn::Module {
   torch::nn::Dropout dropout{nullptr};
 
  private:
-  // The residual sub-layers around `attend` (self-attention over its normalised or raw input).
+  // The residual sub-layers around `attend` (self-attention over its normalised or raw input),
+  // the feed-forward network's layers applied through `linears`.
   torch::Tensor AddSublayers(const torch::Tensor& x,
-                             const std::function<torch::Tensor(const torch::Tensor&)>& attend);
+                             const std::function<torch::Tensor(const torch::Tensor&)>& attend,
+                             const StepLinears& linears);
 };
 TORCH_MODULE(EncoderLayer);
 
@@ -154,6 +173,14 @@ class TransformerHeadImpl : public TemporalHead {
   // float32 on the CPU, no gradients, dropout off (eval mode), and every layer's mechanism
   // has_one_frame_step() (causal-linear).
   bool StepsOneFrameWrittenOut(const torch::Tensor& embeddings) const;
+  // See TemporalHead::UseInt8StepWeights: where every layer's mechanism has_one_frame_step(),
+  // StepOneFrameEach applies int8 copies of every linear layer (few_rows_linear.h's Int8Linear:
+  // 12 MiB more for seed 004's head, whose float32 weights stay for everything else), and a lone
+  // stream's step reads a quarter of the bytes. Steps of several frames, whole sequences and
+  // other devices keep the float32 weights, so their outputs no longer match the one-frame
+  // step's exactly (docs/streaming-benchmark.md measures the difference).
+  bool UseInt8StepWeights() override;
+  bool int8_step_weights() const { return step_linears_.has_int8(); }
 
   TransformerHeadOptions options;
   torch::nn::Linear input_projection{nullptr};  // empty when input_size == d_model
@@ -170,6 +197,8 @@ class TransformerHeadImpl : public TemporalHead {
   std::pair<torch::Tensor, std::vector<HeadState>> StepOneFrameEach(
       const torch::Tensor& standardised, const torch::Tensor& positions,
       const std::vector<HeadState>& states);
+
+  StepLinears step_linears_;
 };
 TORCH_MODULE(TransformerHead);
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -144,14 +145,14 @@ class StreamServerTest : public ::testing::Test {
     return probabilities.ok() ? probabilities->squeeze(0) : torch::Tensor();
   }
 
-  // Checks that each prediction's scores are those of `expected` for its labels, to 1e-4.
+  // Checks that each prediction's scores are those of `expected` for its labels, to `tolerance`.
   static void ExpectScores(const v1::StreamPrediction& prediction, const model::VideoModel& model,
-                           const torch::Tensor& expected) {
+                           const torch::Tensor& expected, double tolerance = 1e-4) {
     const auto& labels = model.config().labels;
     for (const v1::LabelScore& score : prediction.top_k()) {
       const auto label = std::find(labels.begin(), labels.end(), score.label());
       ASSERT_NE(label, labels.end()) << score.label();
-      EXPECT_NEAR(score.score(), expected[label - labels.begin()].item<float>(), 1e-4)
+      EXPECT_NEAR(score.score(), expected[label - labels.begin()].item<float>(), tolerance)
           << "frames " << prediction.first_frame() << ".." << prediction.last_frame();
     }
   }
@@ -188,6 +189,35 @@ TEST_F(StreamServerTest, RecurrentHeadsEqualForwardOverEachPrefix) {
       EXPECT_EQ(prediction.last_frame() + 1, prediction.frames_embedded());
       EXPECT_GE(prediction.latency_ms(), 0);
       ExpectScores(prediction, *model, Offline(*model, embeddings, 0, prediction.last_frame()));
+    }
+  }
+}
+
+// With --stream-step-weights int8, the causal-linear head steps through int8 weights (the start-up
+// log says so) and its predictions stay within what rounding the weights moves them; the GRU keeps
+// float32 and its predictions stay exact.
+TEST_F(StreamServerTest, Int8StepWeightsStayNearTheExactPredictions) {
+  auto server = StartServer({"--stream-step-weights", "int8"});
+  ASSERT_NE(server, nullptr);
+  for (const auto& [name, int8, tolerance] : std::vector<std::tuple<std::string, bool, double>>{
+           {"tiny", false, 1e-4}, {"tiny-linear", true, 1e-2}}) {
+    SCOPED_TRACE(name);
+    const std::string loaded = "loaded model " + name + " version";
+    const size_t line = server->output().find(loaded);
+    ASSERT_NE(line, std::string::npos) << server->output();
+    const std::string logged =
+        server->output().substr(line, server->output().find('\n', line) - line);
+    EXPECT_EQ(logged.find("int8 stream step weights") != std::string::npos, int8) << logged;
+    const std::unique_ptr<model::VideoModel> model = LoadModel(name);
+    ASSERT_NE(model, nullptr);
+    const torch::Tensor embeddings = OfflineEmbeddings(*model);
+    const StreamOutcome outcome = Stream(*server, Config(name), Chunks(*feed_));
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+    ASSERT_FALSE(outcome.predictions.empty());
+    EXPECT_EQ(outcome.predictions.back().frames_seen(), 40);
+    for (const v1::StreamPrediction& prediction : outcome.predictions) {
+      ExpectScores(prediction, *model, Offline(*model, embeddings, 0, prediction.last_frame()),
+                   tolerance);
     }
   }
 }

@@ -170,6 +170,40 @@ TEST_F(TrainingTest, FitLowersTheLossAndWritesItsCurves) {
   EXPECT_THAT(Train(absl::StrCat("eval --work ", work, " --run tiny --attention linear"), &code),
               HasSubstr("cannot run with attention \"linear\""));
   EXPECT_EQ(code, 2);
+
+  // --stream classifies each clip frame by frame, as a live stream; a causal-linear head's last
+  // step is its forward over the whole clip, so the report is the same. Its int8 steps are
+  // compared with float32 steps; a head without them is refused.
+  EXPECT_THAT(Train(absl::StrCat("eval --work ", work, " --run tiny --stream")),
+              HasSubstr("streamed frame by frame, float32 step weights"));
+  EXPECT_THAT(
+      Train(absl::StrCat("eval --work ", work, " --run tiny --stream --stream-step-weights int8"),
+            &code),
+      HasSubstr("no step of one frame in int8"));
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(
+      Train(absl::StrCat("eval --work ", work, " --run tiny --stream-step-weights int8"), &code),
+      HasSubstr("needs --stream"));
+  EXPECT_EQ(code, 2);
+  Train(absl::StrCat("fit --work ", work,
+                     " --run causal --head transformer --attention causal-linear --d-model 32 "
+                     "--num-heads 2 --num-layers 1 --ffn-size 32 --epochs 3 --patience 0"));
+  Train(absl::StrCat("eval --work ", work, " --run causal"));
+  Train(absl::StrCat("eval --work ", work, " --run causal --stream"));
+  EXPECT_THAT(Train(absl::StrCat("eval --work ", work,
+                                 " --run causal --stream --stream-step-weights int8")),
+              HasSubstr("Against float32 steps: the same top class on"));
+  const auto report = [&](const std::string& name) {
+    std::ifstream file(work + "/runs/causal/" + name);
+    return nlohmann::json::parse(file);
+  };
+  const nlohmann::json whole = report("eval-test.json");
+  const nlohmann::json streamed = report("eval-test-stream-float32.json");
+  const nlohmann::json int8 = report("eval-test-stream-int8.json");
+  EXPECT_EQ(streamed["accuracy"], whole["accuracy"]);
+  EXPECT_TRUE(streamed["stream"].get<bool>());
+  EXPECT_EQ(int8["against_float32_steps"]["clips"], whole["total"]);
+  EXPECT_LT(int8["against_float32_steps"]["max_probability_difference"].get<double>(), 0.05);
 }
 
 // A user's own data set in the UCF101 layout, two classes, no split lists: trained, exported,

@@ -71,5 +71,33 @@ TEST(FewRowsLinear, LeavesManyRowsGradientsAndOtherTypesToTheLayer) {
   EXPECT_THROW(ApplyLinear(*layer, torch::randn({1, 21})), c10::Error);
 }
 
+// Each weight within half its row's scale of the float32 one, the row's largest magnitude at 127,
+// a row of zeros exact; applied, equal to the layer with those rounded weights for any number of
+// rows (a server may step more live streams together than the float32 kernel takes).
+TEST(Int8Linear, RoundsEachRowToItsOwnScaleAndAppliesWhatItStandsFor) {
+  torch::InferenceMode inference;
+  torch::manual_seed(4);
+  torch::nn::Linear layer(48, 9);
+  layer->weight.mul_(torch::linspace(0.01, 10.0, 9).unsqueeze(1));  // rows of different ranges
+  layer->weight[4].zero_();
+  const Int8Linear int8 = QuantizeRows(*layer);
+  ASSERT_EQ(int8.weight.scalar_type(), torch::kChar);
+  ASSERT_EQ(int8.weight.sizes(), layer->weight.sizes());
+  const torch::Tensor rounded = int8.weight.to(torch::kFloat) * int8.scales.unsqueeze(1);
+  EXPECT_TRUE(torch::all((rounded - layer->weight).abs() <= int8.scales.unsqueeze(1) * 0.5 + 1e-7)
+                  .item<bool>());
+  EXPECT_EQ(int8.weight.abs().amax(1)[0].item<int>(), 127);
+  EXPECT_EQ(int8.weight.abs().amax(1)[8].item<int>(), 127);
+  EXPECT_TRUE(torch::all(rounded[4] == 0).item<bool>());
+  for (const int64_t rows : {1, 3, 16, 40}) {
+    const torch::Tensor x = torch::randn({rows, 1, 48});
+    const torch::Tensor got = ApplyLinear(int8, x);
+    ASSERT_EQ(got.sizes(), torch::IntArrayRef({rows, 1, 9}));
+    EXPECT_LT(MaxAbsDifference(got, torch::linear(x, rounded, layer->bias)), 1e-4) << rows;
+  }
+  EXPECT_THROW(ApplyLinear(int8, torch::randn({1, 47})), c10::Error);
+  EXPECT_THROW(ApplyLinear(int8, torch::randn({1, 48}, torch::kDouble)), c10::Error);
+}
+
 }  // namespace
 }  // namespace vidclf::model

@@ -169,6 +169,16 @@ INSTANTIATE_TEST_SUITE_P(HeadStream, RecurrentHeads,
                          ::testing::Values("gru", "causal-linear-post-norm",
                                            "causal-linear-pre-norm"));
 
+// The states of four streams: fresh, and after 1, 7 and 300 random frames.
+std::vector<HeadState> FreshAndAdvancedStates(TemporalHead& head) {
+  torch::NoGradGuard no_grad;
+  std::vector<HeadState> states(1);
+  for (const int64_t frames : {1, 7, 300}) {
+    states.push_back(head.step(torch::randn({1, frames, kInputSize}), {}).second);
+  }
+  return states;
+}
+
 // One frame per stream on the CPU without gradients takes causal-linear attention's written-out
 // step (TransformerHeadImpl::StepOneFrameEach); with gradients on, the states are joined and
 // stepped by tensor operations. Both give the same logits and states, for fresh streams and
@@ -179,12 +189,7 @@ TEST(HeadStream, OneFrameWrittenOutEqualsTheJoinedStep) {
         std::dynamic_pointer_cast<TransformerHeadImpl>(MakeTransformer("causal-linear", pre_norm));
     ASSERT_NE(head, nullptr);
     torch::manual_seed(10);
-    std::vector<HeadState> states;
-    for (const int64_t frames : {0, 1, 7, 300}) {
-      torch::NoGradGuard no_grad;
-      states.push_back(frames == 0 ? HeadState{}
-                                   : head->step(torch::randn({1, frames, kInputSize}), {}).second);
-    }
+    const std::vector<HeadState> states = FreshAndAdvancedStates(*head);
     const torch::Tensor frame = torch::randn({4, 1, kInputSize});
     ASSERT_FALSE(head->StepsOneFrameWrittenOut(frame));  // gradients are on
     auto [joined_logits, joined] = head->StepEach(frame, states);
@@ -206,6 +211,37 @@ TEST(HeadStream, OneFrameWrittenOutEqualsTheJoinedStep) {
             << "stream " << b << ", tensor " << k << ", pre-norm " << pre_norm;
       }
     }
+  }
+}
+
+// With int8 step weights, a step of one frame per stream moves by what rounding the weights moves
+// it, and no more; steps of several frames keep the float32 weights exactly. Heads without a
+// one-frame step decline.
+TEST(HeadStream, Int8StepWeightsRoundOnlyTheOneFrameStep) {
+  torch::NoGradGuard no_grad;
+  EXPECT_FALSE(MakeTransformer("softmax", /*pre_norm=*/false)->UseInt8StepWeights());
+  EXPECT_FALSE(MakeGru()->UseInt8StepWeights());
+  for (const bool pre_norm : {false, true}) {
+    const std::shared_ptr<TransformerHeadImpl> head =
+        std::dynamic_pointer_cast<TransformerHeadImpl>(MakeTransformer("causal-linear", pre_norm));
+    ASSERT_NE(head, nullptr);
+    torch::manual_seed(11);
+    const std::vector<HeadState> states = FreshAndAdvancedStates(*head);
+    const torch::Tensor frame = torch::randn({4, 1, kInputSize});
+    const torch::Tensor chunk = torch::randn({4, 2, kInputSize});
+    const torch::Tensor float_logits = head->StepEach(frame, states).first;
+    const torch::Tensor float_alone = head->step(frame.narrow(0, 3, 1), states[3]).first;
+    const torch::Tensor float_chunk = head->StepEach(chunk, states).first;
+    EXPECT_FALSE(head->int8_step_weights());
+    ASSERT_TRUE(head->UseInt8StepWeights());
+    EXPECT_TRUE(head->int8_step_weights());
+    const double bound = 0.02 * (1 + float_logits.abs().max().item<double>());
+    const double moved = MaxAbsDifference(head->StepEach(frame, states).first, float_logits);
+    EXPECT_GT(moved, 0.0) << "pre-norm " << pre_norm << ": the step kept float32 weights";
+    EXPECT_LT(moved, bound) << "pre-norm " << pre_norm;
+    EXPECT_LT(MaxAbsDifference(head->step(frame.narrow(0, 3, 1), states[3]).first, float_alone),
+              bound);
+    EXPECT_TRUE(torch::equal(head->StepEach(chunk, states).first, float_chunk));
   }
 }
 

@@ -234,6 +234,35 @@ TEST_F(VideoModelTest, StreamStepEachStepsStreamsAsEachAlone) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// The option reaches the head where it has a one-frame step (the causal-linear transformer), and
+// the probabilities it steps to stay near the float32 ones; the GRU keeps float32.
+TEST_F(VideoModelTest, Int8StepWeightsReachHeadsWithAOneFrameStep) {
+  torch::manual_seed(16);
+  InferenceOptions int8;
+  int8.int8_step_weights = true;
+  EXPECT_FALSE((*VideoModel::Create(config_, int8))->int8_step_weights());  // the GRU
+  ModelConfig causal = TransformerConfig(config_);
+  causal.transformer.attention.type = attention::AttentionType::kCausalLinear;
+  causal.transformer.attention_substitutions = {};
+  ASSERT_TRUE((*VideoModel::Create(causal))->Save(dir_.string()).ok());
+  auto exact = VideoModel::Load(dir_.string());
+  auto rounded = VideoModel::Load(dir_.string(), int8);
+  ASSERT_TRUE(exact.ok() && rounded.ok());
+  EXPECT_FALSE((*exact)->int8_step_weights());
+  EXPECT_TRUE((*rounded)->int8_step_weights());
+  HeadState exact_state, rounded_state;
+  const torch::Tensor embeddings = torch::randn({1, 5, 512});
+  for (int64_t t = 0; t < 5; ++t) {
+    const torch::Tensor frame = embeddings.slice(1, t, t + 1);
+    auto a = (*exact)->StreamStep(frame, exact_state);
+    auto b = (*rounded)->StreamStep(frame, rounded_state);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_LT((a->first - b->first).abs().max().item<double>(), 0.02) << "frame " << t;
+    exact_state = a->second;
+    rounded_state = b->second;
+  }
+}
+
 TEST(ResolveDevice, NamesTheDevicesThisProcessCanUse) {
   EXPECT_EQ(*ResolveDevice("cpu"), torch::Device(torch::kCPU));
   const torch::Device automatic = *ResolveDevice("auto");
