@@ -33,6 +33,44 @@ torch::Tensor EncodePositions(const torch::Tensor& positions, int64_t d_model) {
       .to(torch::kFloat);
 }
 
+// norm(x + y), or norm(x) where y is undefined, for float32 rows on the CPU in one pass over each
+// row: the one-frame step's residual sums and layer norms, which as tensor operations cost more in
+// dispatch than in arithmetic. Equal to torch's layer norm up to float rounding.
+torch::Tensor AddAndNormalise(const torch::nn::LayerNormImpl& norm, const torch::Tensor& x,
+                              const torch::Tensor& y = {}) {
+  const int64_t width = x.size(-1);
+  const torch::Tensor xs = x.contiguous();
+  const torch::Tensor ys = y.defined() ? y.contiguous() : y;
+  const torch::Tensor weight = norm.weight.contiguous();
+  const torch::Tensor bias = norm.bias.contiguous();
+  torch::Tensor out = torch::empty_like(xs);
+  const float* x_data = xs.data_ptr<float>();
+  const float* y_data = ys.defined() ? ys.data_ptr<float>() : nullptr;
+  const float* gamma = weight.data_ptr<float>();
+  const float* beta = bias.data_ptr<float>();
+  float* out_data = out.data_ptr<float>();
+  const auto epsilon = static_cast<float>(norm.options.eps());
+  for (int64_t row = 0; row < xs.numel() / width; ++row) {
+    float* sum = out_data + row * width;
+    const float* a = x_data + row * width;
+    double total = 0;
+    for (int64_t i = 0; i < width; ++i) {
+      sum[i] = y_data == nullptr ? a[i] : a[i] + y_data[row * width + i];
+      total += sum[i];
+    }
+    const auto mean = static_cast<float>(total / static_cast<double>(width));
+    double squares = 0;
+    for (int64_t i = 0; i < width; ++i) {
+      const float centred = sum[i] - mean;
+      squares += static_cast<double>(centred) * centred;
+    }
+    const auto scale = static_cast<float>(
+        1.0 / std::sqrt(squares / static_cast<double>(width) + static_cast<double>(epsilon)));
+    for (int64_t i = 0; i < width; ++i) sum[i] = (sum[i] - mean) * scale * gamma[i] + beta[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 torch::Tensor SinusoidalPositionalEncoding(int64_t length, int64_t d_model,
@@ -107,21 +145,17 @@ EncoderLayerImpl::EncoderLayerImpl(const TransformerHeadOptions& options,
       dropout(register_module("dropout", torch::nn::Dropout(options.dropout()))) {}
 
 torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
-  return AddSublayers(
-      x, [&](const torch::Tensor& t) { return self_attention(t, mask); }, StepLinears());
+  return AddSublayers(x, [&](const torch::Tensor& t) { return self_attention(t, mask); });
 }
 
 std::pair<torch::Tensor, attention::AttentionState> EncoderLayerImpl::step(
     const torch::Tensor& x, const attention::AttentionState& state) {
   attention::AttentionState next_state;
-  const torch::Tensor y = AddSublayers(
-      x,
-      [&](const torch::Tensor& t) {
-        torch::Tensor attended;
-        std::tie(attended, next_state) = self_attention->step(t, state);
-        return attended;
-      },
-      StepLinears());
+  const torch::Tensor y = AddSublayers(x, [&](const torch::Tensor& t) {
+    torch::Tensor attended;
+    std::tie(attended, next_state) = self_attention->step(t, state);
+    return attended;
+  });
   return {y, std::move(next_state)};
 }
 
@@ -129,22 +163,28 @@ std::pair<torch::Tensor, std::vector<attention::AttentionState>> EncoderLayerImp
     const torch::Tensor& x, const std::vector<attention::AttentionState>& states,
     const StepLinears& linears) {
   std::vector<attention::AttentionState> next_states;
-  const torch::Tensor y = AddSublayers(
-      x,
-      [&](const torch::Tensor& t) {
-        torch::Tensor attended;
-        std::tie(attended, next_states) = self_attention->StepOneFrameEach(t, states, linears);
-        return attended;
-      },
-      linears);
-  return {y, std::move(next_states)};
+  auto attend = [&](const torch::Tensor& t) {
+    torch::Tensor attended;
+    std::tie(attended, next_states) = self_attention->StepOneFrameEach(t, states, linears);
+    return attended;
+  };
+  // AddSublayers in eval mode, where dropout is the identity, with each residual sum and its norm
+  // in one pass (AddAndNormalise); the sub-layers' outputs are fresh tensors, added to in place.
+  auto feed_forward = [&](const torch::Tensor& t) {
+    return linears(*linear2, linears(*linear1, t).relu_());
+  };
+  if (pre_norm) {
+    const torch::Tensor z = attend(AddAndNormalise(*norm1, x)).add_(x);
+    return {feed_forward(AddAndNormalise(*norm2, z)).add_(z), std::move(next_states)};
+  }
+  const torch::Tensor z = AddAndNormalise(*norm1, x, attend(x));
+  return {AddAndNormalise(*norm2, z, feed_forward(z)), std::move(next_states)};
 }
 
 torch::Tensor EncoderLayerImpl::AddSublayers(
-    const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& attend,
-    const StepLinears& linears) {
-  auto feed_forward = [&](const torch::Tensor& t) {
-    return linears(*linear2, dropout(torch::relu(linears(*linear1, t))));
+    const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& attend) {
+  auto feed_forward = [this](const torch::Tensor& t) {
+    return ApplyLinear(*linear2, dropout(torch::relu(ApplyLinear(*linear1, t))));
   };
   if (pre_norm) {
     const torch::Tensor z = x + dropout(attend(norm1(x)));
@@ -328,7 +368,7 @@ std::pair<torch::Tensor, std::vector<HeadState>> TransformerHeadImpl::StepOneFra
       next[b].tensors.push_back(std::move(layer_next[b].z));
     }
   }
-  if (!final_norm.is_empty()) x = final_norm(x);
+  if (!final_norm.is_empty()) x = AddAndNormalise(*final_norm, x);
   const torch::Tensor frame = x.squeeze(1);  // [B, d_model]
   std::vector<torch::Tensor> sums;
   std::vector<double> frames_seen;

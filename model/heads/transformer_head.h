@@ -134,11 +134,9 @@ class EncoderLayerImpl : public torch::nn::Module {
   torch::nn::Dropout dropout{nullptr};
 
  private:
-  // The residual sub-layers around `attend` (self-attention over its normalised or raw input),
-  // the feed-forward network's layers applied through `linears`.
+  // The residual sub-layers around `attend` (self-attention over its normalised or raw input).
   torch::Tensor AddSublayers(const torch::Tensor& x,
-                             const std::function<torch::Tensor(const torch::Tensor&)>& attend,
-                             const StepLinears& linears);
+                             const std::function<torch::Tensor(const torch::Tensor&)>& attend);
 };
 TORCH_MODULE(EncoderLayer);
 

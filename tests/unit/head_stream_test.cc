@@ -55,6 +55,15 @@ std::shared_ptr<TemporalHead> MakeTransformer(const std::string& attention_type,
                            .dropout(0)
                            .attention(attention));
   SetStandardisation(head);
+  // Layer norms other than the identity they start as, so that a path that dropped their weight
+  // or bias would show.
+  torch::NoGradGuard no_grad;
+  for (const auto& module : head->modules()) {
+    if (auto* norm = module->as<torch::nn::LayerNorm>()) {
+      norm->weight.uniform_(0.5, 1.5);
+      norm->bias.normal_(0.0, 0.5);
+    }
+  }
   head->eval();
   return head.ptr();
 }
