@@ -133,8 +133,8 @@ class VideoModel {
  private:
   VideoModel(ModelConfig config, ResNet18 backbone, std::shared_ptr<TemporalHead> head,
              torch::Device device, torch::Dtype backbone_dtype, bool channels_last);
-  // Puts the weights on the device in the layout asked for, fuses the backbone when asked, and
-  // builds the substitution heads. Throws c10::Error.
+  // Puts the weights on the device in the layout asked for, fuses the backbone when asked, builds
+  // the substitution heads, and gives the heads int8 step weights when asked. Throws c10::Error.
   void Prepare(const InferenceOptions& options);
 
   ModelConfig config_;

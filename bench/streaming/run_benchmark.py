@@ -407,7 +407,7 @@ def main():
         "`vidclf-step-bench --streams 1,2,4,8,16,32`: B streams, stream b having seen 10 + 37b "
         "frames, each take one new frame; medians of 9 rounds. The last two columns step the "
         "same head with int8 copies of its weights (`--stream-step-weights int8`, see below), "
-        "taking turns with the float32 one in every round. With as many intra-op threads as "
+        "in rounds of their own right after the float32 head's. With as many intra-op threads as "
         f"cores ({os.cpu_count()}):",
         "",
     ] + streams_together[os.cpu_count()].strip().splitlines() + [
