@@ -1,6 +1,7 @@
 // vidclf-train eval: a run's classification report on a split of the cached embeddings.
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -60,6 +61,23 @@ absl::StatusOr<torch::Tensor> StreamedProbabilities(const model::VideoModel& mod
     clips.push_back(probabilities);
   }
   return torch::cat(clips);
+}
+
+// How far int8 steps' probabilities [N, C] moved from those of float32 steps of the run's model
+// over the same clips.
+absl::StatusOr<nlohmann::json> AgainstFloat32Steps(const std::string& run_dir,
+                                                   const model::EmbeddingSet& set,
+                                                   const std::string& attention,
+                                                   const torch::Tensor& int8) {
+  absl::StatusOr<std::unique_ptr<model::VideoModel>> exact = model::VideoModel::Load(run_dir);
+  if (!exact.ok()) return exact.status();
+  absl::StatusOr<torch::Tensor> float32 = StreamedProbabilities(**exact, set, attention);
+  if (!float32.ok()) return float32.status();
+  const torch::Tensor moved = (int8 - *float32).abs().amax(1);  // per clip
+  return nlohmann::json{{"same_top1", int8.argmax(1).eq(float32->argmax(1)).sum().item<int64_t>()},
+                        {"clips", int8.size(0)},
+                        {"max_probability_difference", moved.max().item<double>()},
+                        {"median_probability_difference", moved.median().item<double>()}};
 }
 
 }  // namespace
@@ -128,22 +146,13 @@ int RunEval(const EvalFlags& flags) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  // With int8 steps, how far the probabilities moved from float32 steps' over the same clips.
-  nlohmann::json against_float32;
+  absl::StatusOr<nlohmann::json> against_float32 = nlohmann::json();
   if (int8) {
-    absl::StatusOr<std::unique_ptr<model::VideoModel>> exact = model::VideoModel::Load(run_dir);
-    absl::StatusOr<torch::Tensor> float32 =
-        exact.ok() ? StreamedProbabilities(**exact, loaded->set, flags.attention)
-                   : absl::StatusOr<torch::Tensor>(exact.status());
-    if (!float32.ok()) {
-      std::cerr << "vidclf-train eval: " << float32.status().message() << "\n";
+    against_float32 = AgainstFloat32Steps(run_dir, loaded->set, flags.attention, probabilities);
+    if (!against_float32.ok()) {
+      std::cerr << "vidclf-train eval: " << against_float32.status().message() << "\n";
       return kExitFailed;
     }
-    const torch::Tensor moved = (probabilities - *float32).abs().amax(1);  // per clip
-    against_float32 = {{"same_top1", predicted.eq(float32->argmax(1)).sum().item<int64_t>()},
-                       {"clips", predicted.size(0)},
-                       {"max_probability_difference", moved.max().item<double>()},
-                       {"median_probability_difference", moved.median().item<double>()}};
   }
   const torch::Tensor labels = loaded->set.labels.contiguous();
   const auto as_vector = [](const torch::Tensor& classes) {
@@ -170,9 +179,9 @@ int RunEval(const EvalFlags& flags) {
     std::cout << absl::StrFormat(
         "Against float32 steps: the same top class on %d of %d clips; probabilities moved by at "
         "most %.2g (median over clips of the largest move: %.2g)\n",
-        against_float32["same_top1"].get<int64_t>(), against_float32["clips"].get<int64_t>(),
-        against_float32["max_probability_difference"].get<double>(),
-        against_float32["median_probability_difference"].get<double>());
+        (*against_float32)["same_top1"].get<int64_t>(), (*against_float32)["clips"].get<int64_t>(),
+        (*against_float32)["max_probability_difference"].get<double>(),
+        (*against_float32)["median_probability_difference"].get<double>());
   }
   nlohmann::json json = ReportToJson(*report);
   json["run"] = flags.run;
@@ -181,7 +190,7 @@ int RunEval(const EvalFlags& flags) {
   json["classify_seconds"] = seconds;
   json["stream"] = flags.stream;
   json["stream_step_weights"] = flags.stream_step_weights;
-  if (int8) json["against_float32_steps"] = against_float32;
+  if (int8) json["against_float32_steps"] = *against_float32;
   const std::string name = "eval-" + flags.split +
                            (flags.attention.empty() ? "" : "-" + flags.attention) +
                            (flags.stream ? "-stream-" + flags.stream_step_weights : "") + ".json";

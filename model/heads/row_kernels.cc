@@ -46,9 +46,9 @@ void MultiplyRowsPortable(const float* x, int64_t rows, const Weight* weight, fl
 constexpr int64_t kOutputsPerBlock = 4;
 
 // A block reads its rows side by side, a short stretch of each at a time, which the hardware
-// prefetcher follows too late for int8 rows: a lone stream's int8 step took 1.12-1.23 ms, and 0.95
-// with the weights 4 KiB ahead asked for at each stretch (1 KiB: 1.05-1.14; 16 KiB: 0.95-0.98).
-// float32 rows, read at the memory's speed already, take as long either way.
+// prefetcher follows too late for int8 rows: a lone stream's int8 step took 1.12-1.23 ms, and
+// 0.94-0.96 with the weights 4 KiB ahead asked for at each stretch (1 KiB: 1.05-1.14; 16 KiB:
+// 0.95-0.98). float32 rows, read at the memory's speed already, take as long either way.
 constexpr int64_t kPrefetchBytes = 4096;
 
 // Asks for the cache lines kPrefetchBytes past kWeights weights from `weight` on. A block's rows
