@@ -317,21 +317,21 @@ std::pair<torch::Tensor, std::vector<HeadState>> TransformerHeadImpl::StepEach(
   return {logits, SplitStates(next, /*batch_dim=*/0, states, frames)};
 }
 
-bool TransformerHeadImpl::StepsOneFrameWrittenOut(const torch::Tensor& embeddings) const {
-  if (embeddings.dim() != 3 || embeddings.size(1) != 1 || !embeddings.device().is_cpu() ||
-      embeddings.scalar_type() != torch::kFloat || torch::GradMode::is_enabled() || is_training()) {
-    return false;
-  }
+bool TransformerHeadImpl::EveryLayerStepsOneFrame() const {
   for (const auto& layer : *layers) {
     if (!layer->as<EncoderLayer>()->self_attention->mechanism->has_one_frame_step()) return false;
   }
   return true;
 }
 
+bool TransformerHeadImpl::StepsOneFrameWrittenOut(const torch::Tensor& embeddings) const {
+  return embeddings.dim() == 3 && embeddings.size(1) == 1 && embeddings.device().is_cpu() &&
+         embeddings.scalar_type() == torch::kFloat && !torch::GradMode::is_enabled() &&
+         !is_training() && EveryLayerStepsOneFrame();
+}
+
 bool TransformerHeadImpl::UseInt8StepWeights() {
-  for (const auto& layer : *layers) {
-    if (!layer->as<EncoderLayer>()->self_attention->mechanism->has_one_frame_step()) return false;
-  }
+  if (!EveryLayerStepsOneFrame()) return false;
   for (const auto& module : modules()) {
     if (const auto* linear = module->as<torch::nn::Linear>()) step_linears_.AddInt8(*linear);
   }

@@ -195,6 +195,8 @@ class TransformerHeadImpl : public TemporalHead {
   std::pair<torch::Tensor, std::vector<HeadState>> StepOneFrameEach(
       const torch::Tensor& standardised, const torch::Tensor& positions,
       const std::vector<HeadState>& states);
+  // Whether every layer's mechanism has_one_frame_step() (causal-linear).
+  bool EveryLayerStepsOneFrame() const;
 
   StepLinears step_linears_;
 };

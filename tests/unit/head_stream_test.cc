@@ -178,6 +178,11 @@ INSTANTIATE_TEST_SUITE_P(HeadStream, RecurrentHeads,
                          ::testing::Values("gru", "causal-linear-post-norm",
                                            "causal-linear-pre-norm"));
 
+// MakeTransformer's causal-linear head, as the transformer it is.
+std::shared_ptr<TransformerHeadImpl> MakeCausalLinear(bool pre_norm) {
+  return std::dynamic_pointer_cast<TransformerHeadImpl>(MakeTransformer("causal-linear", pre_norm));
+}
+
 // The states of four streams: fresh, and after 1, 7 and 300 random frames.
 std::vector<HeadState> FreshAndAdvancedStates(TemporalHead& head) {
   torch::NoGradGuard no_grad;
@@ -194,8 +199,7 @@ std::vector<HeadState> FreshAndAdvancedStates(TemporalHead& head) {
 // streams far along, in post-norm and pre-norm stacks.
 TEST(HeadStream, OneFrameWrittenOutEqualsTheJoinedStep) {
   for (const bool pre_norm : {false, true}) {
-    const std::shared_ptr<TransformerHeadImpl> head =
-        std::dynamic_pointer_cast<TransformerHeadImpl>(MakeTransformer("causal-linear", pre_norm));
+    const std::shared_ptr<TransformerHeadImpl> head = MakeCausalLinear(pre_norm);
     ASSERT_NE(head, nullptr);
     torch::manual_seed(10);
     const std::vector<HeadState> states = FreshAndAdvancedStates(*head);
@@ -231,8 +235,7 @@ TEST(HeadStream, Int8StepWeightsRoundOnlyTheOneFrameStep) {
   EXPECT_FALSE(MakeTransformer("softmax", /*pre_norm=*/false)->UseInt8StepWeights());
   EXPECT_FALSE(MakeGru()->UseInt8StepWeights());
   for (const bool pre_norm : {false, true}) {
-    const std::shared_ptr<TransformerHeadImpl> head =
-        std::dynamic_pointer_cast<TransformerHeadImpl>(MakeTransformer("causal-linear", pre_norm));
+    const std::shared_ptr<TransformerHeadImpl> head = MakeCausalLinear(pre_norm);
     ASSERT_NE(head, nullptr);
     torch::manual_seed(11);
     const std::vector<HeadState> states = FreshAndAdvancedStates(*head);
