@@ -24,11 +24,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "media/libav_settings.h"
 #include "media/uri_allowlist.h"
 #include "model/library_settings.h"
 #include "model/tensor_heap.h"
+#include "model/thread_affinity.h"
 #include "model/video_model.h"
 #include "server/engine/classify_engine.h"
 #include "server/engine/model_repository.h"
@@ -95,6 +97,7 @@ engine::EngineOptions EngineOptionsFromFlags(const ServerFlags& flags, int cores
   options.batching.max_batch_frames = flags.max_batch_frames;
   options.batching.max_queue_delay = absl::Microseconds(flags.max_queue_delay_us);
   options.batching.embed_while_decoding = flags.embed_while_decoding;
+  options.bind_backbone_threads = flags.bind_backbone_threads;
   options.admission.max_inflight_calls = flags.max_inflight_requests;
   options.admission.max_inflight_bytes = static_cast<int64_t>(flags.max_inflight_mib) << 20;
   options.decode.max_input_bytes = static_cast<int64_t>(flags.max_upload_mib) << 20;
@@ -104,6 +107,18 @@ engine::EngineOptions EngineOptionsFromFlags(const ServerFlags& flags, int cores
   options.stream_resources.source_stall_timeout = absl::Seconds(flags.source_stall_timeout_s);
   options.stream_resources.max_source_reconnects = flags.source_reconnects;
   return options;
+}
+
+void LogBackboneThreads(const engine::ClassifyEngine& engine) {
+  const std::vector<int>& cpus = engine.options().batching.cpus;
+  if (!cpus.empty()) {
+    spdlog::info("backbone intra-op threads bound one per CPU: {}", absl::StrJoin(cpus, ","));
+  } else if (engine.options().bind_backbone_threads) {
+    spdlog::info(
+        "backbone intra-op threads left to the kernel: this process may run on {} CPUs "
+        "and budgets {} cores",
+        model::AllowedCpus().size(), engine.options().cores);
+  }
 }
 
 // Serves until SIGINT or SIGTERM, then drains. Returns the exit code.
@@ -169,6 +184,7 @@ int Run(const ServerFlags& flags) {
     spdlog::error("{}", std::string(engine.status().message()));
     return 2;
   }
+  LogBackboneThreads(**engine);
 
   const std::string& host = flags.host;
   const std::string& metrics_host = flags.metrics_host.empty() ? host : flags.metrics_host;

@@ -27,6 +27,7 @@ struct ServerFlags {
   int max_batch_frames = 16;
   int max_queue_delay_us = 2000;
   bool embed_while_decoding = false;
+  bool bind_backbone_threads = true;
   int max_inflight_requests = 64;
   int max_inflight_mib = 1024;
   int max_upload_mib = 64;

@@ -9,6 +9,7 @@
 //
 //   vidclf-e2e-bench --repository REPO [--model NAME] [--cores N] [--backbone_kernels fused]
 //                    [--embed_while_decoding] [--nosplit_at_keyframes]
+//                    [--nobind_backbone_threads]
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -40,6 +41,7 @@ ABSL_FLAG(std::string, backbone_kernels, "fused", "fused or eager, as vidclf-ser
 ABSL_FLAG(bool, embed_while_decoding, false, "As vidclf-server's --embed-while-decoding.");
 ABSL_FLAG(bool, split_at_keyframes, true,
           "Let a call decoding alone split its frames between two decoders at a keyframe.");
+ABSL_FLAG(bool, bind_backbone_threads, true, "As vidclf-server's --bind-backbone-threads.");
 
 namespace {
 
@@ -112,6 +114,7 @@ int Run() {
   options.cores = cores;
   options.batching.embed_while_decoding = absl::GetFlag(FLAGS_embed_while_decoding);
   options.decode.split_at_keyframes = absl::GetFlag(FLAGS_split_at_keyframes);
+  options.bind_backbone_threads = absl::GetFlag(FLAGS_bind_backbone_threads);
   auto engine = ClassifyEngine::Create(options, *std::move(repository));
   if (!engine.ok()) {
     std::cerr << "vidclf-e2e-bench: " << engine.status() << "\n";

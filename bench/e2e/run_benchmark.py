@@ -82,6 +82,13 @@ ENCODERS = {
 CONTAINERS = {"h264": "mp4", "hevc": "mp4", "vp9": "webm"}
 SECONDS = 10
 FAST = ["snap-to-keyframes", "skip-loop-filter"]
+# vidclf-e2e-bench's flags for each in-process variant: the server's defaults, then one lever each.
+INPROCESS_FLAGS = {
+    "inproc exact": [],
+    "inproc overlap": ["--embed_while_decoding"],
+    "inproc one decoder": ["--nosplit_at_keyframes"],
+    "inproc unbound": ["--nobind_backbone_threads"],
+}
 # The synthetic test split re-encoded with a keyframe this often, where snapping applies.
 SHORT_GOP = 8
 
@@ -386,25 +393,23 @@ def measure(args, files, infos, bundle, config):
     bin_dir = args.bin_dir
     server = serving.Server(os.path.join(bin_dir, "vidclf-server"), args.repository, [],
                             "vidclf")
-    engine = InProcess(os.path.join(bin_dir, "vidclf-e2e-bench"), args.repository, cores)
-    overlapping = InProcess(os.path.join(bin_dir, "vidclf-e2e-bench"), args.repository, cores,
-                            ["--embed_while_decoding"])
-    one_decoder = InProcess(os.path.join(bin_dir, "vidclf-e2e-bench"), args.repository, cores,
-                            ["--nosplit_at_keyframes"])
+    # The in-process engines: the server's defaults, and each lever the report compares with them.
+    inprocess = {variant: InProcess(os.path.join(bin_dir, "vidclf-e2e-bench"), args.repository,
+                                    cores, flags)
+                 for variant, flags in INPROCESS_FLAGS.items()}
     python = PythonPipeline(bundle, cores, files[0])
     client = os.path.join(bin_dir, "vidclf")
     try:
         for path in files:  # warm every pipeline on every file
-            engine.classify(path)
-            overlapping.classify(path)
-            one_decoder.classify(path)
+            for engine in inprocess.values():
+                engine.classify(path)
             grpc_latency(client, server, path)
             python.classify(path)
         samples = {info["name"]: {} for info in infos}
         peaks = []
-        variants = ["inproc exact", "inproc fast", "inproc overlap", "inproc one decoder",
-                    "grpc exact", "grpc cold", "grpc fast", "python", "plan exact", "plan fast",
-                    "plan threaded", "cli all", "cli keyframes"]
+        variants = [*INPROCESS_FLAGS, "inproc fast", "grpc exact", "grpc cold", "grpc fast",
+                    "python", "plan exact", "plan fast", "plan threaded", "cli all",
+                    "cli keyframes"]
         for round_index in range(args.rounds):
             log(f"round {round_index + 1} of {args.rounds}")
             peaks.append(serving.sgemm_peak(cores, repeats=5))
@@ -413,15 +418,14 @@ def measure(args, files, infos, bundle, config):
                 turn = variants[round_index % len(variants):] + variants[:round_index %
                                                                          len(variants)]
                 for variant in turn:
-                    value = run_variant(variant, path, engine, overlapping, one_decoder, server,
-                                        client, python, cores, num_frames)
+                    value = run_variant(variant, path, inprocess, server, client, python, cores,
+                                        num_frames)
                     samples[info["name"]].setdefault(variant, []).append(value)
         peaks.append(serving.sgemm_peak(cores, repeats=5))
     finally:
         python.stop()
-        engine.stop()
-        overlapping.stop()
-        one_decoder.stop()
+        for engine in inprocess.values():
+            engine.stop()
         server.stop()
     peak = max(peaks)
     per_file = []
@@ -430,7 +434,7 @@ def measure(args, files, infos, bundle, config):
         frames = min(num_frames, info["frames"])
         backbone_s = frames * frame_flops / (peak * 1e9)
         row = {"name": info["name"], "backbone_s": backbone_s}
-        for variant in ("inproc exact", "inproc fast", "inproc overlap", "inproc one decoder"):
+        for variant in (*INPROCESS_FLAGS, "inproc fast"):
             row[variant] = median([r["wall_s"] for r in got[variant]])
             row[variant + " stages"] = {
                 key: median([r[key] for r in got[variant]])
@@ -454,16 +458,11 @@ def measure(args, files, infos, bundle, config):
             "sgemm_gflops": peak, "files": per_file}
 
 
-def run_variant(variant, path, engine, overlapping, one_decoder, server, client, python, cores,
-                num_frames):
-    if variant == "inproc exact":
-        return engine.classify(path)
-    if variant == "inproc overlap":
-        return overlapping.classify(path)
-    if variant == "inproc one decoder":
-        return one_decoder.classify(path)
+def run_variant(variant, path, inprocess, server, client, python, cores, num_frames):
+    if variant in inprocess:
+        return inprocess[variant].classify(path)
     if variant == "inproc fast":
-        return engine.classify(path, FAST)
+        return inprocess["inproc exact"].classify(path, FAST)
     if variant == "grpc exact":
         return grpc_latency(client, server, path)
     if variant == "grpc cold":
@@ -524,6 +523,24 @@ def plot(data, path):
     fig.savefig(path, dpi=110)
 
 
+def add_lever_table(add, rows, intro, variant, default_name, lever_name, stages):
+    """A table of the in-process engine with the server's defaults against `variant`, one lever
+    changed: both latencies, lever / default, and each of `stages` for both."""
+    add(intro)
+    add("")
+    stage_heads = " | ".join(f"{stage}: {default_name} | {stage}: {lever_name}" for stage in stages)
+    add(f"| file | {default_name} (default) | {lever_name} | {lever_name} / {default_name} | "
+        f"{stage_heads} |")
+    add("|---" * (4 + 2 * len(stages)) + "|")
+    for r in rows:
+        default, lever = r["inproc exact stages"], r[variant + " stages"]
+        stage_cells = " | ".join(f"{ms(default[stage + '_s'])} | {ms(lever[stage + '_s'])}"
+                                 for stage in stages)
+        add(f"| {r['name']} | {ms(r['inproc exact'])} | {ms(r[variant])} | "
+            f"{ratio(r[variant], r['inproc exact'])} | {stage_cells} |")
+    add("")
+
+
 def write_report(path, data, plot_name):
     m = data["measured"]
     rows = m["files"]
@@ -556,6 +573,10 @@ def write_report(path, data, plot_name):
         "keeps one decoder with two frame threads per core, where by default it splits its "
         "frames at a keyframe between two decoders side by side, each with half the threads, "
         "when the keyframes allow an even split (`ClipOptions::split_at_keyframes`).")
+    add("- **unbound**: in-process with `--nobind_backbone_threads`: the backbone's intra-op "
+        "threads left to the kernel, where by default, in a process that may run on exactly the "
+        "cores it budgets, they are bound one per CPU (`EngineOptions::bind_backbone_threads`). "
+        "The Python pipeline leaves its threads to the kernel, as torch does by default.")
     add("- **Python**: `bench/serving/python_reference.py` in one process with "
         f"{m['cores']} torch and {m['cores']} decoder threads: PyAV decoding that seeks to "
         "keyframes and skips unwanted non-reference frames as the server does, swscale resize "
@@ -639,17 +660,9 @@ def write_report(path, data, plot_name):
             f"{ms(s['embed_s'])} | "
             f"{ms(s['head_s'])} | {ms(p['decode_s'])} | {ms(p['embed_s'])} |")
     add("")
-    add("Embedding once the call's decoder is done (the default) against embedding each frame "
-        "as it is decoded (`--embed-while-decoding`), in-process (ms, median):")
-    add("")
-    add("| file | wait (default) | overlap | wait / overlap | overlap: decode | overlap: embed |")
-    add("|---|---|---|---|---|---|")
-    for r in rows:
-        s = r["inproc overlap stages"]
-        add(f"| {r['name']} | {ms(r['inproc exact'])} | {ms(r['inproc overlap'])} | "
-            f"{ratio(r['inproc exact'], r['inproc overlap'])} | {ms(s['decode_s'])} | "
-            f"{ms(s['embed_s'])} |")
-    add("")
+    add_lever_table(add, rows, "Embedding once the call's decoder is done (the default) against "
+                    "embedding each frame as it is decoded (`--embed-while-decoding`), in-process "
+                    "(ms, median):", "inproc overlap", "wait", "overlap", ("decode", "embed"))
     add("Two decoders side by side, each from a keyframe (the default), against one decoder "
         "for the whole call (`--nosplit_at_keyframes`), in-process (ms, median). Files with "
         "one keyframe, or keyframes that leave one side most of the work, decode with one "
@@ -665,6 +678,9 @@ def write_report(path, data, plot_name):
             f"{ms(r['inproc one decoder'])} | {ratio(r['inproc one decoder'], r['inproc exact'])} "
             f"| {ms(two['decode_s'])} | {ms(one['decode_s'])} |")
     add("")
+    add_lever_table(add, rows, "The backbone's intra-op threads bound one per CPU (the default) "
+                    "against left to the kernel (`--nobind_backbone_threads`), in-process (ms, "
+                    "median):", "inproc unbound", "bound", "unbound", ("embed",))
     add("## Fast decoding (ms, median)")
     add("")
     add("| file | limit, fast | in-process, fast | gRPC, fast | gRPC fast / exact | "

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "model/thread_affinity.h"
 
 namespace vidclf::engine {
 
@@ -158,7 +159,12 @@ void BackboneBatcher::Run(std::vector<Frame> batch) {
   const int threads =
       std::clamp(options_.max_threads - decoding_calls_(), 1, std::max(1, options_.max_threads));
   if (threads != threads_in_use_) {
-    torch::set_num_threads(threads);
+    if (static_cast<int>(options_.cpus.size()) >= threads) {
+      model::BindIntraOpThreadsOfThisThread(
+          std::vector<int>(options_.cpus.begin(), options_.cpus.begin() + threads));
+    } else {
+      torch::set_num_threads(threads);
+    }
     threads_in_use_ = threads;
   }
   // Every model in the batch embeds alike (QueueKey): any of them will do.

@@ -66,6 +66,9 @@ struct BatcherOptions {
   // Intra-op threads the backbone may use (the machine's cores); it takes those that decoding
   // leaves free, at least one.
   int max_threads = 1;
+  // CPUs to bind the backbone's intra-op threads to, the i-th thread to the i-th CPU, at least
+  // max_threads of them (model/thread_affinity.h); empty leaves them to the kernel.
+  std::vector<int> cpus;
   // Embed a call's frames as they come, beside its decoder, instead of once it has handed over
   // the last one (or they fill a batch). Waiting answered one call at a time sooner on two cores,
   // where a decoder alone keeps them busy; overlapping may suit machines with cores to spare.

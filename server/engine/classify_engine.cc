@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "model/thread_affinity.h"
 #include "model/video_model.h"
 #include "server/engine/classify_call.h"
 
@@ -17,6 +19,8 @@ EngineOptions Resolved(EngineOptions options) {
   }
   if (options.decode_slots <= 0) options.decode_slots = options.cores;
   options.batching.max_threads = options.cores;
+  options.batching.cpus =
+      options.bind_backbone_threads ? model::DedicatedCpus(options.cores) : std::vector<int>{};
   if (options.head_intra_op_threads <= 0) options.head_intra_op_threads = options.cores;
   return options;
 }

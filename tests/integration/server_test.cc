@@ -9,11 +9,16 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "model/thread_affinity.h"
 #include "model/video_model.h"
 #include "tests/test_util/server_process.h"
 #include "tests/test_util/test_files.h"
@@ -576,6 +581,18 @@ TEST_F(ServerTest, RunsTheBlasKernelsOfThisCpu) {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     EXPECT_NE(kernels, "Prescott") << "on a CPU with AVX2 and FMA";
+  }
+}
+
+// With the default --cores (the machine's), the server binds its backbone's threads where it may
+// run on every CPU of the machine, and says so; in a smaller CPU set it says it leaves them be.
+TEST_F(ServerTest, LogsWhereTheBackbonesThreadsRun) {
+  const std::vector<int> cpus = model::AllowedCpus();
+  if (static_cast<int>(cpus.size()) == static_cast<int>(std::thread::hardware_concurrency())) {
+    EXPECT_THAT(server_->output(), HasSubstr("backbone intra-op threads bound one per CPU: " +
+                                             absl::StrJoin(cpus, ",")));
+  } else {
+    EXPECT_THAT(server_->output(), HasSubstr("backbone intra-op threads left to the kernel"));
   }
 }
 

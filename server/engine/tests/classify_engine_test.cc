@@ -5,17 +5,20 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <atomic>
 #include <filesystem>
 #include <future>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "model/thread_affinity.h"
 #include "model/video_model.h"
 #include "tests/test_util/test_files.h"
 #include "tests/test_util/test_models.h"
@@ -323,6 +326,49 @@ TEST_F(ClassifyEngineTest, HeadsRunWithTheirOwnIntraOpThreads) {
   negative.head_intra_op_threads = -1;
   EXPECT_EQ(ClassifyEngine::Create(negative, Repository()).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The CPUs of this process's threads that are bound to a single CPU, one entry per thread.
+std::multiset<int> CpusOfThreadsBoundToOne() {
+  std::multiset<int> cpus;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const pid_t tid = std::stoi(task.path().filename().string());
+    if (sched_getaffinity(tid, sizeof(set), &set) != 0 || CPU_COUNT(&set) != 1) continue;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) cpus.insert(cpu);
+    }
+  }
+  return cpus;
+}
+
+// Where the process may run on exactly the engine's cores, the backbone's intra-op threads are
+// bound one per CPU once a batch has run on all of them; with the option off, or with cores that
+// differ from the CPUs the process may use, no thread is bound.
+TEST_F(ClassifyEngineTest, BindsTheBackbonesThreadsOnlyToCpusItOwns) {
+  const std::vector<int> cpus = model::AllowedCpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "one CPU: every thread runs on it anyway";
+  const int cores = static_cast<int>(cpus.size());
+  struct Case {
+    bool bind;
+    int cores;
+    bool bound;
+  };
+  // The unbound cases first: a bound engine's threads may outlive it for a moment.
+  for (const Case& c :
+       {Case{false, cores, false}, Case{true, cores + 1, false}, Case{true, cores, true}}) {
+    EngineOptions options;
+    options.cores = c.cores;
+    options.bind_backbone_threads = c.bind;
+    std::unique_ptr<ClassifyEngine> engine = Engine(options);
+    ASSERT_NE(engine, nullptr);
+    ASSERT_TRUE(Submit(*engine, Input((*videos_)[0])).answer.get().ok());
+    EXPECT_EQ(engine->options().batching.cpus, c.bound ? cpus : std::vector<int>{});
+    EXPECT_EQ(CpusOfThreadsBoundToOne(),
+              c.bound ? std::multiset<int>(cpus.begin(), cpus.end()) : std::multiset<int>{})
+        << "bind " << c.bind << ", cores " << c.cores;
+  }
 }
 
 // Past the bound on calls or on bytes, calls are refused at once and nothing is queued.

@@ -1,0 +1,31 @@
+// Binding a thread's LibTorch intra-op threads to CPUs of their own.
+//
+// On the two vCPUs of a KVM guest, a 16-frame backbone batch that followed an idle spell took
+// 68-76 ms with its two intra-op threads left to the kernel, against 45-50 back to back: `perf
+// sched` showed the kernel waking the second thread on the CPU the first ran on, the two taking
+// turns there for milliseconds while the other CPU idled. Bound one per CPU, the batch took 50-52
+// ms either way (docs/performance.md measures it call by call: "unbound").
+#ifndef VIDCLF_MODEL_THREAD_AFFINITY_H_
+#define VIDCLF_MODEL_THREAD_AFFINITY_H_
+
+#include <vector>
+
+namespace vidclf::model {
+
+// The CPUs this process may run on (its affinity mask), in increasing order.
+std::vector<int> AllowedCpus();
+
+// AllowedCpus() when there are exactly `cores` of them: the process then owns the CPUs it budgets
+// (a dedicated cpuset, or the whole machine). Empty otherwise: a process that shares a larger set
+// with others, or runs on fewer CPUs than it budgets, leaves placement to the kernel.
+std::vector<int> DedicatedCpus(int cores);
+
+// Runs this thread's LibTorch intra-op work on cpus.size() threads, the i-th bound to cpus[i]
+// (this thread is the 0th, and stays bound to cpus[0] afterwards). Returns whether every thread
+// was bound; where LibTorch's intra-op threads are not OpenMP's, only the count is set and this
+// returns false. Empty `cpus` does nothing and returns false.
+bool BindIntraOpThreadsOfThisThread(const std::vector<int>& cpus);
+
+}  // namespace vidclf::model
+
+#endif  // VIDCLF_MODEL_THREAD_AFFINITY_H_
