@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "model/onednn_resnet18.h"
+
 namespace vidclf::model {
 namespace {
 
@@ -18,14 +20,55 @@ bool SameTensor(const torch::Tensor& a, const torch::Tensor& b) {
          plain_a.strides() == plain_b.strides() && torch::equal(plain_a, plain_b);
 }
 
+// `conv` with `norm` folded in, in float64 on the CPU.
+FoldedConvolution Fold(const torch::nn::Conv2dImpl& conv, const torch::nn::BatchNorm2dImpl& norm) {
+  const torch::Tensor weight = conv.weight.to(torch::kCPU, torch::kDouble);
+  TORCH_CHECK(weight.size(2) == weight.size(3) && weight.size(2) % 2 == 1,
+              "fused ResNet18 expects square kernels of odd size; got ", weight.sizes());
+  const torch::Tensor scale =
+      norm.weight.to(torch::kCPU, torch::kDouble) /
+      torch::sqrt(norm.running_var.to(torch::kCPU, torch::kDouble) + norm.options.eps());
+  FoldedConvolution folded;
+  folded.stride = (*conv.options.stride())[0];
+  folded.padding = weight.size(2) / 2;  // torchvision pads every convolution to keep its centre
+  folded.weight = (weight * scale.view({-1, 1, 1, 1})).contiguous();
+  folded.bias = norm.bias.to(torch::kCPU, torch::kDouble) -
+                norm.running_mean.to(torch::kCPU, torch::kDouble) * scale;
+  return folded;
+}
+
 }  // namespace
+
+FoldedResNet18 FoldBatchNorms(const ResNet18& resnet) {
+  torch::NoGradGuard no_grad;
+  FoldedResNet18 folded;
+  folded.stem = Fold(*resnet->conv1, *resnet->bn1);
+  for (const torch::nn::Sequential* stage :
+       {&resnet->layer1, &resnet->layer2, &resnet->layer3, &resnet->layer4}) {
+    for (const auto& child : (*stage)->children()) {
+      const auto& block = *child->as<BasicBlockImpl>();
+      FoldedBlock out;
+      out.conv1 = Fold(*block.conv1, *block.bn1);
+      out.conv2 = Fold(*block.conv2, *block.bn2);
+      if (!block.downsample.is_empty()) {
+        torch::nn::Sequential downsample = block.downsample;  // a handle; operator[] is not const
+        out.downsample = Fold(*downsample[0]->as<torch::nn::Conv2dImpl>(),
+                              *downsample[1]->as<torch::nn::BatchNorm2dImpl>());
+      }
+      folded.blocks.push_back(std::move(out));
+    }
+  }
+  return folded;
+}
 
 std::shared_ptr<const FusedResNet18> FusedResNet18::Shared(const ResNet18& resnet,
                                                            const torch::Device& device,
-                                                           torch::Dtype dtype, bool channels_last) {
+                                                           torch::Dtype dtype, bool channels_last,
+                                                           bool winograd) {
   // Folding first and comparing the result is exact, and needs no digest of the weights; the
   // fresh copy is dropped when an equal one is live.
-  auto fresh = std::make_shared<const FusedResNet18>(resnet, device, dtype, channels_last);
+  auto fresh =
+      std::make_shared<const FusedResNet18>(resnet, device, dtype, channels_last, winograd);
   static std::mutex mutex;
   static std::vector<std::weak_ptr<const FusedResNet18>> live;
   std::lock_guard<std::mutex> lock(mutex);
@@ -41,58 +84,48 @@ std::shared_ptr<const FusedResNet18> FusedResNet18::Shared(const ResNet18& resne
 }
 
 FusedResNet18::FusedResNet18(const ResNet18& resnet, const torch::Device& device,
-                             torch::Dtype dtype, bool channels_last)
+                             torch::Dtype dtype, bool channels_last, bool winograd)
     : channels_last_(channels_last),
       onednn_(device.is_cpu() && dtype == torch::kFloat && at::hasMKLDNN()) {
-  torch::NoGradGuard no_grad;
+  const FoldedResNet18 folded = FoldBatchNorms(resnet);
+  const bool use_winograd =
+      winograd && device.is_cpu() && dtype == torch::kFloat && OneDnnResNet18::WinogradAvailable();
+  if (use_winograd) {  // the weights below stay plain: the Winograd graph shares them
+    onednn_ = false;
+    channels_last_ = false;
+  }
   const torch::TensorOptions placement = torch::TensorOptions().device(device).dtype(dtype);
-  stem_ = Fold(*resnet->conv1, *resnet->bn1, placement);
-  for (const torch::nn::Sequential* stage :
-       {&resnet->layer1, &resnet->layer2, &resnet->layer3, &resnet->layer4}) {
-    for (const auto& child : (*stage)->children()) {
-      const auto& block = *child->as<BasicBlockImpl>();
-      Block folded;
-      folded.conv1 = Fold(*block.conv1, *block.bn1, placement);
-      folded.conv2 = Fold(*block.conv2, *block.bn2, placement);
-      if (!block.downsample.is_empty()) {
-        torch::nn::Sequential downsample = block.downsample;  // a handle; operator[] is not const
-        folded.has_downsample = true;
-        folded.downsample = Fold(*downsample[0]->as<torch::nn::Conv2dImpl>(),
-                                 *downsample[1]->as<torch::nn::BatchNorm2dImpl>(), placement);
-      }
-      blocks_.push_back(std::move(folded));
-    }
+  stem_ = Place(folded.stem, placement);
+  for (const FoldedBlock& block : folded.blocks) {
+    FoldedBlock placed;
+    placed.conv1 = Place(block.conv1, placement);
+    placed.conv2 = Place(block.conv2, placement);
+    if (block.downsample) placed.downsample = Place(*block.downsample, placement);
+    blocks_.push_back(std::move(placed));
+  }
+  if (use_winograd) {
+    winograd_ = std::make_unique<OneDnnResNet18>(FoldedResNet18{stem_, blocks_}, true);
   }
 }
 
-FusedResNet18::FoldedConv FusedResNet18::Fold(const torch::nn::Conv2dImpl& conv,
-                                              const torch::nn::BatchNorm2dImpl& norm,
-                                              const torch::TensorOptions& placement) const {
-  // Folded in float64, so that the folding itself adds no rounding.
-  const torch::Tensor weight = conv.weight.to(torch::kCPU, torch::kDouble);
-  TORCH_CHECK(weight.size(2) == weight.size(3) && weight.size(2) % 2 == 1,
-              "fused ResNet18 expects square kernels of odd size; got ", weight.sizes());
-  const torch::Tensor scale =
-      norm.weight.to(torch::kCPU, torch::kDouble) /
-      torch::sqrt(norm.running_var.to(torch::kCPU, torch::kDouble) + norm.options.eps());
-  FoldedConv folded;
-  folded.stride = (*conv.options.stride())[0];
-  folded.padding = weight.size(2) / 2;  // torchvision pads every convolution to keep its centre
-  folded.weight = (weight * scale.view({-1, 1, 1, 1})).to(placement).contiguous();
-  folded.bias = (norm.bias.to(torch::kCPU, torch::kDouble) -
-                 norm.running_mean.to(torch::kCPU, torch::kDouble) * scale)
-                    .to(placement);
+FusedResNet18::~FusedResNet18() = default;
+
+FoldedConvolution FusedResNet18::Place(const FoldedConvolution& folded,
+                                       const torch::TensorOptions& placement) const {
+  FoldedConvolution placed = folded;
+  placed.weight = folded.weight.to(placement).contiguous();
+  placed.bias = folded.bias.to(placement);
   if (onednn_) {
-    folded.weight = at::mkldnn_reorder_conv2d_weight(folded.weight.to_mkldnn(),
-                                                     {folded.padding, folded.padding},
-                                                     {folded.stride, folded.stride}, {1, 1}, 1);
+    placed.weight = at::mkldnn_reorder_conv2d_weight(placed.weight.to_mkldnn(),
+                                                     {placed.padding, placed.padding},
+                                                     {placed.stride, placed.stride}, {1, 1}, 1);
   } else if (channels_last_) {
-    folded.weight = folded.weight.contiguous(torch::MemoryFormat::ChannelsLast);
+    placed.weight = placed.weight.contiguous(torch::MemoryFormat::ChannelsLast);
   }
-  return folded;
+  return placed;
 }
 
-torch::Tensor FusedResNet18::Convolve(const torch::Tensor& x, const FoldedConv& conv) const {
+torch::Tensor FusedResNet18::Convolve(const torch::Tensor& x, const FoldedConvolution& conv) const {
   if (onednn_) {
     return at::mkldnn_convolution(x, conv.weight, conv.bias, {conv.padding, conv.padding},
                                   {conv.stride, conv.stride}, {1, 1}, 1);
@@ -101,20 +134,23 @@ torch::Tensor FusedResNet18::Convolve(const torch::Tensor& x, const FoldedConv& 
                     {conv.padding, conv.padding});
 }
 
-std::vector<const FusedResNet18::FoldedConv*> FusedResNet18::Convolutions() const {
-  std::vector<const FoldedConv*> convolutions = {&stem_};
-  for (const Block& block : blocks_) {
+std::vector<const FoldedConvolution*> FusedResNet18::Convolutions() const {
+  std::vector<const FoldedConvolution*> convolutions = {&stem_};
+  for (const FoldedBlock& block : blocks_) {
     convolutions.push_back(&block.conv1);
     convolutions.push_back(&block.conv2);
-    if (block.has_downsample) convolutions.push_back(&block.downsample);
+    if (block.downsample) convolutions.push_back(&*block.downsample);
   }
   return convolutions;
 }
 
 bool FusedResNet18::SameAs(const FusedResNet18& other) const {
-  if (channels_last_ != other.channels_last_ || onednn_ != other.onednn_) return false;
-  const std::vector<const FoldedConv*> mine = Convolutions();
-  const std::vector<const FoldedConv*> theirs = other.Convolutions();
+  if (channels_last_ != other.channels_last_ || onednn_ != other.onednn_ ||
+      uses_winograd() != other.uses_winograd()) {
+    return false;
+  }
+  const std::vector<const FoldedConvolution*> mine = Convolutions();
+  const std::vector<const FoldedConvolution*> theirs = other.Convolutions();
   if (mine.size() != theirs.size()) return false;
   for (size_t i = 0; i < mine.size(); ++i) {
     if (mine[i]->stride != theirs[i]->stride || mine[i]->padding != theirs[i]->padding ||
@@ -129,15 +165,16 @@ bool FusedResNet18::SameAs(const FusedResNet18& other) const {
 torch::Tensor FusedResNet18::forward(const torch::Tensor& frames) const {
   TORCH_CHECK(frames.dim() == 4 && frames.size(1) == 3,
               "ResNet18 expects frames shaped [N, 3, H, W]; got ", frames.sizes());
+  if (winograd_) return winograd_->forward(frames);
   torch::Tensor x = onednn_          ? frames.to_mkldnn()
                     : channels_last_ ? frames.contiguous(torch::MemoryFormat::ChannelsLast)
                                      : frames;
   // Every intermediate below is this forward's own, so ReLU and the residual add run in place.
   x = Convolve(x, stem_).relu_();
   x = at::max_pool2d(x, /*kernel_size=*/{3, 3}, /*stride=*/{2, 2}, /*padding=*/{1, 1});
-  for (const Block& block : blocks_) {
+  for (const FoldedBlock& block : blocks_) {
     torch::Tensor out = Convolve(Convolve(x, block.conv1).relu_(), block.conv2);
-    out.add_(block.has_downsample ? Convolve(x, block.downsample) : x);
+    out.add_(block.downsample ? Convolve(x, *block.downsample) : x);
     x = out.relu_();
   }
   x = at::adaptive_avg_pool2d(x, {1, 1});

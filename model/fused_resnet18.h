@@ -11,19 +11,47 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "model/resnet18.h"
 
 namespace vidclf::model {
 
+// A convolution with its batch norm folded in: weight W * g / sqrt(v + eps) [out, in, k, k], bias
+// b - m * g / sqrt(v + eps) [out].
+struct FoldedConvolution {
+  torch::Tensor weight, bias;
+  int64_t stride = 1, padding = 0;
+};
+
+// A basic block: conv1, ReLU, conv2, plus the input (through `downsample` when present), ReLU.
+struct FoldedBlock {
+  FoldedConvolution conv1, conv2;
+  std::optional<FoldedConvolution> downsample;
+};
+
+// Every convolution of `resnet` with its batch norm (the running statistics, as eval mode uses
+// them) folded in, in float64 on the CPU, so that folding adds no rounding: the stem, then each
+// block's.
+struct FoldedResNet18 {
+  FoldedConvolution stem;
+  std::vector<FoldedBlock> blocks;
+};
+FoldedResNet18 FoldBatchNorms(const ResNet18& resnet);
+
+class OneDnnResNet18;
+
 class FusedResNet18 {
  public:
   // Folds the weights of `resnet` (its batch-norm running statistics, as eval mode uses them) and
   // places them on `device` in `dtype`, channels-last when asked (ignored where oneDNN runs).
-  // Throws c10::Error.
+  // With `winograd`, on the CPU in fp32 where oneDNN's Winograd kernels run
+  // (OneDnnResNet18::WinogradAvailable), the 3x3 convolutions of stride 1 run them. Throws
+  // c10::Error.
   FusedResNet18(const ResNet18& resnet, const torch::Device& device, torch::Dtype dtype,
-                bool channels_last);
+                bool channels_last, bool winograd = false);
+  ~FusedResNet18();
 
   // frames: [N, 3, H, W] on the device in its dtype, H and W at least 32. Returns [N, 512] in the
   // frames' dtype. Only reads the weights: any number of threads may call it at once.
@@ -34,39 +62,33 @@ class FusedResNet18 {
   // weights once, and reloading an unchanged bundle adds none. Thread-safe. Throws c10::Error.
   static std::shared_ptr<const FusedResNet18> Shared(const ResNet18& resnet,
                                                      const torch::Device& device,
-                                                     torch::Dtype dtype, bool channels_last);
+                                                     torch::Dtype dtype, bool channels_last,
+                                                     bool winograd = false);
 
   // Whether the convolutions run as oneDNN kernels on pre-reordered weights.
   bool uses_onednn() const { return onednn_; }
+  // Whether the 3x3 convolutions of stride 1 run oneDNN's Winograd kernels.
+  bool uses_winograd() const { return winograd_ != nullptr; }
 
   // Whether `other` computes exactly what this does: the same folded weights, bit for bit, on the
   // same device in the same dtype and layout.
   bool SameAs(const FusedResNet18& other) const;
 
  private:
-  // A convolution with its batch norm folded in: weight W * g / sqrt(v + eps), bias
-  // b - m * g / sqrt(v + eps).
-  struct FoldedConv {
-    torch::Tensor weight, bias;
-    int64_t stride = 1, padding = 0;
-  };
-  struct Block {
-    FoldedConv conv1, conv2;
-    bool has_downsample = false;
-    FoldedConv downsample;
-  };
-
-  // `placement`: the device and dtype the folded weights go to.
-  FoldedConv Fold(const torch::nn::Conv2dImpl& conv, const torch::nn::BatchNorm2dImpl& norm,
-                  const torch::TensorOptions& placement) const;
-  torch::Tensor Convolve(const torch::Tensor& x, const FoldedConv& conv) const;
+  // `folded` on `placement`, in the layout its kernels read.
+  FoldedConvolution Place(const FoldedConvolution& folded,
+                          const torch::TensorOptions& placement) const;
+  torch::Tensor Convolve(const torch::Tensor& x, const FoldedConvolution& conv) const;
   // Every folded convolution, in the order forward runs them.
-  std::vector<const FoldedConv*> Convolutions() const;
+  std::vector<const FoldedConvolution*> Convolutions() const;
 
   bool channels_last_;
   bool onednn_;
-  FoldedConv stem_;
-  std::vector<Block> blocks_;
+  FoldedConvolution stem_;
+  std::vector<FoldedBlock> blocks_;
+  // Runs forward instead where Winograd's kernels were asked for and run; stem_ and blocks_ then
+  // hold the plain float32 weights it shares.
+  std::unique_ptr<OneDnnResNet18> winograd_;
 };
 
 }  // namespace vidclf::model

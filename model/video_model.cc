@@ -184,7 +184,8 @@ ResNet18& VideoModel::backbone() {
 void VideoModel::Prepare(const InferenceOptions& options) {
   if (options.fuse_backbone) {
     backbone_->eval();
-    fused_backbone_ = FusedResNet18::Shared(backbone_, device_, backbone_dtype_, channels_last_);
+    fused_backbone_ = FusedResNet18::Shared(backbone_, device_, backbone_dtype_, channels_last_,
+                                            options.winograd_convolutions);
     backbone_ = ResNet18(nullptr);
   } else {
     MoveWeights(*backbone_, device_, backbone_dtype_, channels_last_);

@@ -36,6 +36,10 @@ struct InferenceOptions {
   // backbone is then released: backbone() is unavailable and the model cannot be saved. Models
   // whose fused backbones have the same weights share one (FusedResNet18::Shared).
   bool fuse_backbone = false;
+  // With fuse_backbone, on the CPU in fp32 where oneDNN's Winograd kernels run, the backbone's
+  // 3x3 convolutions of stride 1 run them (FusedResNet18's `winograd`; onednn_resnet18.h).
+  // Embeddings stay within 1e-4 of the eager model's, relatively.
+  bool winograd_convolutions = false;
   // On CUDA, step a single stream's recurrent transformer head (StreamStep with batch 1) by
   // replaying a CUDA graph captured at load (heads/step_graph.h) rather than launching each
   // operation. Outputs are the same up to rounding. Ignored on the CPU.
@@ -82,6 +86,9 @@ class VideoModel {
   bool int8_step_weights() const { return int8_step_weights_; }
   // Whether the backbone runs fused (InferenceOptions::fuse_backbone).
   bool fused_backbone() const { return fused_backbone_ != nullptr; }
+  // Whether its 3x3 convolutions run oneDNN's Winograd kernels (winograd_convolutions, where they
+  // run).
+  bool winograd_backbone() const { return fused_backbone_ && fused_backbone_->uses_winograd(); }
   // Models with the same key embed frames with one backbone, the same way (a shared fused
   // backbone, FusedResNet18::Shared): their frames of one size may be embedded in one batch.
   const void* backbone_key() const {

@@ -30,6 +30,9 @@ build_packages=(
   libavdevice-dev
   # model; OpenBLAS because LibTorch's matmuls run ~30x slower on the reference BLAS
   libtorch-dev libopenblas0-pthread
+  # oneDNN's own API, for the backbone's Winograd convolutions (its CMake package looks for
+  # OpenCL, which Debian's build also targets)
+  libdnnl-dev ocl-icd-opencl-dev
   # metrics
   prometheus-cpp-dev
 )

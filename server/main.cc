@@ -69,7 +69,8 @@ absl::StatusOr<model::InferenceOptions> InferenceOptionsFromFlags(const ServerFl
   options.device = device->str();
   options.precision = flags.precision;
   options.channels_last = flags.memory_format == "channels-last";
-  options.fuse_backbone = flags.backbone_kernels == "fused";
+  options.fuse_backbone = flags.backbone_kernels != "eager";
+  options.winograd_convolutions = flags.backbone_kernels == "winograd";
   options.cuda_graph_step = flags.stream_step == "cuda-graph";
   options.int8_step_weights = flags.stream_step_weights == "int8";
   return options;
@@ -80,9 +81,10 @@ void LogModels(const engine::ModelRepository& repository) {
   std::map<const void*, std::string> first_of_backbone;
   for (const auto& [name, entry] : repository.entries()) {
     const auto [first, inserted] = first_of_backbone.emplace(entry.model->backbone_key(), name);
-    spdlog::info("loaded model {} version {} ({} labels{}{})", name, entry.model->config().version,
-                 entry.model->config().labels.size(),
+    spdlog::info("loaded model {} version {} ({} labels{}{}{})", name,
+                 entry.model->config().version, entry.model->config().labels.size(),
                  inserted ? "" : absl::StrCat(", backbone shared with ", first->second),
+                 entry.model->winograd_backbone() ? ", Winograd 3x3 convolutions" : "",
                  entry.model->int8_step_weights() ? ", int8 stream step weights" : "");
   }
 }
@@ -139,7 +141,9 @@ int Run(const ServerFlags& flags) {
   }
   spdlog::info("models run on {} in {}, {}, {} backbone", inference->device, inference->precision,
                inference->channels_last ? "channels-last" : "NCHW",
-               inference->fuse_backbone ? "fused" : "eager");
+               inference->winograd_convolutions ? "fused (Winograd where it runs)"
+               : inference->fuse_backbone       ? "fused"
+                                                : "eager");
   absl::StatusOr<std::unique_ptr<ModelRepository>> repository =
       ModelRepository::Load(repository_dir, flags.default_model, *inference);
   if (!repository.ok()) {

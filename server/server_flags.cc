@@ -33,10 +33,11 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
       ->check(CLI::IsMember({"channels-last", "nchw"}));
   app.add_option("--backbone-kernels", flags->backbone_kernels,
                  "fused: batch norm folded into the convolutions, which run as oneDNN's "
-                 "pre-packed kernels on the CPU in fp32 (docs/backbone-benchmark.md); eager: the "
-                 "module as trained.")
+                 "pre-packed kernels on the CPU in fp32 (docs/backbone-benchmark.md); winograd: "
+                 "fused, with the 3x3 convolutions of large frames on oneDNN's Winograd kernels "
+                 "where the CPU runs them (AVX-512), else as fused; eager: the module as trained.")
       ->capture_default_str()
-      ->check(CLI::IsMember({"fused", "eager"}));
+      ->check(CLI::IsMember({"fused", "winograd", "eager"}));
   app.add_option("--stream-step", flags->stream_step,
                  "cuda-graph: on CUDA, a live stream's recurrent transformer head steps by "
                  "replaying a CUDA graph captured at load, about 5x faster "

@@ -26,6 +26,7 @@
 #include "bench/median.h"
 #include "model/library_settings.h"
 #include "model/model_config.h"
+#include "model/onednn_resnet18.h"
 #include "model/video_model.h"
 
 ABSL_FLAG(std::string, device, "auto", "auto, cpu or cuda:N.");
@@ -44,6 +45,7 @@ namespace {
 using vidclf::bench::Median;
 using vidclf::bench::ParseList;
 using vidclf::model::InferenceOptions;
+using vidclf::model::OneDnnResNet18;
 using vidclf::model::VideoModel;
 
 struct Variant {
@@ -107,6 +109,15 @@ std::vector<Variant> MakeVariants(const torch::Device& device, int size) {
       variant.options.fuse_backbone = fused;
       variants.push_back(std::move(variant));
     }
+  }
+  if (device.is_cpu() && OneDnnResNet18::WinogradAvailable()) {
+    Variant variant;
+    variant.name = "fp32 channels-last, fused, Winograd 3x3";
+    variant.options.device = device.str();
+    variant.options.channels_last = true;
+    variant.options.fuse_backbone = true;
+    variant.options.winograd_convolutions = true;
+    variants.push_back(std::move(variant));
   }
   for (const bool pinned : {false, true}) {
     if (!device.is_cuda()) break;

@@ -37,7 +37,8 @@ extern "C" {
 ABSL_FLAG(std::string, repository, "", "Model repository (REPO/<name>/<version>/).");
 ABSL_FLAG(std::string, model, "", "Model to classify with; empty: the repository's default.");
 ABSL_FLAG(int, cores, 0, "Cores that decoding and the backbone share; 0: the machine's.");
-ABSL_FLAG(std::string, backbone_kernels, "fused", "fused or eager, as vidclf-server's flag.");
+ABSL_FLAG(std::string, backbone_kernels, "fused",
+          "fused, winograd or eager, as vidclf-server's flag.");
 ABSL_FLAG(bool, embed_while_decoding, false, "As vidclf-server's --embed-while-decoding.");
 ABSL_FLAG(bool, split_at_keyframes, true,
           "Let a call decoding alone split its frames between two decoders at a keyframe.");
@@ -103,7 +104,8 @@ int Run() {
 
   vidclf::model::InferenceOptions inference;
   inference.channels_last = true;  // the server's defaults
-  inference.fuse_backbone = absl::GetFlag(FLAGS_backbone_kernels) == "fused";
+  inference.fuse_backbone = absl::GetFlag(FLAGS_backbone_kernels) != "eager";
+  inference.winograd_convolutions = absl::GetFlag(FLAGS_backbone_kernels) == "winograd";
   auto repository =
       vidclf::engine::ModelRepository::Load(absl::GetFlag(FLAGS_repository), "", inference);
   if (!repository.ok()) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "media/clip_decoder.h"
+#include "model/onednn_resnet18.h"
 #include "model/video_model.h"
 #include "pipeline/video_pipeline.h"
 #include "tests/test_util/python_server.h"
@@ -219,6 +220,30 @@ TEST_F(StreamServerTest, Int8StepWeightsStayNearTheExactPredictions) {
       ExpectScores(prediction, *model, Offline(*model, embeddings, 0, prediction.last_frame()),
                    tolerance);
     }
+  }
+}
+
+// With --backbone-kernels winograd the server says which models run Winograd's kernels (those
+// where the CPU has them), and a stream's predictions stay those of the model as trained.
+TEST_F(StreamServerTest, WinogradBackboneKeepsThePredictions) {
+  auto server = StartServer({"--backbone-kernels", "winograd"});
+  ASSERT_NE(server, nullptr);
+  const std::string loaded = "loaded model tiny version";
+  const size_t line = server->output().find(loaded);
+  ASSERT_NE(line, std::string::npos) << server->output();
+  const std::string logged =
+      server->output().substr(line, server->output().find('\n', line) - line);
+  EXPECT_EQ(logged.find("Winograd 3x3 convolutions") != std::string::npos,
+            model::OneDnnResNet18::WinogradAvailable())
+      << logged;
+  const std::unique_ptr<model::VideoModel> model = LoadModel("tiny");
+  ASSERT_NE(model, nullptr);
+  const torch::Tensor embeddings = OfflineEmbeddings(*model);
+  const StreamOutcome outcome = Stream(*server, Config("tiny"), Chunks(*feed_));
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+  ASSERT_FALSE(outcome.predictions.empty());
+  for (const v1::StreamPrediction& prediction : outcome.predictions) {
+    ExpectScores(prediction, *model, Offline(*model, embeddings, 0, prediction.last_frame()), 1e-3);
   }
 }
 

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <utility>
+
+#include "model/onednn_resnet18.h"
 
 namespace vidclf::model {
 namespace {
@@ -66,6 +69,42 @@ TEST(FusedResNet18, OneDnnKernelsMatchTheEagerModelWithin1e4) {
   other.join();
   EXPECT_TRUE(torch::equal(first, second));
   EXPECT_THROW(fused.forward(torch::randn({3, 64, 64})), c10::Error);
+}
+
+// oneDNN's own primitives, direct and with Winograd's 3x3 kernels, against the eager model: batch
+// sizes and frame sizes as the batcher gives them, calls from two threads at once.
+TEST(FusedResNet18, WinogradKernelsMatchTheEagerModelWithin1e4) {
+  if (!OneDnnResNet18::WinogradAvailable()) GTEST_SKIP() << "no oneDNN Winograd kernels here";
+  ResNet18 resnet = RandomResNet18(torch::kFloat);
+  torch::InferenceMode inference;
+  const FoldedResNet18 folded = FoldBatchNorms(resnet);
+  for (const bool winograd : {false, true}) {
+    const OneDnnResNet18 onednn(folded, winograd);
+    for (const auto& [batch, side] : {std::pair{1, 112}, std::pair{5, 64}, std::pair{16, 112}}) {
+      const torch::Tensor frames = torch::randn({batch, 3, side, side});
+      const torch::Tensor expected = resnet->forward(frames);
+      const torch::Tensor got = onednn.forward(frames);
+      ASSERT_EQ(got.sizes(), expected.sizes());
+      EXPECT_LT(RelativeError(got, expected), 1e-4)
+          << "winograd " << winograd << ", " << batch << " frames of " << side;
+    }
+  }
+  const FusedResNet18 fused(resnet, torch::kCPU, torch::kFloat, /*channels_last=*/true,
+                            /*winograd=*/true);
+  EXPECT_TRUE(fused.uses_winograd());
+  const torch::Tensor frames = torch::randn({4, 3, 112, 112});
+  const torch::Tensor expected = resnet->forward(frames);
+  torch::Tensor first, second;
+  std::thread other([&] {
+    torch::InferenceMode thread_inference;
+    first = fused.forward(frames);
+  });
+  second = fused.forward(frames.contiguous(torch::MemoryFormat::ChannelsLast));
+  other.join();
+  EXPECT_LT(RelativeError(first, expected), 1e-4);
+  EXPECT_TRUE(torch::equal(first, second));
+  EXPECT_FALSE(fused.SameAs(FusedResNet18(resnet, torch::kCPU, torch::kFloat, true)));
+  EXPECT_THROW(fused.forward(torch::randn({4, 3, 112, 96})), c10::Error);
 }
 
 }  // namespace

@@ -1,0 +1,328 @@
+#include "model/onednn_resnet18.h"
+
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+#ifdef VIDCLF_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace vidclf::model {
+
+#ifdef VIDCLF_HAVE_DNNL
+namespace {
+
+using dnnl::memory;
+
+const dnnl::engine& CpuEngine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// Every primitive takes its scratchpad from the caller, so that calls on several threads can run
+// the same primitive at once.
+dnnl::primitive_attr UserScratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+memory::desc Any(const memory::dims& dims) {
+  return memory::desc(dims, memory::data_type::f32, memory::format_tag::any);
+}
+
+// Winograd's F(4x4, 3x3) transforms each 3x3 kernel into 6x6: four times the weights to read.
+// Where a batch's frames are small, a convolution reads its weights more than it computes: in one
+// run of `ONEDNN_VERBOSE=1 vidclf-backbone-bench` (16 frames), Winograd took 1.48x the direct
+// kernel's time on 4x4 frames of 512 channels and 1.78x on 7x7 of 256, where it took 0.63x on
+// 28x28 of 64 and 0.68x on 14x14 of 128.
+constexpr int64_t kWinogradMinSide = 14;
+
+// Activations stay in oneDNN's 16-channel blocks from the stem to the pooling, as LibTorch's
+// oneDNN calls keep them: left to choose, oneDNN picked its brgconv kernels and plain layouts for
+// the direct convolutions here, which took 1.7x as long on 4x4 frames of 512 channels (same run)
+// and cost a reorder at every change of kernel.
+memory::desc Blocked(const memory::dims& dims) {
+  return memory::desc(dims, memory::data_type::f32, memory::format_tag::nChw16c);
+}
+
+}  // namespace
+
+struct OneDnnResNet18::Graph {
+  struct Convolution {
+    FoldedConvolution folded;
+    bool winograd = false;
+    // The weights in each layout a primitive asked for, reordered once.
+    std::vector<std::pair<memory::desc, memory>> weights;
+  };
+  // An argument of a step: one of the plan's constants (weights, biases) or one of a call's
+  // buffers.
+  struct Ref {
+    bool constant = false;
+    int index = 0;
+  };
+  struct Step {
+    dnnl::primitive primitive;
+    std::vector<std::pair<int, Ref>> args;
+    int scratchpad = -1;  // a call's buffer, or none
+  };
+  // What one input shape runs: buffer 0 is the call's frames (NHWC), buffer 1 its features.
+  struct Plan {
+    std::vector<memory::desc> buffers;
+    std::vector<memory> constants;
+    std::vector<Step> steps;
+  };
+
+  std::vector<Convolution> convolutions;  // the stem, then each block's conv1, conv2, downsample
+  struct Block {
+    int conv1 = 0, conv2 = 0, downsample = -1;
+  };
+  std::vector<Block> blocks;
+  std::mutex mutex;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::shared_ptr<const Plan>> plans;
+
+  std::shared_ptr<const Plan> PlanFor(int64_t n, int64_t h, int64_t w);
+};
+
+namespace {
+
+using Graph = OneDnnResNet18::Graph;
+
+// Builds one Plan, step by step, in the order the steps run.
+class PlanBuilder {
+ public:
+  PlanBuilder(Graph::Plan* plan, std::vector<Graph::Convolution>* convolutions)
+      : plan_(*plan), convolutions_(*convolutions) {}
+
+  int Buffer(const memory::desc& desc) {
+    plan_.buffers.push_back(desc);
+    return static_cast<int>(plan_.buffers.size()) - 1;
+  }
+
+  // Copies buffer `from` into buffer `to`, converting the layout.
+  void Reorder(int from, int to) {
+    const dnnl::reorder::primitive_desc pd(CpuEngine(), plan_.buffers[from], CpuEngine(),
+                                           plan_.buffers[to], UserScratchpad());
+    Add(dnnl::reorder(pd), {{DNNL_ARG_FROM, Call(from)}, {DNNL_ARG_TO, Call(to)}},
+        pd.scratchpad_desc());
+  }
+
+  // Buffer `from` in layout `want`: itself when it has it, else a converted copy.
+  int Ensure(int from, const memory::desc& want) {
+    if (plan_.buffers[from] == want) return from;
+    const int to = Buffer(want);
+    Reorder(from, to);
+    return to;
+  }
+
+  // Convolution `index` of buffer `src`. With `residual` set, its output is added to that
+  // buffer's contents, in place where the layouts agree; ReLU follows when `relu`. Returns the
+  // output's buffer.
+  int Convolve(int index, int src, bool relu, std::optional<int> residual = std::nullopt) {
+    Graph::Convolution& conv = convolutions_[index];
+    const torch::Tensor& weight = conv.folded.weight;
+    const memory::dims in = plan_.buffers[src].dims();
+    const int64_t k = weight.size(2), stride = conv.folded.stride, pad = conv.folded.padding;
+    const memory::dims out = {in[0], weight.size(0), (in[2] + 2 * pad - k) / stride + 1,
+                              (in[3] + 2 * pad - k) / stride + 1};
+    dnnl::post_ops ops;
+    if (residual) ops.append_sum(1.0f);
+    if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    dnnl::primitive_attr attr = UserScratchpad();
+    attr.set_post_ops(ops);
+    auto make = [&](dnnl::algorithm algorithm) {
+      // The stem reads the frames in whichever layout its kernel prefers.
+      const dnnl::convolution_forward::desc desc(
+          dnnl::prop_kind::forward_inference, algorithm, index == 0 ? Any(in) : Blocked(in),
+          Any({weight.size(0), weight.size(1), k, k}),
+          memory::desc({weight.size(0)}, memory::data_type::f32, memory::format_tag::x),
+          Blocked(out), {stride, stride}, {pad, pad}, {pad, pad});
+      return dnnl::convolution_forward::primitive_desc(desc, attr, CpuEngine());
+    };
+    const bool winograd = conv.winograd && out[2] >= kWinogradMinSide;
+    dnnl::convolution_forward::primitive_desc pd;
+    try {
+      pd = make(winograd ? dnnl::algorithm::convolution_winograd
+                         : dnnl::algorithm::convolution_direct);
+    } catch (const dnnl::error&) {
+      if (!winograd) throw;
+      pd = make(dnnl::algorithm::convolution_direct);  // no Winograd kernel for this shape
+    }
+    const int input = Ensure(src, pd.src_desc());
+    const int dst = residual ? Ensure(*residual, pd.dst_desc()) : Buffer(pd.dst_desc());
+    Add(dnnl::convolution_forward(pd),
+        {{DNNL_ARG_SRC, Call(input)},
+         {DNNL_ARG_WEIGHTS, Constant(Weights(conv, pd.weights_desc()))},
+         {DNNL_ARG_BIAS,
+          Constant(memory(pd.bias_desc(), CpuEngine(), conv.folded.bias.data_ptr<float>()))},
+         {DNNL_ARG_DST, Call(dst)}},
+        pd.scratchpad_desc());
+    return dst;
+  }
+
+  // Pooling of buffer `src` with a square `kernel`; returns the output's buffer.
+  int Pool(int src, dnnl::algorithm algorithm, int64_t kernel, int64_t stride, int64_t pad) {
+    const memory::dims in = plan_.buffers[src].dims();
+    const memory::dims out = {in[0], in[1], (in[2] + 2 * pad - kernel) / stride + 1,
+                              (in[3] + 2 * pad - kernel) / stride + 1};
+    const dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm,
+                                           plan_.buffers[src], Any(out), {stride, stride},
+                                           {kernel, kernel}, {pad, pad}, {pad, pad});
+    const dnnl::pooling_forward::primitive_desc pd(desc, UserScratchpad(), CpuEngine());
+    const int dst = Buffer(pd.dst_desc());
+    Add(dnnl::pooling_forward(pd), {{DNNL_ARG_SRC, Call(src)}, {DNNL_ARG_DST, Call(dst)}},
+        pd.scratchpad_desc());
+    return dst;
+  }
+
+ private:
+  static Graph::Ref Call(int buffer) { return Graph::Ref{false, buffer}; }
+  Graph::Ref Constant(memory value) {
+    plan_.constants.push_back(std::move(value));
+    return Graph::Ref{true, static_cast<int>(plan_.constants.size()) - 1};
+  }
+
+  void Add(dnnl::primitive primitive, std::vector<std::pair<int, Graph::Ref>> args,
+           const memory::desc& scratchpad) {
+    Graph::Step step{std::move(primitive), std::move(args)};
+    if (scratchpad.get_size() > 0) step.scratchpad = Buffer(scratchpad);
+    plan_.steps.push_back(std::move(step));
+  }
+
+  // The weights of `conv` in layout `want`, reordered from the folded ones on first use.
+  static memory Weights(Graph::Convolution& conv, const memory::desc& want) {
+    for (const auto& [layout, weights] : conv.weights) {
+      if (layout == want) return weights;
+    }
+    const torch::Tensor& plain = conv.folded.weight;
+    memory from({plain.sizes().vec(), memory::data_type::f32, memory::format_tag::oihw},
+                CpuEngine(), plain.data_ptr<float>());
+    memory to(want, CpuEngine());
+    dnnl::stream stream(CpuEngine());
+    dnnl::reorder(from, to).execute(stream, from, to);
+    stream.wait();
+    conv.weights.emplace_back(want, to);
+    return to;
+  }
+
+  Graph::Plan& plan_;
+  std::vector<Graph::Convolution>& convolutions_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Graph::Plan> Graph::PlanFor(int64_t n, int64_t h, int64_t w) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& cached = plans[{n, h, w}];
+  if (cached) return cached;
+  auto plan = std::make_shared<Plan>();
+  PlanBuilder build(plan.get(), &convolutions);
+  const int frames =
+      build.Buffer(memory::desc({n, 3, h, w}, memory::data_type::f32, memory::format_tag::nhwc));
+  const int features =
+      build.Buffer(memory::desc({n, 512, 1, 1}, memory::data_type::f32, memory::format_tag::nchw));
+  int x = build.Convolve(0, frames, /*relu=*/true);
+  x = build.Pool(x, dnnl::algorithm::pooling_max, 3, 2, 1);
+  for (const Block& block : blocks) {
+    // Without a downsample, the block's input is its residual, and the last convolution adds
+    // onto it in place: nothing reads it after the first convolution.
+    const int residual = block.downsample < 0 ? x : build.Convolve(block.downsample, x, false);
+    const int inner = build.Convolve(block.conv1, x, /*relu=*/true);
+    x = build.Convolve(block.conv2, inner, /*relu=*/true, residual);
+  }
+  const memory::dims last = plan->buffers[x].dims();
+  TORCH_CHECK(last[2] == last[3], "oneDNN ResNet18 expects square frames; got ", h, "x", w);
+  x = build.Pool(x, dnnl::algorithm::pooling_avg_exclude_padding, last[2], 1, 0);
+  build.Reorder(x, features);
+  cached = std::move(plan);
+  return cached;
+}
+
+bool OneDnnResNet18::WinogradAvailable() {
+  try {
+    const dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd,
+        Any({1, 64, 8, 8}), Any({64, 64, 3, 3}),
+        memory::desc({64}, memory::data_type::f32, memory::format_tag::x), Any({1, 64, 8, 8}),
+        {1, 1}, {1, 1}, {1, 1});
+    dnnl::convolution_forward::primitive_desc(desc, CpuEngine());
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+OneDnnResNet18::OneDnnResNet18(const FoldedResNet18& folded, bool winograd)
+    : graph_(std::make_unique<Graph>()) {
+  auto add = [&](const FoldedConvolution& conv) {
+    Graph::Convolution convolution;
+    convolution.winograd = winograd && conv.weight.size(2) == 3 && conv.stride == 1;
+    convolution.folded = conv;
+    convolution.folded.weight = conv.weight.to(torch::kCPU, torch::kFloat).contiguous();
+    convolution.folded.bias = conv.bias.to(torch::kCPU, torch::kFloat).contiguous();
+    graph_->convolutions.push_back(std::move(convolution));
+    return static_cast<int>(graph_->convolutions.size()) - 1;
+  };
+  add(folded.stem);
+  for (const FoldedBlock& block : folded.blocks) {
+    Graph::Block indices;
+    indices.conv1 = add(block.conv1);
+    indices.conv2 = add(block.conv2);
+    if (block.downsample) indices.downsample = add(*block.downsample);
+    graph_->blocks.push_back(indices);
+  }
+}
+
+OneDnnResNet18::~OneDnnResNet18() = default;
+
+torch::Tensor OneDnnResNet18::forward(const torch::Tensor& frames) const {
+  TORCH_CHECK(frames.dim() == 4 && frames.size(1) == 3 && frames.device().is_cpu(),
+              "ResNet18 expects frames shaped [N, 3, H, W] on the CPU; got ", frames.sizes());
+  const torch::Tensor input =
+      frames.to(torch::kFloat).contiguous(torch::MemoryFormat::ChannelsLast);
+  const std::shared_ptr<const Graph::Plan> plan =
+      graph_->PlanFor(input.size(0), input.size(2), input.size(3));
+  torch::Tensor features = torch::empty({input.size(0), 512}, torch::kFloat);
+  std::vector<memory> buffers;
+  buffers.reserve(plan->buffers.size());
+  buffers.emplace_back(plan->buffers[0], CpuEngine(), input.data_ptr<float>());
+  buffers.emplace_back(plan->buffers[1], CpuEngine(), features.data_ptr<float>());
+  for (size_t i = 2; i < plan->buffers.size(); ++i) {
+    buffers.emplace_back(plan->buffers[i], CpuEngine());
+  }
+  dnnl::stream stream(CpuEngine());
+  for (const Graph::Step& step : plan->steps) {
+    std::unordered_map<int, memory> args;
+    for (const auto& [name, ref] : step.args) {
+      args.emplace(name, ref.constant ? plan->constants[ref.index] : buffers[ref.index]);
+    }
+    if (step.scratchpad >= 0) args.emplace(DNNL_ARG_SCRATCHPAD, buffers[step.scratchpad]);
+    step.primitive.execute(stream, args);
+  }
+  stream.wait();
+  return features;
+}
+
+#else  // no oneDNN in this build
+
+struct OneDnnResNet18::Graph {};
+
+bool OneDnnResNet18::WinogradAvailable() { return false; }
+
+OneDnnResNet18::OneDnnResNet18(const FoldedResNet18&, bool) {
+  TORCH_CHECK(false, "this build has no oneDNN");
+}
+
+OneDnnResNet18::~OneDnnResNet18() = default;
+
+torch::Tensor OneDnnResNet18::forward(const torch::Tensor&) const {
+  TORCH_CHECK(false, "this build has no oneDNN");
+  return {};
+}
+
+#endif
+
+}  // namespace vidclf::model
