@@ -12,7 +12,9 @@
 
 namespace vidclf::model {
 
-// The CPUs this process may run on (its affinity mask), in increasing order.
+// The CPUs the calling thread may run on (its affinity mask, which threads inherit from the one
+// that made them), in increasing order: the process's, when called from a thread that was never
+// bound, as the engine and the server do at start-up.
 std::vector<int> AllowedCpus();
 
 // AllowedCpus() when there are exactly `cores` of them: the process then owns the CPUs it budgets
