@@ -15,7 +15,7 @@ struct DeviceMemory {
 };
 
 // For every CUDA device this process sees, the bytes LibTorch's caching allocator has handed out
-// and holds. Empty without CUDA (a CPU-only LibTorch, or no GPU).
+// and holds, zero on a device it has not used. Empty without CUDA (a CPU-only LibTorch, or no GPU).
 std::vector<DeviceMemory> CudaMemoryInUse();
 
 // Bytes tensors hold on CUDA device `index` now, and the most they held since the last

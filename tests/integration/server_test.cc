@@ -51,9 +51,11 @@ class ServerTest : public ::testing::Test {
     testing::MakeVideo("-i " + *dir_ + "/clip.mp4 -c copy", *dir_ + "/clip.mkv");
     std::filesystem::create_directories(*dir_ + "/pullable");
     std::filesystem::copy_file(*dir_ + "/clip.mp4", *dir_ + "/pullable/clip.mp4");
+    // On the CPU on every machine. Where a GPU is visible this is also the CPU server beside an
+    // unused GPU, whose first /metrics scrape once ended the process (model/device_memory.cc).
     auto server = testing::ServerProcess::Start(
-        VIDCLF_SERVER_BINARY,
-        {"--model-repository", *dir_ + "/repo", "--allow-uri", "file://" + *dir_ + "/pullable/"});
+        VIDCLF_SERVER_BINARY, {"--model-repository", *dir_ + "/repo", "--allow-uri",
+                               "file://" + *dir_ + "/pullable/", "--device", "cpu"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
   }
