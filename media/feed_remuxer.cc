@@ -16,7 +16,9 @@
 #include "media/libav_settings.h"
 
 extern "C" {
+#ifdef VIDCLF_HAVE_AVDEVICE
 #include <libavdevice/avdevice.h>
+#endif
 #include <libavutil/dict.h>
 #include <libavutil/mem.h>
 }
@@ -80,8 +82,10 @@ absl::Status OpenError(const std::string& source, int error_code) {
 
 absl::StatusOr<std::unique_ptr<FeedRemuxer>> FeedRemuxer::Open(const std::string& source,
                                                                FeedRemuxerOptions options) {
+#ifdef VIDCLF_HAVE_AVDEVICE
   static std::once_flag register_devices;
   std::call_once(register_devices, [] { avdevice_register_all(); });
+#endif
   EnsureLibavConfigured();
   if (options.chunk_bytes <= 0) {
     return absl::InvalidArgumentError("the feed's chunk size must be positive");
@@ -119,6 +123,13 @@ absl::Status FeedRemuxer::OpenInput(const std::string& source) {
   if (input_ == nullptr) return absl::ResourceExhaustedError("out of memory opening the source");
   input_->interrupt_callback = {&FeedRemuxer::Interrupt, this};
   const bool device = source != "-" && IsCharacterDevice(source);
+#ifndef VIDCLF_HAVE_AVDEVICE
+  if (device) {
+    return absl::UnimplementedError(
+        absl::StrCat("cannot open the camera ", source,
+                     ": this vidclf was built without cameras (VIDCLF_CAMERAS=OFF)"));
+  }
+#endif
   std::string url = source;
   if (source == "-") {
     auto* buffer = static_cast<uint8_t*>(av_malloc(kStdinBufferBytes));

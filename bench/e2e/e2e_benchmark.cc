@@ -9,7 +9,7 @@
 //
 //   vidclf-e2e-bench --repository REPO [--model NAME] [--cores N] [--backbone_kernels fused]
 //                    [--embed_while_decoding] [--nosplit_at_keyframes]
-//                    [--nobind_backbone_threads]
+//                    [--nobind_backbone_threads] [--device cuda:0 --precision fp16]
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -43,6 +43,8 @@ ABSL_FLAG(bool, embed_while_decoding, false, "As vidclf-server's --embed-while-d
 ABSL_FLAG(bool, split_at_keyframes, true,
           "Let a call decoding alone split its frames between two decoders at a keyframe.");
 ABSL_FLAG(bool, bind_backbone_threads, true, "As vidclf-server's --bind-backbone-threads.");
+ABSL_FLAG(std::string, device, "cpu", "cpu or cuda:N, as vidclf-server's --device.");
+ABSL_FLAG(std::string, precision, "fp32", "The backbone's: fp32, or on CUDA fp16 or bf16.");
 
 namespace {
 
@@ -103,6 +105,8 @@ int Run() {
   vidclf::media::ConfigureLibav(libav);
 
   vidclf::model::InferenceOptions inference;
+  inference.device = absl::GetFlag(FLAGS_device);
+  inference.precision = absl::GetFlag(FLAGS_precision);
   inference.channels_last = true;  // the server's defaults
   inference.fuse_backbone = absl::GetFlag(FLAGS_backbone_kernels) != "eager";
   inference.winograd_convolutions = absl::GetFlag(FLAGS_backbone_kernels) == "winograd";

@@ -103,8 +103,8 @@ def main():
         "",
         f"- GPU: {gpu[0]}, {gpu[1]}, driver {gpu[2]}, SM clock up to {gpu[3]}.",
         f"- {machine[2]}; {machine[3]} CPU cores.",
-        "- Only the model library runs here: gRPC and FFmpeg with their dependencies are too large "
-        "to carry to that machine, so the server itself was not built or run on the GPU.",
+        "- Only the model library runs here. The server, built there with the Debian libraries "
+        "that `bench/gpu/pack-deps.sh` packs, is measured in docs/gpu-serving-benchmark.md.",
         "",
         "## Correctness with LibTorch 2.x and CUDA",
         "",

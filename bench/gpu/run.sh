@@ -13,21 +13,8 @@ set -uo pipefail
 out=${1:?usage: bench/gpu/run.sh OUTPUT_DIR [BUILD_DIR]}
 build=${2:-build-gpu}
 mkdir -p "$out"
-failed=()
-
-step() {  # step NAME COMMAND...: runs COMMAND with its output in OUTPUT_DIR/NAME.txt
-  local name=$1
-  shift
-  echo "== $name: $*"
-  local start=$SECONDS
-  if "$@" >"$out/$name.txt" 2>&1; then
-    echo "   done in $((SECONDS - start)) s"
-  else
-    echo "   FAILED after $((SECONDS - start)) s; its last lines:"
-    tail -n 15 "$out/$name.txt"
-    failed+=("$name")
-  fi
-}
+# shellcheck source=bench/gpu/step.sh
+source "$(dirname "$0")/step.sh"
 
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv

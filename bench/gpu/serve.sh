@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# vidclf's server and engine on a CUDA GPU, for docs/gpu-benchmark.md's serving section. Unpacks
+# the Debian libraries that bench/gpu/pack-deps.sh packed, builds the server, the client and the
+# in-process benchmark against the LibTorch inside this machine's PyTorch (no cameras, no
+# vidclf-train, no tests), makes a repository of the demo models' configurations with seeded
+# weights (vidclf-seeded-repository), then on each VIDEO measures:
+#   - the engine in-process (vidclf-e2e-bench), one call at a time, on cuda:0 in fp16 and fp32
+#     and on the CPU;
+#   - the server over gRPC at rising concurrency (vidclf bench), on cuda:0 in fp16 and on the CPU.
+# Every log and result goes into OUTPUT_DIR, which bench/gpu/serving_report.py reads.
+#
+#   [INPROCESS_VARIANTS="cuda:0 fp16,cpu fp32"] [SERVING_VARIANTS="cpu fp32"] \
+#   bench/gpu/serve.sh DEPS.tar.xz CONFIGS_DIR OUTPUT_DIR VIDEO...
+set -uo pipefail
+
+deps=${1:?usage: bench/gpu/serve.sh DEPS.tar.xz CONFIGS_DIR OUTPUT_DIR VIDEO...}
+configs=${2:?}
+out=${3:?}
+shift 3
+videos=("$@")
+build=${BUILD_DIR:-build-gpu-serve}
+prefix=/opt/vidclf-deps
+arch=x86_64-linux-gnu
+lib=$prefix/usr/lib/$arch
+tools=$prefix/tools
+mkdir -p "$out" "$prefix" "$tools"
+printf '%s\n' "${videos[@]}" >"$out/videos.txt"
+
+# shellcheck source=bench/gpu/step.sh
+source "$(dirname "$0")/step.sh"
+
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -c 'import torch; print("PyTorch", torch.__version__, "CUDA", torch.version.cuda)'
+  echo "$(nproc) CPU cores; $(c++ --version | head -n 1)"
+} >"$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+
+step unpack tar -C "$prefix" -xJf "$deps" || exit 1
+# The carried programs find the carried libraries (grpc_cpp_plugin inherits protoc's); this
+# machine's own programs (the compiler, CMake, Python) keep theirs.
+for program in pkgconf protoc; do
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$lib" "$prefix/usr/bin/$program" \
+    >"$tools/$program"
+  chmod +x "$tools/$program"
+done
+run() { LD_LIBRARY_PATH=$lib "$@"; }
+# The carried headers go first on every compiler command line: PyTorch's include directory holds
+# a Protobuf of its own, which must not stand in for the one protoc generated code for.
+printf '#!/bin/sh\nexec %s -isystem %s -isystem %s "$@"\n' "$(command -v c++)" \
+  "$prefix/usr/include" "$prefix/usr/include/$arch" >"$tools/c++"
+chmod +x "$tools/c++"
+
+# PyTorch's CMake package defines protobuf::libprotobuf before FindProtobuf can, as a target
+# with no library (its own Protobuf is linked into libtorch): every link names the carried one.
+torch_cmake=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+export PKG_CONFIG_LIBDIR=$lib/pkgconfig:$prefix/usr/share/pkgconfig
+export PKG_CONFIG_SYSROOT_DIR=$prefix
+step configure cmake --fresh -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DVIDCLF_BUILD_TESTS=OFF -DVIDCLF_CAMERAS=OFF -DVIDCLF_TRAINING=OFF \
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
+  -DCMAKE_PREFIX_PATH="$torch_cmake;$prefix/usr" -DPKG_CONFIG_EXECUTABLE="$tools/pkgconf" \
+  -DProtobuf_PROTOC_EXECUTABLE="$tools/protoc" -DCMAKE_CXX_COMPILER="$tools/c++" \
+  -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$lib" \
+  -DCMAKE_CXX_STANDARD_LIBRARIES="$lib/libprotobuf.so" || exit 1
+step build cmake --build "$build" --parallel "$(nproc)" --target vidclf-server vidclf \
+  vidclf-e2e-bench vidclf-seeded-repository -- -k 0 || exit 1
+bin=$build/bin
+repository=$build/seeded-repository
+rm -rf "$repository"
+step repository run "$bin/vidclf-seeded-repository" --configs "$configs" --output "$repository" ||
+  exit 1
+
+# In-process: two untimed calls on each file, then seven rounds over the files.
+requests() {
+  for _ in 1 2; do printf '%s\n' "${videos[@]}"; done
+  for _ in $(seq 7); do printf '%s\n' "${videos[@]}"; done
+}
+IFS=, read -r -a inprocess_variants <<<"${INPROCESS_VARIANTS-cuda:0 fp16,cuda:0 fp32,cpu fp32}"
+for variant in "${inprocess_variants[@]}"; do
+  read -r device precision <<<"$variant"
+  name=inprocess-${device%%:*}-$precision
+  requests | step "$name" run "$bin/vidclf-e2e-bench" --repository "$repository" \
+    --device "$device" --precision "$precision"
+done
+
+# Over gRPC: a server per device, loaded by the C++ client at rising concurrency. The server is
+# started directly, not through run(), so that $! is its process and TERM reaches it.
+metrics=http://127.0.0.1:9151/metrics
+IFS=, read -r -a serving_variants <<<"${SERVING_VARIANTS-cuda:0 fp16,cpu fp32}"
+for variant in "${serving_variants[@]}"; do
+  read -r device precision <<<"$variant"
+  name=serving-${device%%:*}-$precision
+  LD_LIBRARY_PATH=$lib "$bin/vidclf-server" --model-repository "$repository" \
+    --host 127.0.0.1 --grpc-port 50151 --metrics-port 9151 --device "$device" \
+    --precision "$precision" >"$out/$name-server.txt" 2>&1 &
+  server=$!
+  for _ in $(seq 120); do
+    grep -q "gRPC listening on" "$out/$name-server.txt" && break
+    sleep 0.5
+  done
+  step "$name" run "$bin/vidclf" bench --server 127.0.0.1:50151 --json --warmup 8 \
+    --concurrency 1,4,16,32 --metrics-url "$metrics" "${videos[@]}"
+  python3 -c 'import sys, urllib.request as r; print(r.urlopen(sys.argv[1]).read().decode())' \
+    "$metrics" >"$out/$name-metrics.txt" 2>&1
+  kill -TERM "$server"
+  wait "$server"
+done
+echo "done"
