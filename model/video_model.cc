@@ -444,18 +444,20 @@ absl::StatusOr<std::pair<torch::Tensor, std::vector<HeadState>>> VideoModel::Str
 }
 
 std::string BlasLibraryInUse() {
-  // LibTorch does not say which BLAS it ended up with; the dynamic loader's map does.
+  // LibTorch does not say which BLAS it ended up with; the dynamic loader's map does. cuBLAS,
+  // which a CUDA LibTorch maps, runs only the GPU's products.
   std::ifstream maps("/proc/self/maps");
   std::string line;
   while (std::getline(maps, line)) {
     const size_t path = line.find('/');
-    if (path != std::string::npos && line.find("blas", path) != std::string::npos) {
+    if (path != std::string::npos && line.find("blas", path) != std::string::npos &&
+        line.find("cublas", path) == std::string::npos) {
       std::error_code error;
       const auto resolved = std::filesystem::canonical(line.substr(path), error);
       return error ? line.substr(path) : resolved.string();
     }
   }
-  return "none loaded";
+  return "none loaded (LibTorch's own, where it was built in)";
 }
 
 void SetIntraOpThreadsOfThisThread(int threads) {

@@ -113,8 +113,13 @@ engine::EngineOptions EngineOptionsFromFlags(const ServerFlags& flags, int cores
 
 void LogBackboneThreads(const engine::ClassifyEngine& engine) {
   const std::vector<int>& cpus = engine.options().batching.cpus;
+  const std::shared_ptr<const engine::ModelRepository> repository = engine.repository();
+  const torch::Device device = repository->entries().begin()->second.model->device();
   if (!cpus.empty()) {
     spdlog::info("backbone intra-op threads bound one per CPU: {}", absl::StrJoin(cpus, ","));
+  } else if (engine.options().bind_backbone_threads && !device.is_cpu()) {
+    spdlog::info("backbone intra-op threads left to the kernel: the models run on {}",
+                 device.str());
   } else if (engine.options().bind_backbone_threads) {
     spdlog::info(
         "backbone intra-op threads left to the kernel: this process may run on {} CPUs "

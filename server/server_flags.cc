@@ -77,9 +77,9 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                "Embed a call's frames as they are decoded instead of once its decoder is done "
                "(which answered one call at a time sooner on two cores).");
   app.add_flag("--bind-backbone-threads,!--no-bind-backbone-threads", flags->bind_backbone_threads,
-               "Bind the backbone's intra-op threads one per CPU where this process may run on "
-               "exactly --cores CPUs (a dedicated cpuset or the whole machine); elsewhere they "
-               "are left to the kernel.")
+               "Bind the backbone's intra-op threads one per CPU where the models run on the CPU "
+               "and this process may run on exactly --cores CPUs (a dedicated cpuset or the "
+               "whole machine); elsewhere they are left to the kernel.")
       ->capture_default_str();
   app.add_option("--max-inflight-requests", flags->max_inflight_requests,
                  "Calls in flight at once; past it, calls get RESOURCE_EXHAUSTED at once.")

@@ -13,14 +13,24 @@
 namespace vidclf::engine {
 namespace {
 
-EngineOptions Resolved(EngineOptions options) {
+// Whether every model runs on the CPU, where the backbone's intra-op threads do its arithmetic. On
+// a GPU they only launch kernels, and binding them would take nothing from the kernel's choice.
+bool ModelsRunOnTheCpu(const ModelRepository& repository) {
+  for (const auto& [name, entry] : repository.entries()) {
+    if (!entry.model->device().is_cpu()) return false;
+  }
+  return true;
+}
+
+EngineOptions Resolved(EngineOptions options, const ModelRepository& repository) {
   if (options.cores <= 0) {
     options.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
   if (options.decode_slots <= 0) options.decode_slots = options.cores;
   options.batching.max_threads = options.cores;
-  options.batching.cpus =
-      options.bind_backbone_threads ? model::DedicatedCpus(options.cores) : std::vector<int>{};
+  options.batching.cpus = options.bind_backbone_threads && ModelsRunOnTheCpu(repository)
+                              ? model::DedicatedCpus(options.cores)
+                              : std::vector<int>{};
   if (options.head_intra_op_threads <= 0) options.head_intra_op_threads = options.cores;
   return options;
 }
@@ -57,8 +67,9 @@ absl::StatusOr<std::unique_ptr<ClassifyEngine>> ClassifyEngine::Create(
         "max sampled frames, max batch frames and stream buffers >= 1");
   }
   if (repository == nullptr) return absl::InvalidArgumentError("engine needs a model repository");
+  const EngineOptions resolved = Resolved(options, *repository);
   return std::unique_ptr<ClassifyEngine>(
-      new ClassifyEngine(Resolved(options), std::move(repository), observer));
+      new ClassifyEngine(resolved, std::move(repository), observer));
 }
 
 ClassifyEngine::ClassifyEngine(const EngineOptions& options,

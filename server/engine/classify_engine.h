@@ -52,9 +52,9 @@ struct EngineOptions {
   // 4.6-4.9 with two, and neither kept up with more real-time feeds of the demo model
   // (docs/streaming-benchmark.md).
   int head_intra_op_threads = 0;
-  // Bind the backbone's intra-op threads one per CPU where this process may run on exactly
-  // `cores` CPUs (model::DedicatedCpus; model/thread_affinity.h says why); elsewhere they are
-  // left to the kernel either way.
+  // Bind the backbone's intra-op threads one per CPU where the models run on the CPU and this
+  // process may run on exactly `cores` CPUs (model::DedicatedCpus; model/thread_affinity.h says
+  // why); elsewhere they are left to the kernel either way.
   bool bind_backbone_threads = true;
   // Most frames one call may ask to be sampled.
   int max_sampled_frames = 256;

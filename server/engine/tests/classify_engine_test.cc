@@ -371,6 +371,20 @@ TEST_F(ClassifyEngineTest, BindsTheBackbonesThreadsOnlyToCpusItOwns) {
   }
 }
 
+// On a GPU the backbone's intra-op threads only launch kernels: none is bound there.
+TEST_F(ClassifyEngineTest, BindsNoThreadWhereTheModelsRunOnAGpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU";
+  model::InferenceOptions on_gpu;
+  on_gpu.device = "cuda:0";
+  EngineOptions options;
+  options.cores = static_cast<int>(model::AllowedCpus().size());
+  options.bind_backbone_threads = true;
+  std::unique_ptr<ClassifyEngine> engine = Engine(options, nullptr, Repository("repo", on_gpu));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(Submit(*engine, Input((*videos_)[0])).answer.get().ok());
+  EXPECT_TRUE(engine->options().batching.cpus.empty());
+}
+
 // Past the bound on calls or on bytes, calls are refused at once and nothing is queued.
 TEST_F(ClassifyEngineTest, RefusesPastItsBoundsAtOnce) {
   EngineOptions options;
