@@ -70,6 +70,11 @@ def main():
         "machine's CPU. Regenerate with `python3 bench/gpu/serving_report.py OUTPUT_DIR "
         "docs/gpu-serving-benchmark.md`.",
         "",
+        "The run: on a Debian machine with vidclf's dependencies, `bench/gpu/pack-deps.sh "
+        "DEPS.tar.xz`, and the demo repository's `NAME/1/model.json` files copied into "
+        "CONFIGS_DIR; on the GPU machine, from the repository's root, `bench/gpu/serve.sh "
+        "DEPS.tar.xz CONFIGS_DIR OUTPUT_DIR VIDEO...`.",
+        "",
     ]
     lines += [f"- {line}" for line in machine]
     lines += [
