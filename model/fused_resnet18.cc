@@ -90,9 +90,11 @@ FusedResNet18::FusedResNet18(const ResNet18& resnet, const torch::Device& device
   const FoldedResNet18 folded = FoldBatchNorms(resnet);
   const bool use_winograd =
       winograd && device.is_cpu() && dtype == torch::kFloat && OneDnnResNet18::WinogradAvailable();
-  if (use_winograd) {  // the weights below stay plain: the Winograd graph shares them
+  if (use_winograd) {  // the graph holds the only copy of the weights
     onednn_ = false;
     channels_last_ = false;
+    winograd_ = std::make_unique<OneDnnResNet18>(folded, true);
+    return;
   }
   const torch::TensorOptions placement = torch::TensorOptions().device(device).dtype(dtype);
   stem_ = Place(folded.stem, placement);
@@ -102,9 +104,6 @@ FusedResNet18::FusedResNet18(const ResNet18& resnet, const torch::Device& device
     placed.conv2 = Place(block.conv2, placement);
     if (block.downsample) placed.downsample = Place(*block.downsample, placement);
     blocks_.push_back(std::move(placed));
-  }
-  if (use_winograd) {
-    winograd_ = std::make_unique<OneDnnResNet18>(FoldedResNet18{stem_, blocks_}, true);
   }
 }
 
@@ -149,6 +148,7 @@ bool FusedResNet18::SameAs(const FusedResNet18& other) const {
       uses_winograd() != other.uses_winograd()) {
     return false;
   }
+  if (uses_winograd()) return winograd_->SameWeights(*other.winograd_);
   const std::vector<const FoldedConvolution*> mine = Convolutions();
   const std::vector<const FoldedConvolution*> theirs = other.Convolutions();
   if (mine.size() != theirs.size()) return false;

@@ -86,8 +86,8 @@ class FusedResNet18 {
   bool onednn_;
   FoldedConvolution stem_;
   std::vector<FoldedBlock> blocks_;
-  // Runs forward instead where Winograd's kernels were asked for and run; stem_ and blocks_ then
-  // hold the plain float32 weights it shares.
+  // Runs forward instead where Winograd's kernels were asked for and run; stem_ and blocks_ are
+  // then empty, and it holds the only copy of the weights.
   std::unique_ptr<OneDnnResNet18> winograd_;
 };
 

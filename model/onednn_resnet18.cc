@@ -1,5 +1,6 @@
 #include "model/onednn_resnet18.h"
 
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -49,13 +50,25 @@ memory::desc Blocked(const memory::dims& dims) {
   return memory::desc(dims, memory::data_type::f32, memory::format_tag::nChw16c);
 }
 
+// Copies `from` into `to`, converting the layout, before returning.
+void ReorderNow(memory from, memory to) {
+  dnnl::stream stream(CpuEngine());
+  dnnl::reorder(from, to).execute(stream, from, to);
+  stream.wait();
+}
+
 }  // namespace
 
 struct OneDnnResNet18::Graph {
   struct Convolution {
-    FoldedConvolution folded;
+    int64_t out_channels = 0, in_channels = 0, kernel = 0, stride = 1, padding = 0;
+    torch::Tensor bias;  // float32 on the CPU
     bool winograd = false;
-    // The weights in each layout a primitive asked for, reordered once.
+    // The only full copy of the weights, in the direct kernels' layout, made at construction and
+    // never changed after: the folded plain weights are not kept.
+    memory::desc stored_layout;
+    memory stored;
+    // The weights in each other layout a primitive asked for (Winograd's), reordered once.
     std::vector<std::pair<memory::desc, memory>> weights;
   };
   // An argument of a step: one of the plan's constants (weights, biases) or one of a call's
@@ -74,6 +87,9 @@ struct OneDnnResNet18::Graph {
     std::vector<memory::desc> buffers;
     std::vector<memory> constants;
     std::vector<Step> steps;
+    // For each step, the call's buffers no later step uses: freed once it has run, so that a call
+    // holds a few activations at a time, as LibTorch's fused path does, not all of them.
+    std::vector<std::vector<int>> last_uses;
   };
 
   std::vector<Convolution> convolutions;  // the stem, then each block's conv1, conv2, downsample
@@ -90,6 +106,34 @@ struct OneDnnResNet18::Graph {
 namespace {
 
 using Graph = OneDnnResNet18::Graph;
+
+memory::desc PlainWeights(const Graph::Convolution& conv) {
+  return memory::desc({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel},
+                      memory::data_type::f32, memory::format_tag::oihw);
+}
+
+// The output's dims of `conv` on input dims `in`.
+memory::dims OutputDims(const Graph::Convolution& conv, const memory::dims& in) {
+  const int64_t k = conv.kernel, stride = conv.stride, pad = conv.padding;
+  return {in[0], conv.out_channels, (in[2] + 2 * pad - k) / stride + 1,
+          (in[3] + 2 * pad - k) / stride + 1};
+}
+
+// `conv` with `algorithm` on input dims `in`, weights in the layout its kernel prefers. The stem
+// reads the frames in whichever layout its kernel prefers; the others read and write 16-channel
+// blocks.
+dnnl::convolution_forward::primitive_desc ConvolutionPrimitive(const Graph::Convolution& conv,
+                                                               dnnl::algorithm algorithm,
+                                                               const memory::dims& in, bool stem,
+                                                               const dnnl::primitive_attr& attr) {
+  const dnnl::convolution_forward::desc desc(
+      dnnl::prop_kind::forward_inference, algorithm, stem ? Any(in) : Blocked(in),
+      Any({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}),
+      memory::desc({conv.out_channels}, memory::data_type::f32, memory::format_tag::x),
+      Blocked(OutputDims(conv, in)), {conv.stride, conv.stride}, {conv.padding, conv.padding},
+      {conv.padding, conv.padding});
+  return dnnl::convolution_forward::primitive_desc(desc, attr, CpuEngine());
+}
 
 // Builds one Plan, step by step, in the order the steps run.
 class PlanBuilder {
@@ -123,24 +167,15 @@ class PlanBuilder {
   // output's buffer.
   int Convolve(int index, int src, bool relu, std::optional<int> residual = std::nullopt) {
     Graph::Convolution& conv = convolutions_[index];
-    const torch::Tensor& weight = conv.folded.weight;
     const memory::dims in = plan_.buffers[src].dims();
-    const int64_t k = weight.size(2), stride = conv.folded.stride, pad = conv.folded.padding;
-    const memory::dims out = {in[0], weight.size(0), (in[2] + 2 * pad - k) / stride + 1,
-                              (in[3] + 2 * pad - k) / stride + 1};
+    const memory::dims out = OutputDims(conv, in);
     dnnl::post_ops ops;
     if (residual) ops.append_sum(1.0f);
     if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     dnnl::primitive_attr attr = UserScratchpad();
     attr.set_post_ops(ops);
     auto make = [&](dnnl::algorithm algorithm) {
-      // The stem reads the frames in whichever layout its kernel prefers.
-      const dnnl::convolution_forward::desc desc(
-          dnnl::prop_kind::forward_inference, algorithm, index == 0 ? Any(in) : Blocked(in),
-          Any({weight.size(0), weight.size(1), k, k}),
-          memory::desc({weight.size(0)}, memory::data_type::f32, memory::format_tag::x),
-          Blocked(out), {stride, stride}, {pad, pad}, {pad, pad});
-      return dnnl::convolution_forward::primitive_desc(desc, attr, CpuEngine());
+      return ConvolutionPrimitive(conv, algorithm, in, /*stem=*/index == 0, attr);
     };
     const bool winograd = conv.winograd && out[2] >= kWinogradMinSide;
     dnnl::convolution_forward::primitive_desc pd;
@@ -157,7 +192,7 @@ class PlanBuilder {
         {{DNNL_ARG_SRC, Call(input)},
          {DNNL_ARG_WEIGHTS, Constant(Weights(conv, pd.weights_desc()))},
          {DNNL_ARG_BIAS,
-          Constant(memory(pd.bias_desc(), CpuEngine(), conv.folded.bias.data_ptr<float>()))},
+          Constant(memory(pd.bias_desc(), CpuEngine(), conv.bias.data_ptr<float>()))},
          {DNNL_ARG_DST, Call(dst)}},
         pd.scratchpad_desc());
     return dst;
@@ -192,18 +227,17 @@ class PlanBuilder {
     plan_.steps.push_back(std::move(step));
   }
 
-  // The weights of `conv` in layout `want`, reordered from the folded ones on first use.
+  // The weights of `conv` in layout `want`: the stored copy, or one reordered from it on first
+  // use, through a plain copy, as Winograd's layouts are made only from plain weights.
   static memory Weights(Graph::Convolution& conv, const memory::desc& want) {
+    if (conv.stored_layout == want) return conv.stored;
     for (const auto& [layout, weights] : conv.weights) {
       if (layout == want) return weights;
     }
-    const torch::Tensor& plain = conv.folded.weight;
-    memory from({plain.sizes().vec(), memory::data_type::f32, memory::format_tag::oihw},
-                CpuEngine(), plain.data_ptr<float>());
+    memory plain(PlainWeights(conv), CpuEngine());
+    ReorderNow(conv.stored, plain);
     memory to(want, CpuEngine());
-    dnnl::stream stream(CpuEngine());
-    dnnl::reorder(from, to).execute(stream, from, to);
-    stream.wait();
+    ReorderNow(plain, to);
     conv.weights.emplace_back(want, to);
     return to;
   }
@@ -237,6 +271,17 @@ std::shared_ptr<const Graph::Plan> Graph::PlanFor(int64_t n, int64_t h, int64_t 
   TORCH_CHECK(last[2] == last[3], "oneDNN ResNet18 expects square frames; got ", h, "x", w);
   x = build.Pool(x, dnnl::algorithm::pooling_avg_exclude_padding, last[2], 1, 0);
   build.Reorder(x, features);
+  std::vector<int> last_step(plan->buffers.size(), -1);
+  for (size_t i = 0; i < plan->steps.size(); ++i) {
+    for (const auto& [name, ref] : plan->steps[i].args) {
+      if (!ref.constant) last_step[ref.index] = static_cast<int>(i);
+    }
+    if (plan->steps[i].scratchpad >= 0) last_step[plan->steps[i].scratchpad] = static_cast<int>(i);
+  }
+  plan->last_uses.resize(plan->steps.size());
+  for (size_t buffer = 2; buffer < last_step.size(); ++buffer) {  // 0 and 1 are the caller's
+    if (last_step[buffer] >= 0) plan->last_uses[last_step[buffer]].push_back(buffer);
+  }
   cached = std::move(plan);
   return cached;
 }
@@ -259,10 +304,24 @@ OneDnnResNet18::OneDnnResNet18(const FoldedResNet18& folded, bool winograd)
     : graph_(std::make_unique<Graph>()) {
   auto add = [&](const FoldedConvolution& conv) {
     Graph::Convolution convolution;
-    convolution.winograd = winograd && conv.weight.size(2) == 3 && conv.stride == 1;
-    convolution.folded = conv;
-    convolution.folded.weight = conv.weight.to(torch::kCPU, torch::kFloat).contiguous();
-    convolution.folded.bias = conv.bias.to(torch::kCPU, torch::kFloat).contiguous();
+    convolution.out_channels = conv.weight.size(0);
+    convolution.in_channels = conv.weight.size(1);
+    convolution.kernel = conv.weight.size(2);
+    convolution.stride = conv.stride;
+    convolution.padding = conv.padding;
+    convolution.winograd = winograd && convolution.kernel == 3 && conv.stride == 1;
+    convolution.bias = conv.bias.to(torch::kCPU, torch::kFloat).contiguous();
+    // Stored in the layout the direct kernels take at 56x56, which is what they take at every
+    // size here; a plan that asks for another gets a copy reordered from this one.
+    const bool stem = graph_->convolutions.empty();
+    convolution.stored_layout =
+        ConvolutionPrimitive(convolution, dnnl::algorithm::convolution_direct,
+                             {1, convolution.in_channels, 56, 56}, stem, dnnl::primitive_attr())
+            .weights_desc();
+    convolution.stored = memory(convolution.stored_layout, CpuEngine());
+    torch::Tensor plain = conv.weight.to(torch::kCPU, torch::kFloat).contiguous();
+    ReorderNow(memory(PlainWeights(convolution), CpuEngine(), plain.data_ptr<float>()),
+               convolution.stored);
     graph_->convolutions.push_back(std::move(convolution));
     return static_cast<int>(graph_->convolutions.size()) - 1;
   };
@@ -278,6 +337,29 @@ OneDnnResNet18::OneDnnResNet18(const FoldedResNet18& folded, bool winograd)
 
 OneDnnResNet18::~OneDnnResNet18() = default;
 
+bool OneDnnResNet18::SameWeights(const OneDnnResNet18& other) const {
+  const std::vector<Graph::Convolution>& mine = graph_->convolutions;
+  const std::vector<Graph::Convolution>& theirs = other.graph_->convolutions;
+  if (mine.size() != theirs.size() || graph_->blocks.size() != other.graph_->blocks.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const Graph::Convolution& a = mine[i];
+    const Graph::Convolution& b = theirs[i];
+    // The stored copies were reordered alike from the folded weights (padding zeroed): equal
+    // bytes, equal weights. They never change after construction, so no lock is needed.
+    if (a.out_channels != b.out_channels || a.in_channels != b.in_channels ||
+        a.kernel != b.kernel || a.stride != b.stride || a.padding != b.padding ||
+        a.winograd != b.winograd || !torch::equal(a.bias, b.bias) ||
+        a.stored_layout != b.stored_layout ||
+        std::memcmp(a.stored.get_data_handle(), b.stored.get_data_handle(),
+                    a.stored_layout.get_size()) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
 torch::Tensor OneDnnResNet18::forward(const torch::Tensor& frames) const {
   TORCH_CHECK(frames.dim() == 4 && frames.size(1) == 3 && frames.device().is_cpu(),
               "ResNet18 expects frames shaped [N, 3, H, W] on the CPU; got ", frames.sizes());
@@ -286,21 +368,25 @@ torch::Tensor OneDnnResNet18::forward(const torch::Tensor& frames) const {
   const std::shared_ptr<const Graph::Plan> plan =
       graph_->PlanFor(input.size(0), input.size(2), input.size(3));
   torch::Tensor features = torch::empty({input.size(0), 512}, torch::kFloat);
-  std::vector<memory> buffers;
-  buffers.reserve(plan->buffers.size());
-  buffers.emplace_back(plan->buffers[0], CpuEngine(), input.data_ptr<float>());
-  buffers.emplace_back(plan->buffers[1], CpuEngine(), features.data_ptr<float>());
-  for (size_t i = 2; i < plan->buffers.size(); ++i) {
-    buffers.emplace_back(plan->buffers[i], CpuEngine());
-  }
+  std::vector<memory> buffers(plan->buffers.size());
+  buffers[0] = memory(plan->buffers[0], CpuEngine(), input.data_ptr<float>());
+  buffers[1] = memory(plan->buffers[1], CpuEngine(), features.data_ptr<float>());
+  // Allocated at first use.
+  auto buffer = [&](int index) -> const memory& {
+    if (!buffers[index]) buffers[index] = memory(plan->buffers[index], CpuEngine());
+    return buffers[index];
+  };
   dnnl::stream stream(CpuEngine());
-  for (const Graph::Step& step : plan->steps) {
+  for (size_t i = 0; i < plan->steps.size(); ++i) {
+    const Graph::Step& step = plan->steps[i];
     std::unordered_map<int, memory> args;
     for (const auto& [name, ref] : step.args) {
-      args.emplace(name, ref.constant ? plan->constants[ref.index] : buffers[ref.index]);
+      args.emplace(name, ref.constant ? plan->constants[ref.index] : buffer(ref.index));
     }
-    if (step.scratchpad >= 0) args.emplace(DNNL_ARG_SCRATCHPAD, buffers[step.scratchpad]);
+    if (step.scratchpad >= 0) args.emplace(DNNL_ARG_SCRATCHPAD, buffer(step.scratchpad));
     step.primitive.execute(stream, args);
+    // A CPU stream runs each primitive before execute returns: its buffers can go at once.
+    for (int index : plan->last_uses[i]) buffers[index] = memory();
   }
   stream.wait();
   return features;
@@ -317,6 +403,8 @@ OneDnnResNet18::OneDnnResNet18(const FoldedResNet18&, bool) {
 }
 
 OneDnnResNet18::~OneDnnResNet18() = default;
+
+bool OneDnnResNet18::SameWeights(const OneDnnResNet18&) const { return false; }
 
 torch::Tensor OneDnnResNet18::forward(const torch::Tensor&) const {
   TORCH_CHECK(false, "this build has no oneDNN");

@@ -22,11 +22,15 @@ class OneDnnResNet18 {
   // Whether this build has oneDNN and this CPU runs its Winograd kernels.
   static bool WinogradAvailable();
 
-  // Runs `folded` (its weights converted to float32). With `winograd`, every 3x3 convolution of
-  // stride 1 runs Winograd's kernels where oneDNN has them. Throws c10::Error where this build
-  // has no oneDNN.
+  // Runs `folded` (its weights converted to float32), holding one copy of the weights, in
+  // oneDNN's layout; `folded` may go after. With `winograd`, every 3x3 convolution of stride 1
+  // runs Winograd's kernels where oneDNN has them, on copies in their layout (four times the
+  // weights of the convolutions that run them). Throws c10::Error where this build has no oneDNN.
   OneDnnResNet18(const FoldedResNet18& folded, bool winograd);
   ~OneDnnResNet18();
+
+  // Whether `other` runs the same weights, bit for bit, the same way.
+  bool SameWeights(const OneDnnResNet18& other) const;
 
   // frames: [N, 3, H, W] float32 on the CPU, any layout. Returns [N, 512], the average-pooled
   // features. Thread-safe: every call allocates its own activations.

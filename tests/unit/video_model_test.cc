@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "model/onednn_resnet18.h"
+
 namespace vidclf::model {
 namespace {
 
@@ -354,6 +356,18 @@ TEST_F(VideoModelTest, FusedBackbonesOfTheSameWeightsAreShared) {
   EXPECT_NE((*a)->backbone_key(), (*c)->backbone_key());
   EXPECT_NE((*a)->backbone_key(), (*a_nhwc)->backbone_key());
   EXPECT_NE((*a_eager)->backbone_key(), (*b_eager)->backbone_key());
+  // Winograd backbones hold only oneDNN's copy of the weights, and compare by it alike.
+  if (OneDnnResNet18::WinogradAvailable()) {
+    InferenceOptions winograd = fused;
+    winograd.winograd_convolutions = true;
+    auto a_winograd = VideoModel::Load(first.string(), winograd);
+    auto b_winograd = VideoModel::Load(second.string(), winograd);
+    auto c_winograd = VideoModel::Load(other.string(), winograd);
+    ASSERT_TRUE(a_winograd.ok() && b_winograd.ok() && c_winograd.ok());
+    EXPECT_EQ((*a_winograd)->backbone_key(), (*b_winograd)->backbone_key());
+    EXPECT_NE((*a_winograd)->backbone_key(), (*c_winograd)->backbone_key());
+    EXPECT_NE((*a_winograd)->backbone_key(), (*a)->backbone_key());
+  }
   const torch::Tensor frames = torch::randn({3, 3, 32, 32});
   auto from_a = (*a)->Embed(frames);
   auto from_c = (*c)->Embed(frames);
