@@ -32,10 +32,11 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
       ->capture_default_str()
       ->check(CLI::IsMember({"channels-last", "nchw"}));
   app.add_option("--backbone-kernels", flags->backbone_kernels,
-                 "fused: batch norm folded into the convolutions, which run as oneDNN's "
-                 "pre-packed kernels on the CPU in fp32 (docs/backbone-benchmark.md); winograd: "
-                 "fused, with the 3x3 convolutions of large frames on oneDNN's Winograd kernels "
-                 "where the CPU runs them (AVX-512), else as fused; eager: the module as trained.")
+                 "winograd: fused, on oneDNN's own primitives, the 3x3 convolutions of large "
+                 "frames on its Winograd kernels where the CPU runs them (AVX-512 in fp32), else "
+                 "as fused; fused: batch norm folded into the convolutions, which run as oneDNN's "
+                 "pre-packed kernels on the CPU in fp32 (docs/backbone-benchmark.md); eager: the "
+                 "module as trained.")
       ->capture_default_str()
       ->check(CLI::IsMember({"fused", "winograd", "eager"}));
   app.add_option("--stream-step", flags->stream_step,

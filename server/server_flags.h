@@ -18,7 +18,7 @@ struct ServerFlags {
   std::string device = "auto";
   std::string precision = "fp32";
   std::string memory_format = "channels-last";
-  std::string backbone_kernels = "fused";
+  std::string backbone_kernels = "winograd";
   std::string stream_step = "cuda-graph";
   std::string stream_step_weights = "float32";
   int cores = 0;

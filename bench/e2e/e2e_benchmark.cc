@@ -7,7 +7,7 @@
 // written once the call has finished: the wall time from submission to the answer and the
 // engine's stage times, or the error. Prints {"ready": true} once the models are loaded.
 //
-//   vidclf-e2e-bench --repository REPO [--model NAME] [--cores N] [--backbone_kernels fused]
+//   vidclf-e2e-bench --repository REPO [--model NAME] [--cores N] [--backbone_kernels winograd]
 //                    [--embed_while_decoding] [--nosplit_at_keyframes]
 //                    [--nobind_backbone_threads] [--device cuda:0 --precision fp16]
 #include <fstream>
@@ -37,7 +37,7 @@ extern "C" {
 ABSL_FLAG(std::string, repository, "", "Model repository (REPO/<name>/<version>/).");
 ABSL_FLAG(std::string, model, "", "Model to classify with; empty: the repository's default.");
 ABSL_FLAG(int, cores, 0, "Cores that decoding and the backbone share; 0: the machine's.");
-ABSL_FLAG(std::string, backbone_kernels, "fused",
+ABSL_FLAG(std::string, backbone_kernels, "winograd",
           "fused, winograd or eager, as vidclf-server's flag.");
 ABSL_FLAG(bool, embed_while_decoding, false, "As vidclf-server's --embed-while-decoding.");
 ABSL_FLAG(bool, split_at_keyframes, true,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -64,6 +65,16 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
   repository->default_model_ =
       default_model.empty() ? repository->entries_.begin()->first : default_model;
   if (auto found = repository->Find(""); !found.ok()) return found.status();
+  // Each backbone embeds one call's frames now, so that the first call does not wait for what is
+  // built at first use: oneDNN's Winograd plan, about 100 ms; cuDNN's choice of kernels.
+  std::set<const void*> warmed;
+  for (const auto& [name, entry] : repository->entries_) {
+    if (!warmed.insert(entry.model->backbone_key()).second) continue;
+    const model::InputConfig& input = entry.model->config().input;
+    const absl::StatusOr<torch::Tensor> embedded =
+        entry.model->Embed(torch::zeros({input.num_frames, 3, input.crop_size, input.crop_size}));
+    if (!embedded.ok()) return embedded.status();
+  }
   return repository;
 }
 
