@@ -34,8 +34,9 @@ namespace fs = std::filesystem;
 absl::Status WriteSeededBundle(const fs::path& path, const fs::path& output, int seed) {
   std::ifstream file(path);
   const nlohmann::json json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded())
+  if (json.is_discarded()) {
     return absl::InvalidArgumentError(absl::StrCat(path.string(), " is not JSON"));
+  }
   auto config = vidclf::model::ModelConfigFromJson(json);
   if (!config.ok()) return config.status();
   torch::manual_seed(seed);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# vidclf's server and engine on a CUDA GPU, for docs/gpu-benchmark.md's serving section. Unpacks
+# vidclf's server and engine on a CUDA GPU, for docs/gpu-serving-benchmark.md. Unpacks
 # the Debian libraries that bench/gpu/pack-deps.sh packed, builds the server, the client and the
 # in-process benchmark against the LibTorch inside this machine's PyTorch (no cameras, no
 # vidclf-train, no tests), makes a repository of the demo models' configurations with seeded
