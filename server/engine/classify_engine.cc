@@ -14,7 +14,7 @@ namespace vidclf::engine {
 namespace {
 
 // Whether every model runs on the CPU, where the backbone's intra-op threads do its arithmetic. On
-// a GPU they only launch kernels, and binding them would take nothing from the kernel's choice.
+// a GPU they only launch kernels, and a team bound one per CPU would gain nothing there.
 bool ModelsRunOnTheCpu(const ModelRepository& repository) {
   for (const auto& [name, entry] : repository.entries()) {
     if (!entry.model->device().is_cpu()) return false;

@@ -27,7 +27,8 @@ class ModelRepository {
   // (versions compare as integers when both are numeric, else as text). `default_model` names
   // the model used when a request names none; empty picks the first name in alphabetical order.
   // Fails when the directory holds no bundle, or any bundle does not load. Every model runs as
-  // `inference` says (device, precision, layout).
+  // `inference` says (device, precision, layout); each distinct backbone embeds one call's frames
+  // of zeros before Load returns, so that what is built at first use is ready.
   static absl::StatusOr<std::unique_ptr<ModelRepository>> Load(
       const std::string& root, const std::string& default_model,
       const model::InferenceOptions& inference = {});
