@@ -4,7 +4,9 @@
 #include <sched.h>
 
 #include <atomic>
+#include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "model/video_model.h"
 
 #ifdef _OPENMP
@@ -30,26 +32,40 @@ std::vector<int> DedicatedCpus(int cores) {
   return cpus;
 }
 
-bool BindIntraOpThreadsOfThisThread(const std::vector<int>& cpus) {
-  if (cpus.empty()) return false;
+absl::Status BindIntraOpThreadsOfThisThread(const std::vector<int>& cpus) {
+  if (cpus.empty()) return absl::InvalidArgumentError("no CPU to bind intra-op threads to");
   const int threads = static_cast<int>(cpus.size());
   SetIntraOpThreadsOfThisThread(threads);
 #ifdef _OPENMP
   // OpenMP keeps a team's threads for the next parallel region of the same thread: each binds
   // itself once, here, by its number in the team.
-  std::atomic<int> bound{0};
   std::atomic<int> team{0};
+  std::atomic<int> refused_cpu{-1};
+  std::atomic<int> refusal{0};
 #pragma omp parallel num_threads(threads)
   {
     team = omp_get_num_threads();
+    const int cpu = cpus[omp_get_thread_num()];
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(cpus[omp_get_thread_num()], &set);
-    if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0) ++bound;
+    CPU_SET(cpu, &set);
+    if (const int error = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); error != 0) {
+      refused_cpu = cpu;
+      refusal = error;
+    }
   }
-  return team == threads && bound == threads;
+  if (team != threads) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("OpenMP ran ", team.load(), " of the ", threads,
+                     " intra-op threads asked for (OMP_THREAD_LIMIT or OMP_DYNAMIC may cap it)"));
+  }
+  if (refused_cpu >= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "binding a thread to CPU ", refused_cpu.load(), ": ", std::strerror(refusal.load())));
+  }
+  return absl::OkStatus();
 #else
-  return false;
+  return absl::UnimplementedError("LibTorch's intra-op threads are not OpenMP's in this build");
 #endif
 }
 

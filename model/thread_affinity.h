@@ -10,6 +10,8 @@
 
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace vidclf::model {
 
 // The CPUs the calling thread may run on (its affinity mask, which threads inherit from the one
@@ -23,10 +25,10 @@ std::vector<int> AllowedCpus();
 std::vector<int> DedicatedCpus(int cores);
 
 // Runs this thread's LibTorch intra-op work on cpus.size() threads, the i-th bound to cpus[i]
-// (this thread is the 0th, and stays bound to cpus[0] afterwards). Returns whether every thread
-// was bound; where LibTorch's intra-op threads are not OpenMP's, only the count is set and this
-// returns false. Empty `cpus` does nothing and returns false.
-bool BindIntraOpThreadsOfThisThread(const std::vector<int>& cpus);
+// (this thread is the 0th, and stays bound to cpus[0] afterwards). Says why when a thread could not
+// be bound: OpenMP ran fewer threads, a CPU is not this process's to use, or LibTorch's intra-op
+// threads are not OpenMP's (only the count is set then). Empty `cpus` does nothing.
+absl::Status BindIntraOpThreadsOfThisThread(const std::vector<int>& cpus);
 
 }  // namespace vidclf::model
 

@@ -1,6 +1,7 @@
 #include "server/metrics.h"
 
 #include <prometheus/metric_family.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -240,7 +241,13 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
                              .Name("vidclf_source_reconnects_total")
                              .Help("Attempts to follow a watched source again after it dropped.")
                              .Register(registry)
-                             .Add({})) {
+                             .Add({})),
+      thread_binding_failures_(
+          prometheus::BuildCounter()
+              .Name("vidclf_backbone_thread_binding_failures_total")
+              .Help("Times the backbone's intra-op threads could not all be bound one per CPU.")
+              .Register(registry)
+              .Add({})) {
   // Every reason reads 0 from the start, so that rates and alerts over them have a series before
   // the first refusal rather than none.
   for (const engine::Refusal refusal :
@@ -288,6 +295,16 @@ void ServerMetrics::StreamFrames(int64_t frames) {
 void ServerMetrics::HeadStepped(int streams) { stream_head_step_streams_.Observe(streams); }
 
 void ServerMetrics::SourceReconnect() { source_reconnects_.Increment(); }
+
+void ServerMetrics::ThreadBindingFailed(const absl::Status& why) {
+  thread_binding_failures_.Increment();
+  std::call_once(thread_binding_warned_, [&] {
+    spdlog::warn(
+        "backbone intra-op threads could not all be bound one per CPU: {} (counted in "
+        "vidclf_backbone_thread_binding_failures_total)",
+        std::string(why.message()));
+  });
+}
 
 void ServerMetrics::RecordStreamUpdate(double latency_seconds) {
   stream_update_latency_.Observe(latency_seconds);

@@ -11,6 +11,7 @@
 #include <prometheus/registry.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -39,6 +40,9 @@ class ServerMetrics : public engine::EngineObserver {
   void StreamFrames(int64_t frames) override;
   void HeadStepped(int streams) override;
   void SourceReconnect() override;
+  // Counts every failure, and logs the first as a warning: a server that lost its binding is
+  // slower (model/thread_affinity.h), which an operator should hear of without a dashboard.
+  void ThreadBindingFailed(const absl::Status& why) override;
 
   // A stream prediction was handed to gRPC `latency_seconds` after its newest frame arrived.
   void RecordStreamUpdate(double latency_seconds);
@@ -58,6 +62,8 @@ class ServerMetrics : public engine::EngineObserver {
   prometheus::Histogram& stream_update_latency_;
   prometheus::Counter& stream_dropped_predictions_;
   prometheus::Counter& source_reconnects_;
+  prometheus::Counter& thread_binding_failures_;
+  std::once_flag thread_binding_warned_;
 };
 
 // Reads the engine's gauges at each scrape: vidclf_queue_depth{stage},

@@ -160,8 +160,9 @@ void BackboneBatcher::Run(std::vector<Frame> batch) {
       std::clamp(options_.max_threads - decoding_calls_(), 1, std::max(1, options_.max_threads));
   if (threads != threads_in_use_) {
     if (static_cast<int>(options_.cpus.size()) >= threads) {
-      model::BindIntraOpThreadsOfThisThread(
+      const absl::Status bound = model::BindIntraOpThreadsOfThisThread(
           std::vector<int>(options_.cpus.begin(), options_.cpus.begin() + threads));
+      if (!bound.ok()) observer_->ThreadBindingFailed(bound);
     } else {
       torch::set_num_threads(threads);
     }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace vidclf::engine {
@@ -43,6 +44,10 @@ class EngineObserver {
   virtual void HeadStepped(int streams) = 0;
   // A stream following a source the server pulls tries to reach it again after a drop.
   virtual void SourceReconnect() = 0;
+  // The backbone's intra-op threads could not all be bound one per CPU, for the reason given;
+  // they run where the kernel puts them. Reported at each attempt: when the number of threads
+  // the backbone takes changes.
+  virtual void ThreadBindingFailed(const absl::Status& why) = 0;
 };
 
 // Listens to nothing.
@@ -56,6 +61,7 @@ class NullObserver : public EngineObserver {
   void StreamFrames(int64_t) override {}
   void HeadStepped(int) override {}
   void SourceReconnect() override {}
+  void ThreadBindingFailed(const absl::Status&) override {}
 };
 
 }  // namespace vidclf::engine

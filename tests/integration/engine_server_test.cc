@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "model/thread_affinity.h"
 #include "model/video_model.h"
 #include "tests/test_util/python_server.h"
 #include "tests/test_util/server_process.h"
@@ -367,7 +368,6 @@ TEST_F(EngineServerTest, ListsAndDescribesItsModels) {
   EXPECT_THAT(missing.error_message(), HasSubstr("tiny, tiny-linear"));
 }
 
-// A real Prometheus server scrapes /metrics, and a quantile of the stage histograms comes back.
 // --metrics-host puts /metrics on another address than gRPC's (127.0.0.2 is loopback too).
 TEST_F(EngineServerTest, MetricsListenWhereTheyAreToldTo) {
   auto server = StartServer({"--metrics-host", "127.0.0.2"});
@@ -383,6 +383,31 @@ TEST_F(EngineServerTest, MetricsListenWhereTheyAreToldTo) {
       << "/metrics answered on gRPC's address too";
 }
 
+// OpenMP capped at one thread cannot give the backbone its team bound one per CPU: the log says
+// so once, the metric counts each try, and the server serves on.
+TEST_F(EngineServerTest, WarnsOnceWhereTheBackbonesThreadsCannotBeBound) {
+  const int cpus = static_cast<int>(model::AllowedCpus().size());
+  if (cpus < 2 || cpus != static_cast<int>(std::thread::hardware_concurrency())) {
+    GTEST_SKIP() << "the server binds its threads only where it may run on every CPU, 2 or more";
+  }
+  auto server = testing::ServerProcess::Start(
+      VIDCLF_SERVER_BINARY, {"--model-repository", *dir_ + "/repo"}, {"OMP_THREAD_LIMIT=1"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  v1::ClassifyResponse response;
+  for (const std::string& video : *videos_) {
+    ASSERT_TRUE(Classify(**server, Request(video), &response).ok());
+  }
+  const std::string warning = absl::StrCat(
+      "backbone intra-op threads could not all be bound one per CPU: OpenMP ran 1 of the ", cpus,
+      " intra-op threads asked for");
+  EXPECT_TRUE((*server)->WaitForOutput(warning, 10)) << (*server)->output();
+  const std::string& log = (*server)->output();
+  EXPECT_EQ(log.find(warning), log.rfind(warning)) << "warned more than once";
+  EXPECT_GE(
+      testing::MetricValue(Metrics(**server), "vidclf_backbone_thread_binding_failures_total"), 1);
+}
+
+// A real Prometheus server scrapes /metrics, and a quantile of the stage histograms comes back.
 TEST_F(EngineServerTest, PrometheusScrapesTheServer) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);

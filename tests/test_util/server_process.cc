@@ -18,10 +18,20 @@
 namespace vidclf::testing {
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
-    const std::string& binary, const std::vector<std::string>& arguments, int startup_seconds) {
+    const std::string& binary, const std::vector<std::string>& arguments,
+    const std::vector<std::string>& environment, int startup_seconds) {
   std::vector<std::string> args = {binary, "--host",         "127.0.0.1", "--grpc-port",
                                    "0",    "--metrics-port", "0"};
   args.insert(args.end(), arguments.begin(), arguments.end());
+  // Made before fork: the child of a threaded process should only exec.
+  std::vector<std::string> env = environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) env.emplace_back(*entry);
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (std::string& entry : env) envp.push_back(entry.data());
+  envp.push_back(nullptr);
   int pipe_fds[2];
   if (::pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
   const pid_t pid = ::fork();
@@ -30,10 +40,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     ::dup2(pipe_fds[1], STDOUT_FILENO);
     ::close(pipe_fds[0]);
     ::close(pipe_fds[1]);
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    ::execv(binary.c_str(), argv.data());
+    ::execve(binary.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }
   ::close(pipe_fds[1]);

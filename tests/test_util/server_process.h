@@ -14,11 +14,12 @@ namespace vidclf::testing {
 
 class ServerProcess {
  public:
-  // Starts `binary` with `arguments` plus --host 127.0.0.1 --grpc-port 0 --metrics-port 0 and
-  // waits (up to `startup_seconds`) until it prints the ports it listens on.
+  // Starts `binary` with `arguments` plus --host 127.0.0.1 --grpc-port 0 --metrics-port 0, in this
+  // process's environment plus `environment` ("NAME=value" entries, which win over it), and waits
+  // (up to `startup_seconds`) until it prints the ports it listens on.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
       const std::string& binary, const std::vector<std::string>& arguments,
-      int startup_seconds = 120);
+      const std::vector<std::string>& environment = {}, int startup_seconds = 120);
 
   // Sends SIGTERM and waits for the exit; SIGKILL if it takes over 30 s.
   ~ServerProcess();

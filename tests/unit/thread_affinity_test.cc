@@ -1,20 +1,27 @@
 // Binding a thread's LibTorch intra-op threads to CPUs: each thread of its team ends up on the CPU
-// of its number, and only processes that own the CPUs they budget are offered any.
+// of its number, a refusal says why, and only processes that own the CPUs they budget are offered
+// any.
 #include "model/thread_affinity.h"
 
 #include <ATen/Parallel.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace vidclf::model {
 namespace {
+
+using ::testing::HasSubstr;
 
 // The CPUs the calling thread may run on.
 std::vector<int> CpusOfThisThread() {
@@ -45,7 +52,7 @@ TEST(ThreadAffinityTest, BindsEachIntraOpThreadToTheCpuOfItsNumber) {
   const std::vector<int> cpus(allowed.end() - 2, allowed.end());
   std::mutex mutex;
   std::vector<std::vector<int>> seen;
-  bool bound = false;
+  absl::Status bound;
   int threads = 0;
   // A thread of its own, as the batcher's: binding stays with the thread and its team.
   std::thread([&] {
@@ -58,14 +65,26 @@ TEST(ThreadAffinityTest, BindsEachIntraOpThreadToTheCpuOfItsNumber) {
       seen.push_back(CpusOfThisThread());
     }
   }).join();
-  ASSERT_TRUE(bound);
+  ASSERT_TRUE(bound.ok()) << bound;
   EXPECT_EQ(threads, 2);
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(std::set<std::vector<int>>(seen.begin(), seen.end()),
             (std::set<std::vector<int>>{{cpus[0]}, {cpus[1]}}));
   // The caller's own threads are left as they were.
   EXPECT_EQ(CpusOfThisThread(), allowed);
-  EXPECT_FALSE(BindIntraOpThreadsOfThisThread({}));
+  EXPECT_EQ(BindIntraOpThreadsOfThisThread({}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A CPU the process may not run on (here one the machine lacks) is named in the refusal.
+TEST(ThreadAffinityTest, SaysWhichCpuRefusedAThread) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "one CPU: a team of one thread";
+  const int missing = CPU_SETSIZE - 1;
+  ASSERT_EQ(std::count(allowed.begin(), allowed.end(), missing), 0);
+  absl::Status bound;
+  std::thread([&] { bound = BindIntraOpThreadsOfThisThread({allowed[0], missing}); }).join();
+  EXPECT_EQ(bound.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(bound.message(), HasSubstr(absl::StrCat("CPU ", missing, ": Invalid argument")));
 }
 
 }  // namespace

@@ -41,6 +41,7 @@ class CountingObserver : public EngineObserver {
   void StreamFrames(int64_t) override {}
   void HeadStepped(int) override {}
   void SourceReconnect() override {}
+  void ThreadBindingFailed(const absl::Status&) override {}
   void Refused(Refusal refusal) override {
     absl::MutexLock lock(&mutex_);
     ++refused_[refusal];
