@@ -40,28 +40,27 @@ absl::Status BindIntraOpThreadsOfThisThread(const std::vector<int>& cpus) {
   // OpenMP keeps a team's threads for the next parallel region of the same thread: each binds
   // itself once, here, by its number in the team.
   std::atomic<int> team{0};
-  std::atomic<int> refused_cpu{-1};
-  std::atomic<int> refusal{0};
+  // Each thread writes only its own slot: pthread_setaffinity_np's error for cpus[i].
+  std::vector<int> errors(threads, 0);
 #pragma omp parallel num_threads(threads)
   {
     team = omp_get_num_threads();
-    const int cpu = cpus[omp_get_thread_num()];
+    const int number = omp_get_thread_num();
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (const int error = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); error != 0) {
-      refused_cpu = cpu;
-      refusal = error;
-    }
+    CPU_SET(cpus[number], &set);
+    errors[number] = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
   }
   if (team != threads) {
     return absl::FailedPreconditionError(
         absl::StrCat("OpenMP ran ", team.load(), " of the ", threads,
                      " intra-op threads asked for (OMP_THREAD_LIMIT or OMP_DYNAMIC may cap it)"));
   }
-  if (refused_cpu >= 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "binding a thread to CPU ", refused_cpu.load(), ": ", std::strerror(refusal.load())));
+  for (int i = 0; i < threads; ++i) {
+    if (errors[i] != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("binding a thread to CPU ", cpus[i], ": ", std::strerror(errors[i])));
+    }
   }
   return absl::OkStatus();
 #else
