@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace vidclf::media {
 namespace {
@@ -17,8 +18,11 @@ constexpr int64_t kDropBatchBytes = 1 << 20;
 constexpr size_t kMaxArrivals = 4096;
 }  // namespace
 
-ByteStream::ByteStream(int64_t max_bytes, Bound bound)
-    : max_bytes_(max_bytes), bound_(bound), drop_read_bytes_(bound == Bound::kHeldBytes) {}
+ByteStream::ByteStream(int64_t max_bytes, Bound bound, Clock::duration idle_timeout)
+    : max_bytes_(max_bytes),
+      bound_(bound),
+      idle_timeout_(idle_timeout),
+      drop_read_bytes_(bound == Bound::kHeldBytes) {}
 
 absl::Status ByteStream::Append(absl::string_view chunk) {
   std::vector<std::function<void()>> due;
@@ -43,10 +47,11 @@ absl::Status ByteStream::Append(absl::string_view chunk) {
       arrived_.notify_all();
       status = error_;
       due = TakeDueWaiters();
-    } else {
+    } else if (size > 0) {
       bytes_.append(chunk.data(), chunk.size());
       received_ += size;
-      arrivals_.push_back({received_, Clock::now()});
+      last_arrival_ = Clock::now();
+      arrivals_.push_back({received_, last_arrival_});
       if (arrivals_.size() > kMaxArrivals) {
         // The second oldest now covers the oldest's bytes too, with its own, later time.
         arrivals_.pop_front();
@@ -89,11 +94,27 @@ void ByteStream::CallWhenHeldBelow(int64_t bytes, std::function<void()> callback
 bool ByteStream::WaitForBytes(std::unique_lock<std::mutex>& lock, int64_t end,
                               Clock::time_point deadline) {
   const auto arrived = [&] { return received_ >= end || finished_ || !error_.ok(); };
-  if (deadline == Clock::time_point::max()) {
-    arrived_.wait(lock, arrived);
-  } else if (!arrived_.wait_until(lock, deadline, arrived)) {
-    error_ = absl::DeadlineExceededError(absl::StrCat(
-        "the decode budget ran out while waiting for more input (", received_, " bytes received)"));
+  while (!arrived()) {
+    // Each arrival moves the idle deadline on.
+    const Clock::time_point idle_deadline = idle_timeout_ == Clock::duration::max()
+                                                ? Clock::time_point::max()
+                                                : last_arrival_ + idle_timeout_;
+    const Clock::time_point until = std::min(deadline, idle_deadline);
+    if (until == Clock::time_point::max()) {
+      arrived_.wait(lock);
+      continue;
+    }
+    if (arrived_.wait_until(lock, until) == std::cv_status::no_timeout) continue;
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
+      error_ = absl::DeadlineExceededError(
+          absl::StrCat("the decode budget ran out while waiting for more input (", received_,
+                       " bytes received)"));
+    } else if (now >= last_arrival_ + idle_timeout_) {
+      error_ = absl::DeadlineExceededError(absl::StrCat(
+          "no bytes arrived for ", absl::FormatDuration(absl::FromChrono(idle_timeout_)),
+          " (idle timeout; ", received_, " bytes received)"));
+    }
   }
   return error_.ok();
 }

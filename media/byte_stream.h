@@ -32,7 +32,10 @@ class ByteStream {
   using Clock = std::chrono::steady_clock;
   enum class Bound { kTotalBytes, kHeldBytes };
 
-  explicit ByteStream(int64_t max_bytes, Bound bound = Bound::kTotalBytes);
+  // A reader waiting for bytes gives up once none has arrived for `idle_timeout` (an upload whose
+  // client stalled), as it does at its own deadline.
+  explicit ByteStream(int64_t max_bytes, Bound bound = Bound::kTotalBytes,
+                      Clock::duration idle_timeout = Clock::duration::max());
   ByteStream(const ByteStream&) = delete;
   ByteStream& operator=(const ByteStream&) = delete;
 
@@ -55,8 +58,9 @@ class ByteStream {
 
   // Decoder side.
   // Copies up to `size` bytes from the read position, waiting for them until `deadline`. Returns
-  // the count, 0 at the end of the input, or -1 when the input was aborted, went over its bound
-  // or the deadline passed; read_error() then says which.
+  // the count, 0 at the end of the input, or -1 when the input was aborted, went over its bound,
+  // the deadline passed or the idle timeout did (DEADLINE_EXCEEDED); read_error() then says
+  // which. Empty chunks are not arrivals.
   int Read(uint8_t* buffer, int size, Clock::time_point deadline);
   // Waits until bytes [offset, offset + size) have arrived, or the input ended, and returns a copy
   // of those that have (unless reading dropped them). Empty with read_error() set on an abort or
@@ -96,8 +100,8 @@ class ByteStream {
     std::function<void()> callback;
   };
 
-  // Waits until `end` bytes have arrived, the input finished or failed, or `deadline`; returns
-  // false (with error_ set) on failure or timeout. `lock` holds mutex_.
+  // Waits until `end` bytes have arrived, the input finished or failed, or `deadline` or the idle
+  // timeout passed; returns false (with error_ set) on failure or timeout. `lock` holds mutex_.
   bool WaitForBytes(std::unique_lock<std::mutex>& lock, int64_t end, Clock::time_point deadline);
   // held_bytes() with mutex_ held.
   int64_t HeldLocked() const;
@@ -109,12 +113,14 @@ class ByteStream {
 
   const int64_t max_bytes_;
   const Bound bound_;
+  const Clock::duration idle_timeout_;
   mutable std::mutex mutex_;
   std::condition_variable arrived_;
   // The bytes from offset `dropped_` up to `received_`.
   std::string bytes_;
   int64_t dropped_ = 0;
   int64_t received_ = 0;
+  Clock::time_point last_arrival_ = Clock::now();  // of a byte, or the stream's creation
   int64_t read_position_ = 0;
   bool drop_read_bytes_ = false;
   bool finished_ = false;

@@ -8,6 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "media/input_formats.h"
+#include "media/uri_redaction.h"
 
 namespace vidclf::media {
 namespace {
@@ -15,7 +17,8 @@ namespace {
 constexpr int kIoBufferBytes = 64 * 1024;
 
 // The status for a failure to open or read a URI, from libav's error code.
-absl::Status UriError(const std::string& uri, int error_code) {
+absl::Status UriError(const std::string& raw_uri, int error_code) {
+  const std::string uri = RedactUri(raw_uri);
   switch (error_code) {
     case AVERROR_INVALIDDATA:
       return AvError(absl::StatusCode::kInvalidArgument,
@@ -175,11 +178,30 @@ absl::Status Demuxer::OpenCustomIo(int (*read)(void*, uint8_t*, int),
                                    int64_t (*seek)(void*, int64_t, int)) {
   format_ = avformat_alloc_context();
   if (format_ == nullptr) return absl::ResourceExhaustedError("out of memory");
+  format_->opaque = this;
+  format_->io_open = &Demuxer::RefuseNested;
   if (auto status = UseCustomIo(read, seek); !status.ok()) return status;
+  const AVInputFormat* input_format = nullptr;
+  if (const int probed = av_probe_input_buffer2(io_, &input_format, "", format_, 0, 0);
+      probed < 0) {
+    return AvError(absl::StatusCode::kInvalidArgument,
+                   "input is not a video container FFmpeg can read", probed);
+  }
+  if (auto status = CheckInputFormat(*input_format, InputOrigin::kUpload, "the input");
+      !status.ok()) {
+    return status;
+  }
+  // Besides the refusing io_open hook: no protocol at all, for demuxers that open one past the
+  // hook (DASH), and no referencing format in any nested context.
+  AVDictionary* options = nullptr;
+  av_dict_set(&options, "protocol_whitelist", "", 0);
+  av_dict_set(&options, "format_whitelist", FormatWhitelist(InputOrigin::kUpload).c_str(), 0);
   // On failure avformat_open_input frees the context and nulls the pointer; the custom I/O context
   // stays ours and the destructor frees it.
-  const int result = avformat_open_input(&format_, nullptr, nullptr, nullptr);
+  const int result = avformat_open_input(&format_, nullptr, input_format, &options);
+  av_dict_free(&options);
   if (result < 0) {
+    if (!refused_.ok()) return refused_;
     return AvError(absl::StatusCode::kInvalidArgument,
                    "input is not a video container FFmpeg can read", result);
   }
@@ -222,6 +244,7 @@ absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenUriUntil(
 
   AVDictionary* options = nullptr;
   av_dict_set(&options, "protocol_whitelist", allowlist.ProtocolWhitelist().c_str(), 0);
+  av_dict_set(&options, "format_whitelist", FormatWhitelist(InputOrigin::kUri).c_str(), 0);
   // A redirect could lead to a host the allowlist does not name.
   av_dict_set(&options, "max_redirects", "0", 0);
   // HLS would otherwise fetch segments over its open connection, past OpenNested's check.
@@ -234,7 +257,8 @@ absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenUriUntil(
     }
   }
   // On failure avformat_open_input frees the context and nulls format_.
-  const int result = avformat_open_input(&demuxer->format_, uri.c_str(), nullptr, &options);
+  const int result =
+      avformat_open_input(&demuxer->format_, uri.c_str(), demuxer->input_format_, &options);
   av_dict_free(&options);
   if (result < 0) {
     if (auto status = demuxer->ReadError(); !status.ok()) return status;
@@ -270,7 +294,13 @@ absl::Status Demuxer::OpenCheckedSource(AVDictionary* options, const UriInputChe
     return status;
   }
   io_->seekable = source_->seekable;
-  return absl::OkStatus();
+  if (const int probed = av_probe_input_buffer2(io_, &input_format_, uri_.c_str(), format_, 0, 0);
+      probed < 0) {
+    if (auto status = ReadError(); !status.ok()) return status;
+    return UriError(uri_, probed);
+  }
+  return CheckInputFormat(*input_format_, InputOrigin::kUri,
+                          absl::StrCat("'", RedactUri(uri_), "'"));
 }
 
 Demuxer::~Demuxer() {
@@ -288,8 +318,9 @@ absl::Status Demuxer::ReadError() const {
     return absl::DeadlineExceededError("the source did not deliver the video within the budget");
   }
   if (stalled_) {
-    return absl::UnavailableError(absl::StrCat(
-        "'", uri_, "' sent nothing for ", absl::FormatDuration(absl::FromChrono(stall_timeout_))));
+    return absl::UnavailableError(
+        absl::StrCat("'", RedactUri(uri_), "' sent nothing for ",
+                     absl::FormatDuration(absl::FromChrono(stall_timeout_))));
   }
   return absl::OkStatus();
 }
@@ -378,8 +409,9 @@ int Demuxer::Interrupt(void* opaque) {
   // it before it sends the new host anything.
   if (self->refused_.ok() && self->format_ != nullptr && self->format_->url != nullptr &&
       self->uri_ != self->format_->url) {
-    self->refused_ = absl::UnavailableError(absl::StrCat(
-        "'", self->uri_, "' redirects to '", self->format_->url, "'; redirects are not followed"));
+    self->refused_ = absl::UnavailableError(
+        absl::StrCat("'", RedactUri(self->uri_), "' redirects to '", RedactUri(self->format_->url),
+                     "'; redirects are not followed"));
   }
   const bool cancelled = self->cancellation_ != nullptr && self->cancellation_->cancelled();
   return self->past_deadline_ || self->stalled_ || cancelled || !self->refused_.ok() ? 1 : 0;
@@ -395,6 +427,17 @@ int Demuxer::OpenNested(AVFormatContext* format, AVIOContext** io, const char* u
   }
   if (options != nullptr) av_dict_set(options, "max_redirects", "0", 0);
   return self->default_io_open_(format, io, url, flags, options);
+}
+
+int Demuxer::RefuseNested(AVFormatContext* format, AVIOContext** /*io*/, const char* url,
+                          int /*flags*/, AVDictionary** /*options*/) {
+  auto* self = static_cast<Demuxer*>(format->opaque);
+  if (self->refused_.ok()) {
+    self->refused_ = absl::InvalidArgumentError(
+        absl::StrCat("the input refers to another resource ('", RedactUri(url),
+                     "'); uploaded bytes may not open anything else"));
+  }
+  return AVERROR(EPERM);
 }
 
 }  // namespace vidclf::media

@@ -36,7 +36,9 @@ class Demuxer {
   using Clock = std::chrono::steady_clock;
 
   // Reads a caller-owned buffer, which must outlive the demuxer, through a custom AVIOContext:
-  // no temporary files. INVALID_ARGUMENT when the bytes are not a container libavformat reads.
+  // no temporary files. Bytes from memory or a stream open nothing else: no protocol, no nested
+  // input (media/input_formats.h). INVALID_ARGUMENT when the bytes are not a container
+  // libavformat reads, or are one that refers to other resources (a playlist, say).
   static absl::StatusOr<std::unique_ptr<Demuxer>> OpenMemory(absl::string_view bytes);
 
   // Reads `input` as its bytes arrive, without seeking; `input` must outlive the demuxer. Reads
@@ -47,8 +49,10 @@ class Demuxer {
                                                              int64_t max_fragment_samples);
 
   // Opens `uri` when `allowlist` allows it, with FFmpeg's protocol_whitelist set from the
-  // allowlist and every URI a nested format opens (HLS segments, say) checked against it too.
-  // Redirects are not followed. Opening and reading give up at `deadline`, or as soon as
+  // allowlist and every URI a nested format opens (HLS segments, say) checked against it too;
+  // formats whose demuxers would open resources past that check are refused
+  // (media/input_formats.h). Redirects are not followed. Messages name URIs redacted
+  // (media/uri_redaction.h). Opening and reading give up at `deadline`, or as soon as
   // `cancellation` (when not null; it must outlive the demuxer) is cancelled. The bytes of a URI
   // read through a protocol (all but RTSP's) pass `checks` first; those of nested URIs do not.
   // Errors:
@@ -57,7 +61,8 @@ class Demuxer {
   //   UNAVAILABLE         the source cannot be reached, refuses to serve or redirects
   //   DEADLINE_EXCEEDED   `deadline` passed
   //   the cancellation's reason
-  //   INVALID_ARGUMENT    what was fetched is not a container libavformat reads
+  //   INVALID_ARGUMENT    what was fetched is not a container libavformat reads, or is one of
+  //                       a format refused for URIs
   //   and the errors of `checks`.
   static absl::StatusOr<std::unique_ptr<Demuxer>> OpenUri(
       const std::string& uri, const UriAllowlist& allowlist, Clock::time_point deadline,
@@ -103,8 +108,11 @@ class Demuxer {
   static int ReadSource(void* opaque, uint8_t* buffer, int size);
   static int64_t SeekSource(void* opaque, int64_t offset, int whence);
   static int Interrupt(void* opaque);
+  // The io_open hooks: a URI's nested opens pass the allowlist; an upload's are all refused.
   static int OpenNested(AVFormatContext* format, AVIOContext** io, const char* url, int flags,
                         AVDictionary** options);
+  static int RefuseNested(AVFormatContext* format, AVIOContext** io, const char* url, int flags,
+                          AVDictionary** options);
 
   // Memory input, and a URI read through a protocol.
   absl::string_view bytes_;
@@ -120,8 +128,9 @@ class Demuxer {
   AVIOContext* source_ = nullptr;
   std::string head_;
   int64_t source_position_ = 0;
-  // Opens source_, checks its head and sets up io_ over it.
+  // Opens source_, checks its head, sets up io_ over it and probes its format (input_format_).
   absl::Status OpenCheckedSource(AVDictionary* options, const UriInputChecks& checks);
+  const AVInputFormat* input_format_ = nullptr;
   decltype(AVFormatContext::io_open) default_io_open_ = nullptr;
   absl::Status refused_;
 

@@ -11,6 +11,7 @@
 #include "media/av_util.h"
 #include "media/demuxer.h"
 #include "media/libav_settings.h"
+#include "media/uri_redaction.h"
 #include "media/video_stream.h"
 
 extern "C" {
@@ -327,7 +328,7 @@ absl::Status DecodeLiveUri(const std::string& uri, const UriAllowlist& allowlist
   // A live source has no end of its own: however it stopped, following it again may resume it.
   if (status.ok() || (decode.decoded() == 0 && absl::IsInvalidArgument(status))) {
     return absl::UnavailableError(
-        absl::StrCat("'", uri, "' stopped sending after ", decode.decoded(), " frames"));
+        absl::StrCat("'", RedactUri(uri), "' stopped sending after ", decode.decoded(), " frames"));
   }
   return status;
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "media/uri_redaction.h"
 
 extern "C" {
 #include <libavformat/avformat.h>
@@ -34,8 +35,8 @@ absl::StatusOr<SplitUri> Split(absl::string_view uri) {
       scheme.find_first_not_of(
           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-") !=
           absl::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", uri, "' is not a URI: it needs a scheme, such as https:// or file://"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", RedactUri(uri), "' is not a URI: it needs a scheme, such as https:// or file://"));
   }
   SplitUri split;
   split.scheme = absl::AsciiStrToLower(scheme);
@@ -52,7 +53,7 @@ absl::StatusOr<SplitUri> Split(absl::string_view uri) {
   split.host = absl::AsciiStrToLower(host);
   split.path = path;
   if (split.host.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("'", uri, "' names no host"));
+    return absl::InvalidArgumentError(absl::StrCat("'", RedactUri(uri), "' names no host"));
   }
   return split;
 }
@@ -114,8 +115,9 @@ absl::StatusOr<UriAllowlist> UriAllowlist::Parse(const std::vector<std::string>&
   return allowlist;
 }
 
-absl::Status UriAllowlist::Check(absl::string_view uri) const {
-  auto split = Split(uri);
+absl::Status UriAllowlist::Check(absl::string_view raw_uri) const {
+  auto split = Split(raw_uri);
+  const std::string uri = RedactUri(raw_uri);
   if (!split.ok()) return split.status();
   if (entries_.empty()) {
     return absl::PermissionDeniedError(
@@ -137,9 +139,9 @@ absl::Status UriAllowlist::Check(absl::string_view uri) const {
     }
     return absl::OkStatus();
   }
-  return absl::PermissionDeniedError(absl::StrCat("URI '", uri,
-                                                  "' is not in this server's URI allowlist (",
-                                                  Describe(*split), " is under no entry)"));
+  return absl::PermissionDeniedError(
+      absl::StrCat("URI '", uri, "' is not in this server's URI allowlist (",
+                   RedactUri(Describe(*split)), " is under no entry)"));
 }
 
 std::string UriAllowlist::ProtocolWhitelist() const {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string_view>
 
+#include "media/uri_redaction.h"
 #include "nlohmann/json.hpp"
 
 extern "C" {
@@ -52,6 +53,29 @@ class JsonLineFormatter final : public spdlog::formatter {
   }
 };
 
+// Every line, whoever wrote it (FFmpeg names the URLs it opens), with the user info and query of
+// any URI in it redacted, then formatted by `inner`.
+class RedactingFormatter final : public spdlog::formatter {
+ public:
+  explicit RedactingFormatter(std::unique_ptr<spdlog::formatter> inner)
+      : inner_(std::move(inner)) {}
+
+  void format(const spdlog::details::log_msg& message, spdlog::memory_buf_t& out) override {
+    const std::string text =
+        media::RedactSecrets(absl::string_view(message.payload.data(), message.payload.size()));
+    spdlog::details::log_msg redacted = message;
+    redacted.payload = spdlog::string_view_t(text.data(), text.size());
+    inner_->format(redacted, out);
+  }
+
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<RedactingFormatter>(inner_->clone());
+  }
+
+ private:
+  std::unique_ptr<spdlog::formatter> inner_;
+};
+
 // gRPC's own log lines (a failed TLS handshake, say) join ours, in the same format. Its errors
 // are about a peer or a connection, not the server, hence warnings.
 void LogGrpcLine(gpr_log_func_args* line) {
@@ -81,12 +105,14 @@ void LogFfmpegLine(void* context, int level, const char* format, va_list argumen
 
 void ConfigureLogging(LogFormat format, const std::string& level) {
   auto sink = std::make_shared<spdlog::sinks::stdout_sink_mt>();
+  std::unique_ptr<spdlog::formatter> formatter;
   if (format == LogFormat::kJson) {
-    sink->set_formatter(std::make_unique<JsonLineFormatter>());
+    formatter = std::make_unique<JsonLineFormatter>();
   } else {
-    sink->set_formatter(std::make_unique<spdlog::pattern_formatter>(
-        "%Y-%m-%dT%H:%M:%S.%eZ %l %v", spdlog::pattern_time_type::utc));
+    formatter = std::make_unique<spdlog::pattern_formatter>("%Y-%m-%dT%H:%M:%S.%eZ %l %v",
+                                                            spdlog::pattern_time_type::utc);
   }
+  sink->set_formatter(std::make_unique<RedactingFormatter>(std::move(formatter)));
   auto logger = std::make_shared<spdlog::logger>("vidclf-server", sink);
   logger->set_level(spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);

@@ -39,9 +39,11 @@
 #include "server/metrics.h"
 #include "server/metrics_http_server.h"
 #include "server/security/bearer_tokens.h"
+#include "server/security/call_gate.h"
 #include "server/security/server_credentials.h"
 #include "server/server_flags.h"
 #include "server/service/classify_service.h"
+#include "server/service/finished_call.h"
 #include "server/signal_pipe.h"
 
 extern "C" {
@@ -163,12 +165,6 @@ int Run(const ServerFlags& flags) {
     spdlog::error("--allow-uri: {}", std::string(allowlist.status().message()));
     return 2;
   }
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      security::MakeServerCredentials({flags.tls_cert, flags.tls_key, flags.tls_client_ca});
-  if (!credentials.ok()) {
-    spdlog::error("{}", std::string(credentials.status().message()));
-    return 2;
-  }
   std::unique_ptr<security::BearerTokens> tokens;
   if (!flags.token_file.empty()) {
     absl::StatusOr<std::unique_ptr<security::BearerTokens>> loaded =
@@ -179,14 +175,24 @@ int Run(const ServerFlags& flags) {
     }
     tokens = *std::move(loaded);
   }
+  auto registry = std::make_shared<prometheus::Registry>();
+  ServerMetrics metrics(*registry);
+  auto gate = std::make_shared<security::CallGate>(
+      tokens.get(), [&metrics](absl::string_view method, const absl::Status& status) {
+        service::RecordRefusedCall(metrics, method, status);
+      });
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      security::MakeServerCredentials({flags.tls_cert, flags.tls_key, flags.tls_client_ca}, gate);
+  if (!credentials.ok()) {
+    spdlog::error("{}", std::string(credentials.status().message()));
+    return 2;
+  }
   media::LibavSettings libav;
   libav.log_level = MediaLogLevel(flags.media_log_level);
   media::ConfigureLibav(libav);  // before any thread decodes
 
   const engine::EngineOptions engine_options =
       EngineOptionsFromFlags(flags, cores, *std::move(allowlist));
-  auto registry = std::make_shared<prometheus::Registry>();
-  ServerMetrics metrics(*registry);
   absl::StatusOr<std::unique_ptr<ClassifyEngine>> engine =
       ClassifyEngine::Create(engine_options, *std::move(repository), &metrics);
   if (!engine.ok()) {
@@ -212,7 +218,7 @@ int Run(const ServerFlags& flags) {
         return load.inflight_calls > 0 || !load.active_streams.empty();
       },
       absl::Seconds(1));
-  service::ClassifyService service(engine->get(), &metrics, tokens.get());
+  service::ClassifyService service(engine->get(), &metrics);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

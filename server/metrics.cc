@@ -79,8 +79,10 @@ class EngineCollector : public prometheus::Collectable {
                       ? model::attention::AttentionTypeName(config.transformer.attention.type)
                       : ""}});
     }
-    prometheus::MetricFamily streams =
-        Family("vidclf_active_streams", "Live streams open (StreamClassify), by model.");
+    prometheus::MetricFamily streams = Family(
+        "vidclf_active_streams",
+        "Live streams open (StreamClassify, WatchSource), by model; model=\"unknown\": those "
+        "whose config has not arrived yet.");
     for (const auto& [name, entry] : engine_->repository()->entries()) {
       const auto open = load.active_streams.find(name);
       AddSample(streams, open == load.active_streams.end() ? 0 : open->second, {{"model", name}});
@@ -90,6 +92,7 @@ class EngineCollector : public prometheus::Collectable {
         AddSample(streams, open, {{"model", name}});
       }
     }
+    AddSample(streams, load.streams_awaiting_config, {{"model", "unknown"}});
     std::vector<prometheus::MetricFamily> families = {
         queue,
         streams,

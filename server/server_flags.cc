@@ -110,8 +110,9 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--stream-idle-timeout-s", flags->stream_idle_timeout_s,
-                 "A live stream that sends nothing for this long is ended (DEADLINE_EXCEEDED) "
-                 "and its state freed.")
+                 "A live stream or an upload that sends no new bytes or frames for this long "
+                 "(before its config or settings too; empty chunks do not count) is ended "
+                 "(DEADLINE_EXCEEDED) and what it held freed.")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--source-stall-timeout-s", flags->source_stall_timeout_s,

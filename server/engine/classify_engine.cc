@@ -101,11 +101,50 @@ ClassifyEngine::~ClassifyEngine() {
   SweepStreams();
 }
 
-std::unique_ptr<CallHandle> ClassifyEngine::Submit(ClassifyInput input, Callback done) {
+absl::StatusOr<std::shared_ptr<Reservation>> ClassifyEngine::ReserveCall(
+    std::function<void(const absl::Status&)> on_idle) {
+  Refusal refusal;
+  if (auto status = admission_->Admit(0, &refusal); !status.ok()) {
+    observer_->Refused(refusal);
+    return status;
+  }
+  return Watch(std::make_shared<Reservation>(
+      Reservation::Kind::kCall, std::move(on_idle),
+      [admission = admission_] { admission->Release(0, /*call_ended=*/true); }));
+}
+
+absl::StatusOr<std::shared_ptr<Reservation>> ClassifyEngine::ReserveStream(
+    std::function<void(const absl::Status&)> on_idle) {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (auto status = RoomForAStream(/*place_held=*/false); !status.ok()) return status;
+    ++reserved_streams_;
+  }
+  return Watch(
+      std::make_shared<Reservation>(Reservation::Kind::kStream, std::move(on_idle), [this] {
+        absl::MutexLock lock(&mutex_);
+        --reserved_streams_;
+      }));
+}
+
+std::shared_ptr<Reservation> ClassifyEngine::Watch(std::shared_ptr<Reservation> reservation) {
+  absl::MutexLock lock(&mutex_);
+  reservations_.push_back(reservation);
+  return reservation;
+}
+
+std::unique_ptr<CallHandle> ClassifyEngine::Submit(ClassifyInput input, Callback done,
+                                                   std::shared_ptr<Reservation> reservation) {
+  // A call that takes over a reservation holds its place from here on, refused or not.
+  const bool reserved = reservation != nullptr && reservation->HandOver();
   auto refuse = [&](absl::Status status) -> std::unique_ptr<CallHandle> {
+    if (reserved) admission_->Release(0, /*call_ended=*/true);
     done(std::move(status));
     return nullptr;
   };
+  if (reservation != nullptr && !reserved) {
+    return refuse(absl::DeadlineExceededError("the call's reservation expired (idle timeout)"));
+  }
   absl::StatusOr<std::shared_ptr<const model::VideoModel>> model = repository()->Find(input.model);
   if (!model.ok()) return refuse(model.status());
   if (input.top_k < 0) return refuse(absl::InvalidArgumentError("top_k cannot be negative"));
@@ -137,8 +176,9 @@ std::unique_ptr<CallHandle> ClassifyEngine::Submit(ClassifyInput input, Callback
   }
   // The payload, and the frames the call may hold at once (decoded, not yet embedded).
   const int64_t bytes = static_cast<int64_t>(input.video.size()) + num_frames * FrameBytes(**model);
-  Refusal refusal;
-  if (auto status = admission_->Admit(bytes, &refusal); !status.ok()) {
+  Refusal refusal = Refusal::kBytes;
+  if (auto status = reserved ? admission_->AddBytes(bytes) : admission_->Admit(bytes, &refusal);
+      !status.ok()) {
     observer_->Refused(refusal);
     return refuse(status);
   }
@@ -153,7 +193,8 @@ std::unique_ptr<CallHandle> ClassifyEngine::Submit(ClassifyInput input, Callback
 }
 
 absl::StatusOr<std::shared_ptr<StreamSession>> ClassifyEngine::OpenStream(
-    const StreamOptions& options, StreamListener* listener) {
+    const StreamOptions& options, StreamListener* listener,
+    std::shared_ptr<Reservation> reservation) {
   if (auto status = ValidateStreamOptions(options); !status.ok()) return status;
   if (options.input == StreamOptions::Input::kUri) {
     if (auto status = options_.uri_allowlist.Check(options.uri); !status.ok()) return status;
@@ -172,28 +213,40 @@ absl::StatusOr<std::shared_ptr<StreamSession>> ClassifyEngine::OpenStream(
   if (resolved.max_reconnects < 0 || resolved.max_reconnects > resources.max_source_reconnects) {
     resolved.max_reconnects = resources.max_source_reconnects;
   }
+  // Outside the engine's lock: an expiring reservation's owner may take it.
+  if (reservation != nullptr && !reservation->HandOver()) {
+    return absl::DeadlineExceededError("the stream's reservation expired (idle timeout)");
+  }
   auto session = std::make_shared<StreamSession>(std::move(resolved), *std::move(model), *recurrent,
                                                  resources, listener);
   {
     absl::MutexLock lock(&mutex_);
+    if (reservation != nullptr) --reserved_streams_;  // the session counts in its place
     // Checked under the lock, so that StartDraining, which sets it before taking the lock to end
     // the streams open, never misses one.
-    if (admission_->draining()) {
-      observer_->Refused(Refusal::kDraining);
-      return absl::UnavailableError("the server is draining; connect to another replica");
-    }
-    const int open = static_cast<int>(std::count_if(
-        streams_.begin(), streams_.end(), [](const auto& stream) { return !stream->ended(); }));
-    if (open >= options_.max_streams) {
-      observer_->Refused(Refusal::kStreams);
-      return absl::ResourceExhaustedError(
-          absl::StrCat("this server follows ", options_.max_streams,
-                       " streams already (--max-streams); retry later or on another replica"));
+    if (auto status = RoomForAStream(/*place_held=*/reservation != nullptr); !status.ok()) {
+      return status;
     }
     streams_.push_back(session);
   }
   session->Start();
   return session;
+}
+
+absl::Status ClassifyEngine::RoomForAStream(bool place_held) {
+  if (admission_->draining()) {
+    observer_->Refused(Refusal::kDraining);
+    return absl::UnavailableError("the server is draining; connect to another replica");
+  }
+  if (place_held) return absl::OkStatus();
+  const int open = reserved_streams_ + static_cast<int>(std::count_if(
+                                           streams_.begin(), streams_.end(),
+                                           [](const auto& stream) { return !stream->ended(); }));
+  if (open < options_.max_streams) return absl::OkStatus();
+  observer_->Refused(Refusal::kStreams);
+  return absl::ResourceExhaustedError(
+      absl::StrCat("this server follows ", options_.max_streams,
+                   " streams already (--max-streams); retry later or on another replica"));
 }
 
 void ClassifyEngine::WatchStreams() {
@@ -214,6 +267,8 @@ void ClassifyEngine::SweepStreams() {
       StreamClock::now() - absl::ToChronoNanoseconds(options_.stream_idle_timeout);
   std::vector<std::shared_ptr<StreamSession>> ended;
   std::vector<std::shared_ptr<StreamSession>> idle;
+  // Released outside the lock: the last owner's release takes it.
+  std::vector<std::shared_ptr<Reservation>> idle_reservations;
   {
     absl::MutexLock lock(&mutex_);
     auto keep = std::partition(streams_.begin(), streams_.end(),
@@ -223,12 +278,27 @@ void ClassifyEngine::SweepStreams() {
     for (const auto& stream : streams_) {
       if (stream->IdleSince(idle_cutoff)) idle.push_back(stream);
     }
+    reservations_.erase(std::remove_if(reservations_.begin(), reservations_.end(),
+                                       [](const auto& weak) { return weak.expired(); }),
+                        reservations_.end());
+    for (const auto& weak : reservations_) {
+      if (auto reservation = weak.lock();
+          reservation != nullptr && reservation->IdleSince(idle_cutoff)) {
+        idle_reservations.push_back(std::move(reservation));
+      }
+    }
   }
   for (const auto& stream : ended) stream->Join();  // outside the lock: it may take a moment
+  const std::string idle_for = absl::FormatDuration(options_.stream_idle_timeout);
   for (const auto& stream : idle) {
     stream->Cancel(absl::DeadlineExceededError(
-        absl::StrCat("the stream sent nothing for ",
-                     absl::FormatDuration(options_.stream_idle_timeout), " (idle timeout)")));
+        absl::StrCat("the stream sent nothing for ", idle_for, " (idle timeout)")));
+  }
+  for (const auto& reservation : idle_reservations) {
+    reservation->Expire(absl::DeadlineExceededError(absl::StrCat(
+        reservation->kind() == Reservation::Kind::kStream ? "the stream sent no StreamConfig for "
+                                                          : "the upload sent no message for ",
+        idle_for, " (idle timeout)")));
   }
 }
 
@@ -300,6 +370,7 @@ EngineLoad ClassifyEngine::load() const {
   load.calls_decoding = calls_decoding_.load();
   load.frames_waiting_for_backbone = batcher_.queued_frames();
   absl::MutexLock lock(&mutex_);
+  load.streams_awaiting_config = reserved_streams_;
   for (const auto& stream : streams_) {
     if (!stream->ended()) ++load.active_streams[stream->model_name()];
   }

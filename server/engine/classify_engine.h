@@ -35,6 +35,7 @@
 #include "server/engine/engine_observer.h"
 #include "server/engine/head_stepper.h"
 #include "server/engine/model_repository.h"
+#include "server/engine/reservation.h"
 #include "server/engine/stream_session.h"
 #include "server/engine/worker_pool.h"
 
@@ -73,9 +74,11 @@ struct EngineOptions {
   }();
   // URIs that calls may ask the server to pull video from; empty: none.
   media::UriAllowlist uri_allowlist;
-  // Live streams followed at once; past it, a new one is refused with RESOURCE_EXHAUSTED.
+  // Live streams followed at once, counted from their first byte (ReserveStream); past it, a new
+  // one is refused with RESOURCE_EXHAUSTED.
   int max_streams = 16;
-  // A stream with no input for this long is ended with DEADLINE_EXCEEDED.
+  // A stream or an upload that sends no new bytes or frames for this long (before its config or
+  // settings, too) is ended with DEADLINE_EXCEEDED.
   absl::Duration stream_idle_timeout = absl::Seconds(30);
   // What each stream may hold (its batcher, head stepper and observer are the engine's).
   StreamResources stream_resources;
@@ -144,8 +147,9 @@ struct EngineLoad {
   int calls_waiting_to_decode = 0;
   int calls_decoding = 0;
   int64_t frames_waiting_for_backbone = 0;
-  // Live streams open, by model.
+  // Live streams open, by model, and those whose config has not arrived yet.
   std::map<std::string, int> active_streams;
+  int streams_awaiting_config = 0;
 };
 
 class ClassifyEngine {
@@ -159,24 +163,41 @@ class ClassifyEngine {
   // Cancels the calls in flight and waits until each has been answered.
   ~ClassifyEngine();
 
+  // Holds a call's place from its first byte, before its request has arrived (an upload's
+  // settings), or refuses it at once as Submit does when the count of calls is at its bound or
+  // the engine is draining. Unless Submit takes it over, it expires after stream_idle_timeout
+  // with nothing arriving (Reservation::NoteProgress), telling `on_idle` (DEADLINE_EXCEEDED).
+  // Thread-safe.
+  absl::StatusOr<std::shared_ptr<Reservation>> ReserveCall(
+      std::function<void(const absl::Status&)> on_idle);
+
   // Admits a call and queues it for decoding, or refuses it at once: a bad request
   // (INVALID_ARGUMENT, NOT_FOUND), a bound passed (RESOURCE_EXHAUSTED), a deadline the queue
-  // would outlast (DEADLINE_EXCEEDED), or draining (UNAVAILABLE). `done` is called exactly once:
-  // on an engine thread, or on this one when the call is refused, and then the handle is null.
-  // Thread-safe.
-  std::unique_ptr<CallHandle> Submit(ClassifyInput input, Callback done);
+  // would outlast (DEADLINE_EXCEEDED), or draining (UNAVAILABLE). With a `reservation` from
+  // ReserveCall, the call takes its place (DEADLINE_EXCEEDED when it has expired). `done` is
+  // called exactly once: on an engine thread, or on this one when the call is refused, and then
+  // the handle is null. Thread-safe.
+  std::unique_ptr<CallHandle> Submit(ClassifyInput input, Callback done,
+                                     std::shared_ptr<Reservation> reservation = nullptr);
 
   // The models served now. A call keeps the model it started with.
   std::shared_ptr<const ModelRepository> repository() const;
   // Serves `repository` from now on; calls in flight finish on their models.
   void ReplaceRepository(std::shared_ptr<const ModelRepository> repository);
 
+  // Holds a stream's place from its first byte, before its config has arrived: it counts
+  // against max_streams, as ReserveCall's calls do against the admission bounds.
+  absl::StatusOr<std::shared_ptr<Reservation>> ReserveStream(
+      std::function<void(const absl::Status&)> on_idle);
+
   // Opens a live stream that `listener` hears (see StreamSession): predictions as the feed goes,
   // then OnEnd exactly once. Refused at once with INVALID_ARGUMENT (bad options), NOT_FOUND (no
-  // such model), RESOURCE_EXHAUSTED (max_streams open), PERMISSION_DENIED (a URI not allowed) or
-  // UNAVAILABLE (draining); `listener` is not called then. Thread-safe.
-  absl::StatusOr<std::shared_ptr<StreamSession>> OpenStream(const StreamOptions& options,
-                                                            StreamListener* listener);
+  // such model), RESOURCE_EXHAUSTED (max_streams open), PERMISSION_DENIED (a URI not allowed),
+  // UNAVAILABLE (draining) or, when the `reservation` from ReserveStream that it takes over has
+  // expired, DEADLINE_EXCEEDED; `listener` is not called then. Thread-safe.
+  absl::StatusOr<std::shared_ptr<StreamSession>> OpenStream(
+      const StreamOptions& options, StreamListener* listener,
+      std::shared_ptr<Reservation> reservation = nullptr);
 
   // Refuses every new call and stream with UNAVAILABLE from now on, and ends the streams open
   // with UNAVAILABLE at once: a live feed never ends by itself, so its client should reconnect
@@ -201,10 +222,16 @@ class ClassifyEngine {
   absl::Duration EstimatedDecodeWait() const;
   // Called by a call as it is answered.
   void Forget(ClassifyCall* call);
-  // The stream watchdog: ends idle streams and joins the threads of those that ended.
+  // The stream watchdog: ends idle streams and reservations, and joins the threads of the
+  // streams that ended.
   void WatchStreams();
-  // Joins and forgets the streams that have ended, and ends idle ones.
+  // Joins and forgets the streams that have ended, and ends idle ones and idle reservations.
   void SweepStreams();
+  // OK when one more stream may open: not draining (UNAVAILABLE), and, unless `place_held` (a
+  // reservation's), fewer than max_streams open or reserved (RESOURCE_EXHAUSTED).
+  absl::Status RoomForAStream(bool place_held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Watches `reservation` from now on.
+  std::shared_ptr<Reservation> Watch(std::shared_ptr<Reservation> reservation);
 
   const EngineOptions options_;
   EngineObserver* const observer_;
@@ -221,6 +248,9 @@ class ClassifyEngine {
   std::map<const ClassifyCall*, std::weak_ptr<ClassifyCall>> unanswered_ ABSL_GUARDED_BY(mutex_);
   // Every stream opened and not yet joined.
   std::vector<std::shared_ptr<StreamSession>> streams_ ABSL_GUARDED_BY(mutex_);
+  // Every reservation made, for the watchdog; and the streams' ones not yet over.
+  std::vector<std::weak_ptr<Reservation>> reservations_ ABSL_GUARDED_BY(mutex_);
+  int reserved_streams_ ABSL_GUARDED_BY(mutex_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
 
   // Stages; destroyed in reverse order: the decode slots first, the head threads last. The head

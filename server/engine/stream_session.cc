@@ -81,7 +81,7 @@ absl::Status StreamSession::PushBytes(absl::string_view chunk, bool* room) {
     if (input_over_ || !failure_.ok()) {
       return absl::FailedPreconditionError("the stream is over");
     }
-    last_input_ = StreamClock::now();
+    if (!chunk.empty()) last_input_ = StreamClock::now();  // empty chunks keep nothing alive
   }
   if (auto status = bytes_->Append(chunk); !status.ok()) return status;
   // Half the bound is left for the next chunk, however large gRPC lets it be.

@@ -1,7 +1,9 @@
-// The credentials the gRPC port listens with: plaintext, TLS, or mutual TLS.
+// The credentials the gRPC port listens with: plaintext, TLS, or mutual TLS; and the gate that
+// every call passes on its headers before its first message is read (call_gate.h).
 #ifndef VIDCLF_SERVER_SECURITY_SERVER_CREDENTIALS_H_
 #define VIDCLF_SERVER_SECURITY_SERVER_CREDENTIALS_H_
 
+#include <grpcpp/security/auth_metadata_processor.h>
 #include <grpcpp/security/server_credentials.h>
 
 #include <memory>
@@ -19,9 +21,12 @@ struct TlsFiles {
 
 // The files are read again every `refresh_seconds`, so a renewed certificate (cert-manager's,
 // say) takes effect without a restart. Missing, unreadable or non-PEM files are an error here,
-// before the server starts, rather than a handshake that fails later.
+// before the server starts, rather than a handshake that fails later. `gate`, when not null,
+// sees every call's headers first, in plaintext too (gRPC C++'s own plaintext credentials take
+// no processor; these use the gRPC core's, which do).
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const TlsFiles& files, unsigned int refresh_seconds = 60);
+    const TlsFiles& files, std::shared_ptr<grpc::AuthMetadataProcessor> gate = nullptr,
+    unsigned int refresh_seconds = 60);
 
 }  // namespace vidclf::security
 

@@ -1,6 +1,7 @@
 #include "server/service/classify_service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -42,14 +43,6 @@ void FillResponse(const engine::ClassifyResult& result, vidclf::v1::ClassifyResp
   timings->set_total_ms(1e3 * result.total_seconds);
   timings->set_queue_ms(1e3 * result.queue_seconds);
 }
-
-// A call refused before it started: it finishes at once with `status`.
-template <class Reactor>
-class RefusedCall final : public Reactor {
- public:
-  explicit RefusedCall(const grpc::Status& status) { this->Finish(status); }
-  void OnDone() override { delete this; }
-};
 
 // Why the engine abandons a call that gRPC cancelled.
 absl::Status CancelledByClient(const grpc::CallbackServerContext& context) {
@@ -109,7 +102,20 @@ class ClassifyService::UploadReactor final
         response_(response),
         start_(Clock::now()),
         stream_(std::make_shared<media::ByteStream>(
-            service->engine_->options().decode.max_input_bytes)) {
+            service->engine_->options().decode.max_input_bytes,
+            media::ByteStream::Bound::kTotalBytes,
+            absl::ToChronoNanoseconds(service->engine_->options().stream_idle_timeout))) {
+    // The upload counts against the engine's bounds from here, before its settings arrive.
+    absl::StatusOr<std::shared_ptr<engine::Reservation>> reservation =
+        service->engine_->ReserveCall([this](const absl::Status& status) {
+          RecordFinishedCall(*service_->metrics_, kMethod, "unknown", status, SecondsSince(start_));
+          FinishOnce(ToGrpcStatus(status));
+        });
+    if (!reservation.ok()) {
+      FinishOnce(service->Refuse(kMethod, "", start_, reservation.status()));
+      return;
+    }
+    reservation_ = *std::move(reservation);
     StartRead(&message_);
   }
 
@@ -118,10 +124,10 @@ class ClassifyService::UploadReactor final
       if (submitted_) {
         stream_->Finish();
       } else {
-        Finish(service_->Refuse(kMethod, "", start_,
-                                context_->IsCancelled()
-                                    ? absl::CancelledError("the upload was cancelled")
-                                    : absl::InvalidArgumentError("the upload had no message")));
+        FinishOnce(service_->Refuse(kMethod, "", start_,
+                                    context_->IsCancelled()
+                                        ? absl::CancelledError("the upload was cancelled")
+                                        : absl::InvalidArgumentError("the upload had no message")));
       }
       return;
     }
@@ -145,7 +151,10 @@ class ClassifyService::UploadReactor final
     if (call_ != nullptr) call_->Cancel(reason);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    reservation_->Close();  // its on_idle refers to this
+    delete this;
+  }
 
  private:
   static constexpr char kMethod[] = "ClassifyUpload";
@@ -160,16 +169,18 @@ class ClassifyService::UploadReactor final
           "ClassifyUpload's settings cannot carry a video or a uri: the video comes in chunks");
     }
     if (!input.ok()) {
-      Finish(service_->Refuse(kMethod, settings.model(), start_, input.status()));
+      FinishOnce(service_->Refuse(kMethod, settings.model(), start_, input.status()));
       return false;
     }
     input->stream = stream_;
     submitted_ = true;
     std::unique_ptr<engine::CallHandle> call = service_->Submit(
-        kMethod, *std::move(input), start_, response_, [this](const grpc::Status& status) {
+        kMethod, *std::move(input), start_, response_,
+        [this](const grpc::Status& status) {
           stream_->CloseReader();  // refuse the chunks still coming
-          Finish(status);          // last use of this: OnDone may follow at once
-        });
+          FinishOnce(status);      // last use of this: OnDone may follow at once
+        },
+        reservation_);
     std::lock_guard<std::mutex> lock(mutex_);
     call_ = std::move(call);
     return true;
@@ -189,15 +200,22 @@ class ClassifyService::UploadReactor final
     return stream_->Append(chunk).ok();
   }
 
+  // Ends the call, once: the engine's answer, a refusal and the idle timeout may race.
+  void FinishOnce(const grpc::Status& status) {
+    if (!finished_.exchange(true)) Finish(status);
+  }
+
   ClassifyService* const service_;
   grpc::CallbackServerContext* const context_;
   vidclf::v1::ClassifyResponse* const response_;
   const Clock::time_point start_;
-  const std::shared_ptr<media::ByteStream> stream_;  // shared with the engine's job
-  vidclf::v1::ClassifyUploadRequest message_;        // the message being read
-  bool submitted_ = false;                           // only read and written in OnReadDone
-  std::mutex mutex_;                                 // guards call_ against OnCancel
-  std::unique_ptr<engine::CallHandle> call_;         // null until submitted, or when refused
+  const std::shared_ptr<media::ByteStream> stream_;   // shared with the engine's job
+  std::shared_ptr<engine::Reservation> reservation_;  // the call's place until it is submitted
+  vidclf::v1::ClassifyUploadRequest message_;         // the message being read
+  bool submitted_ = false;                            // only read and written in OnReadDone
+  std::atomic<bool> finished_{false};
+  std::mutex mutex_;                          // guards call_ against OnCancel
+  std::unique_ptr<engine::CallHandle> call_;  // null until submitted, or when refused
 };
 
 // A unary Classify: submits the request, and cancels it in the engine when gRPC cancels the call
@@ -244,47 +262,34 @@ class ClassifyService::ClassifyReactor final : public grpc::ServerUnaryReactor {
 grpc::ServerUnaryReactor* ClassifyService::Classify(grpc::CallbackServerContext* context,
                                                     const vidclf::v1::ClassifyRequest* request,
                                                     vidclf::v1::ClassifyResponse* response) {
-  if (absl::Status denied = Authenticate(*context); !denied.ok()) {
-    return new RefusedCall<grpc::ServerUnaryReactor>(
-        Refuse("Classify", request->model(), Clock::now(), denied));
-  }
   return new ClassifyReactor(this, context, request, response);
 }
 
 grpc::ServerReadReactor<vidclf::v1::ClassifyUploadRequest>* ClassifyService::ClassifyUpload(
     grpc::CallbackServerContext* context, vidclf::v1::ClassifyResponse* response) {
-  if (absl::Status denied = Authenticate(*context); !denied.ok()) {
-    return new RefusedCall<grpc::ServerReadReactor<vidclf::v1::ClassifyUploadRequest>>(
-        Refuse("ClassifyUpload", "", Clock::now(), denied));
-  }
   return new UploadReactor(this, context, response);
 }
 
 std::unique_ptr<engine::CallHandle> ClassifyService::Submit(
     absl::string_view method, engine::ClassifyInput input, Clock::time_point start,
-    vidclf::v1::ClassifyResponse* response, std::function<void(const grpc::Status&)> finish) {
+    vidclf::v1::ClassifyResponse* response, std::function<void(const grpc::Status&)> finish,
+    std::shared_ptr<engine::Reservation> reservation) {
   const std::string model_label = ModelLabel(input.model);
   return engine_->Submit(
-      std::move(input), [this, method, start, response, model_label, finish = std::move(finish)](
-                            absl::StatusOr<engine::ClassifyResult> result) {
+      std::move(input),
+      [this, method, start, response, model_label,
+       finish = std::move(finish)](absl::StatusOr<engine::ClassifyResult> result) {
         if (result.ok()) FillResponse(*result, response);
         RecordFinishedCall(*metrics_, method, model_label, result.status(), SecondsSince(start));
         finish(ToGrpcStatus(result.status()));
-      });
+      },
+      std::move(reservation));
 }
 
 grpc::Status ClassifyService::Refuse(absl::string_view method, absl::string_view requested_model,
                                      Clock::time_point start, const absl::Status& status) {
   RecordFinishedCall(*metrics_, method, ModelLabel(requested_model), status, SecondsSince(start));
   return ToGrpcStatus(status);
-}
-
-absl::Status ClassifyService::Authenticate(const grpc::CallbackServerContext& context) const {
-  if (tokens_ == nullptr) return absl::OkStatus();
-  const auto& metadata = context.client_metadata();
-  const auto found = metadata.find("authorization");
-  if (found == metadata.end()) return tokens_->Check("");
-  return tokens_->Check(absl::string_view(found->second.data(), found->second.size()));
 }
 
 std::string ClassifyService::ModelLabel(absl::string_view requested_model) const {
@@ -294,29 +299,17 @@ std::string ClassifyService::ModelLabel(absl::string_view requested_model) const
 
 grpc::ServerBidiReactor<vidclf::v1::StreamClassifyRequest, vidclf::v1::StreamPrediction>*
 ClassifyService::StreamClassify(grpc::CallbackServerContext* context) {
-  if (absl::Status denied = Authenticate(*context); !denied.ok()) {
-    return new RefusedCall<
-        grpc::ServerBidiReactor<vidclf::v1::StreamClassifyRequest, vidclf::v1::StreamPrediction>>(
-        Refuse("StreamClassify", "", Clock::now(), denied));
-  }
   return NewStreamReactor(engine_, metrics_, context);
 }
 
 grpc::ServerWriteReactor<vidclf::v1::WatchSourceResponse>* ClassifyService::WatchSource(
     grpc::CallbackServerContext* context, const vidclf::v1::WatchSourceRequest* request) {
-  if (absl::Status denied = Authenticate(*context); !denied.ok()) {
-    return new RefusedCall<grpc::ServerWriteReactor<vidclf::v1::WatchSourceResponse>>(
-        Refuse("WatchSource", request->config().model(), Clock::now(), denied));
-  }
   return NewWatchReactor(engine_, metrics_, context, *request);
 }
 
 grpc::ServerUnaryReactor* ClassifyService::ListModels(
     grpc::CallbackServerContext* context, const vidclf::v1::ListModelsRequest* /*request*/,
     vidclf::v1::ListModelsResponse* response) {
-  if (absl::Status denied = Authenticate(*context); !denied.ok()) {
-    return new RefusedCall<grpc::ServerUnaryReactor>(ToGrpcStatus(denied));
-  }
   const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
   for (const auto& [name, entry] : repository->entries()) {
     *response->add_models() = ModelInfoOf(entry, repository->default_model());
@@ -330,9 +323,6 @@ grpc::ServerUnaryReactor* ClassifyService::ListModels(
 grpc::ServerUnaryReactor* ClassifyService::GetModel(grpc::CallbackServerContext* context,
                                                     const vidclf::v1::GetModelRequest* request,
                                                     vidclf::v1::ModelInfo* response) {
-  if (absl::Status denied = Authenticate(*context); !denied.ok()) {
-    return new RefusedCall<grpc::ServerUnaryReactor>(ToGrpcStatus(denied));
-  }
   const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
   absl::StatusOr<const engine::ModelRepository::Entry*> entry = repository->FindEntry(
       request->name().empty() ? repository->default_model() : request->name());

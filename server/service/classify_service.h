@@ -3,9 +3,8 @@
 // "RPC service implementations remain stateless and perform all lookups of models via the core"
 // (TF Serving's rule, ours too): each RPC converts its request, submits it to the engine, converts
 // the result and status once, and records metrics. No decoding or model code lives here. A call
-// the client cancels, or whose deadline passes, is cancelled in the engine too. With bearer
-// tokens, every method asks for one first (health and reflection are other services: they stay
-// open, so that probes work).
+// the client cancels, or whose deadline passes, is cancelled in the engine too. Bearer tokens are
+// checked before any of this, on a call's headers (security/call_gate.h).
 #ifndef VIDCLF_SERVER_SERVICE_CLASSIFY_SERVICE_H_
 #define VIDCLF_SERVER_SERVICE_CLASSIFY_SERVICE_H_
 
@@ -18,17 +17,15 @@
 #include "absl/strings/string_view.h"
 #include "server/engine/classify_engine.h"
 #include "server/metrics.h"
-#include "server/security/bearer_tokens.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
 namespace vidclf::service {
 
 class ClassifyService final : public vidclf::v1::VideoClassifier::CallbackService {
  public:
-  // All must outlive the service. `tokens` null: no token is asked for.
-  ClassifyService(engine::ClassifyEngine* engine, ServerMetrics* metrics,
-                  const security::BearerTokens* tokens = nullptr)
-      : engine_(engine), metrics_(metrics), tokens_(tokens) {}
+  // Both must outlive the service.
+  ClassifyService(engine::ClassifyEngine* engine, ServerMetrics* metrics)
+      : engine_(engine), metrics_(metrics) {}
 
   grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context,
                                      const vidclf::v1::ClassifyRequest* request,
@@ -56,25 +53,23 @@ class ClassifyService final : public vidclf::v1::VideoClassifier::CallbackServic
   class ClassifyReactor;
   class UploadReactor;
 
-  // Submits `input` to the engine. Once it is answered, fills `response`, records the metrics and
-  // calls `finish` with the status to end the RPC with (on an engine thread, or on this one when
-  // the engine refuses the call at once, and then the handle is null).
-  std::unique_ptr<engine::CallHandle> Submit(absl::string_view method, engine::ClassifyInput input,
-                                             Clock::time_point start,
-                                             vidclf::v1::ClassifyResponse* response,
-                                             std::function<void(const grpc::Status&)> finish);
+  // Submits `input` to the engine, in the place of `reservation` when there is one. Once it is
+  // answered, fills `response`, records the metrics and calls `finish` with the status to end
+  // the RPC with (on an engine thread, or on this one when the engine refuses the call at once,
+  // and then the handle is null).
+  std::unique_ptr<engine::CallHandle> Submit(
+      absl::string_view method, engine::ClassifyInput input, Clock::time_point start,
+      vidclf::v1::ClassifyResponse* response, std::function<void(const grpc::Status&)> finish,
+      std::shared_ptr<engine::Reservation> reservation = nullptr);
   // Records a call that ended before reaching the engine; returns the status to end it with.
   grpc::Status Refuse(absl::string_view method, absl::string_view requested_model,
                       Clock::time_point start, const absl::Status& status);
-  // OK when the call may go on: no token is needed, or it sent an accepted one.
-  absl::Status Authenticate(const grpc::CallbackServerContext& context) const;
   // The metrics label for a requested model: the served model's name, never the raw request
   // text (bounded label values).
   std::string ModelLabel(absl::string_view requested_model) const;
 
   engine::ClassifyEngine* const engine_;
   ServerMetrics* const metrics_;
-  const security::BearerTokens* const tokens_;
 };
 
 }  // namespace vidclf::service

@@ -12,6 +12,11 @@ namespace vidclf::service {
 void RecordFinishedCall(ServerMetrics& metrics, absl::string_view method, absl::string_view model,
                         const absl::Status& status, double seconds);
 
+// A call refused on its headers, before it reached a handler: `path` is its method's full name
+// as the client sent it ("/vidclf.v1.VideoClassifier/Classify"); the metrics label is the name
+// of one of vidclf.v1.VideoClassifier's methods, or "unknown".
+void RecordRefusedCall(ServerMetrics& metrics, absl::string_view path, const absl::Status& status);
+
 }  // namespace vidclf::service
 
 #endif  // VIDCLF_SERVER_SERVICE_FINISHED_CALL_H_

@@ -44,7 +44,20 @@ class StreamReactor final
   StreamReactor(engine::ClassifyEngine* engine, ServerMetrics* metrics,
                 grpc::CallbackServerContext* context)
       : StreamCall(kMethod, metrics, context), engine_(engine) {
+    // The stream counts against --max-streams from here, before its config arrives.
+    absl::StatusOr<std::shared_ptr<engine::Reservation>> reservation =
+        engine->ReserveStream([this](const absl::Status& status) { FinishEarly(status); });
+    if (!reservation.ok()) {
+      FinishEarly(reservation.status());
+      return;
+    }
+    reservation_ = *std::move(reservation);
     StartRead(&request_);
+  }
+
+  void OnDone() override {
+    if (reservation_ != nullptr) reservation_->Close();  // its on_idle refers to this
+    StreamCall::OnDone();
   }
 
   void OnReadDone(bool ok) override {
@@ -101,7 +114,10 @@ class StreamReactor final
         request_.has_config()
             ? OptionsFromConfig(request_.config())
             : absl::InvalidArgumentError("StreamClassify's first message must be a StreamConfig");
-    if (!Adopt(options.ok() ? engine_->OpenStream(*options, this) : options.status())) return;
+    if (!Adopt(options.ok() ? engine_->OpenStream(*options, this, reservation_)
+                            : options.status())) {
+      return;
+    }
     ReadNext();
   }
 
@@ -111,7 +127,8 @@ class StreamReactor final
   }
 
   engine::ClassifyEngine* const engine_;
-  StreamClassifyRequest request_;  // the message being read
+  std::shared_ptr<engine::Reservation> reservation_;  // the stream's place until it opens
+  StreamClassifyRequest request_;                     // the message being read
 };
 
 }  // namespace

@@ -1,17 +1,21 @@
 // The real vidclf-server with TLS, mutual TLS and bearer tokens, called by the real vidclf client
 // and by gRPC stubs; and its JSON log. Certificates are made at test time with the openssl CLI.
 #include <gmock/gmock.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/test_util/python_server.h"
 #include "tests/test_util/server_process.h"
 #include "tests/test_util/test_files.h"
 #include "tests/test_util/test_models.h"
@@ -21,6 +25,7 @@ namespace vidclf {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kToken[] = "first-token-0123456789abcdef";
 constexpr char kOtherToken[] = "second-token-0123456789abcdef";
@@ -114,15 +119,24 @@ class SecurityServerTest : public ::testing::Test {
 std::string* SecurityServerTest::dir_ = nullptr;
 
 TEST_F(SecurityServerTest, TlsServesClientsThatTrustItsCertificate) {
-  auto server = StartServer({"--tls-cert", Path("server.pem"), "--tls-key", Path("server.key")});
+  // With tokens too: over TLS, gRPC's own credentials run the gate that checks them.
+  testing::WriteFile(Path("tls-tokens"), absl::StrCat(kToken, "\n"));
+  testing::WriteFile(Path("tls-client-token"), kToken);
+  auto server = StartServer({"--tls-cert", Path("server.pem"), "--tls-key", Path("server.key"),
+                             "--token-file", Path("tls-tokens")});
   ASSERT_NE(server, nullptr);
-  EXPECT_THAT(server->output(), HasSubstr("(TLS)"));
+  EXPECT_THAT(server->output(), HasSubstr("(TLS, bearer tokens required)"));
 
   int exit_code = -1;
-  std::string output = Client(*server, "models " + TlsServerArguments(), &exit_code);
+  const std::string token = " --token-file " + Path("tls-client-token");
+  std::string output = Client(*server, "models " + TlsServerArguments() + token, &exit_code);
   EXPECT_EQ(exit_code, 0) << output;
   EXPECT_THAT(output, HasSubstr("tiny"));
-  output = Client(*server, "classify " + Path("clip.mp4") + " " + TlsServerArguments(), &exit_code);
+  output = Client(*server, "models " + TlsServerArguments(), &exit_code);
+  EXPECT_EQ(exit_code, 1) << output;
+  EXPECT_THAT(output, HasSubstr("UNAUTHENTICATED"));
+  output = Client(*server, "classify " + Path("clip.mp4") + " " + TlsServerArguments() + token,
+                  &exit_code);
   EXPECT_EQ(exit_code, 0) << output;
   output = Client(*server, "health " + TlsServerArguments(), &exit_code);
   EXPECT_EQ(exit_code, 0) << output;
@@ -273,9 +287,221 @@ TEST_F(SecurityServerTest, BearerTokensGuardEveryMethodButHealth) {
   // Refused calls are counted by code; the server went on serving.
   absl::StatusOr<std::string> metrics = testing::HttpGet(server->metrics_port(), "/metrics");
   ASSERT_TRUE(metrics.ok()) << metrics.status();
+  // Refused on their headers, before they named a model.
   EXPECT_THAT(*metrics, HasSubstr("vidclf_requests_total{code=\"UNAUTHENTICATED\","
-                                  "method=\"ClassifyUpload\",model=\"tiny\"} 1"));
+                                  "method=\"ClassifyUpload\",model=\"unknown\"} 1"));
   EXPECT_EQ(ListModels(*server, kToken), grpc::StatusCode::OK);
+  EXPECT_EQ(server->Stop(), 0) << server->output();
+}
+
+TEST_F(SecurityServerTest, CallsWithoutATokenAreRefusedBeforeTheirBodiesArrive) {
+  testing::WriteFile(Path("tokens"), absl::StrCat(kToken, "\n"));
+  auto server = StartServer({"--token-file", Path("tokens")});
+  ASSERT_NE(server, nullptr);
+  // One 60 MB request, shared by every call (a slice is reference-counted, not copied).
+  v1::ClassifyRequest request;
+  request.set_video(std::string(60 << 20, 'v'));
+  const std::string serialized = request.SerializeAsString();
+  grpc::Slice slice(serialized);
+  const grpc::ByteBuffer body(&slice, 1);
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxSendMessageSize(100 << 20);
+  grpc::GenericStub stub(grpc::CreateCustomChannel(server->grpc_address(),
+                                                   grpc::InsecureChannelCredentials(), arguments));
+  constexpr int kCalls = 32;
+  const int64_t resident_before = testing::ResidentBytes(server->pid());
+  ASSERT_GT(resident_before, 0);
+
+  absl::Mutex mutex;
+  int finished = 0;
+  std::vector<grpc::StatusCode> codes;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<grpc::ByteBuffer> responses(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    stub.UnaryCall(contexts.back().get(), "/vidclf.v1.VideoClassifier/Classify",
+                   grpc::StubOptions(), &body, &responses[i], [&](grpc::Status status) {
+                     absl::MutexLock lock(&mutex);
+                     codes.push_back(status.error_code());
+                     ++finished;
+                   });
+  }
+  int64_t resident_peak = resident_before;
+  while (true) {
+    resident_peak = std::max(resident_peak, testing::ResidentBytes(server->pid()));
+    absl::MutexLock lock(&mutex);
+    if (mutex.AwaitWithTimeout(absl::Condition(
+                                   +[](int* done) { return *done == kCalls; }, &finished),
+                               absl::Milliseconds(10))) {
+      break;
+    }
+  }
+  EXPECT_EQ(std::count(codes.begin(), codes.end(), grpc::StatusCode::UNAUTHENTICATED), kCalls);
+  EXPECT_LT(resident_peak - resident_before, int64_t{64} << 20)
+      << "resident before " << resident_before << ", at most " << resident_peak;
+  EXPECT_EQ(ListModels(*server, kToken), grpc::StatusCode::OK);
+  EXPECT_EQ(server->Stop(), 0) << server->output();
+}
+
+TEST_F(SecurityServerTest, SecretsInUrisAndTokensStayOutOfMessagesAndTheLog) {
+  constexpr char kSecret[] = "hunter2-secret";
+  const std::string www = Path("www");
+  std::filesystem::create_directories(www);
+  auto http = testing::PythonServer::Start(
+      [&](int port) -> std::vector<std::string> {
+        return {"-m", "http.server", "--bind", "127.0.0.1", std::to_string(port), "--directory",
+                www};
+      },
+      Path("http.log"));
+  ASSERT_NE(http, nullptr);
+  const std::string host = absl::StrCat("127.0.0.1:", http->port());
+  // A playlist whose segment lies on a port the allowlist refuses, with secrets of its own.
+  testing::WriteFile(www + "/playlist.m3u8",
+                     absl::StrCat("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:1.0,\nhttp://user:",
+                                  kSecret, "@127.0.0.1:", testing::UnusedLoopbackPort(),
+                                  "/segment.ts?sig=", kSecret, "\n#EXT-X-ENDLIST\n"));
+  testing::WriteFile(Path("tokens"), absl::StrCat(kToken, "\n"));
+  auto server = StartServer({"--token-file", Path("tokens"), "--allow-uri",
+                             absl::StrCat("http://", host, "/"), "--log-level", "debug",
+                             "--media-log-level", "debug"});
+  ASSERT_NE(server, nullptr);
+
+  std::vector<std::string> messages;
+  auto stub = Stub(*server);
+  for (const std::string& uri :
+       {absl::StrCat("http://user:", kSecret, "@", host, "/playlist.m3u8?token=", kSecret),
+        absl::StrCat("http://admin:", kSecret, "@", host, "/missing.mp4"),
+        absl::StrCat("http://user:", kSecret, "@10.255.255.1/clip.mp4?key=", kSecret),
+        absl::StrCat("file:///videos/clip.mp4?", kSecret)}) {
+    grpc::ClientContext context;
+    Prepare(&context, kToken);
+    v1::ClassifyRequest request;
+    request.set_uri(uri);
+    v1::ClassifyResponse response;
+    const grpc::Status status = stub->Classify(&context, request, &response);
+    EXPECT_FALSE(status.ok()) << uri;
+    messages.push_back(status.error_message());
+
+    grpc::ClientContext watch_context;
+    Prepare(&watch_context, kToken);
+    v1::WatchSourceRequest watch;
+    watch.set_uri(uri);
+    watch.set_max_reconnects(1);
+    auto reader = stub->WatchSource(&watch_context, watch);
+    v1::WatchSourceResponse event;
+    while (reader->Read(&event)) messages.push_back(event.source().message());
+    messages.push_back(reader->Finish().error_message());
+  }
+  {
+    grpc::ClientContext context;
+    Prepare(&context, absl::StrCat("wrong-token-", kSecret));
+    v1::ListModelsResponse response;
+    const grpc::Status status = stub->ListModels(&context, v1::ListModelsRequest(), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    messages.push_back(status.error_message());
+  }
+  ASSERT_EQ(server->Stop(), 0) << server->output();
+  for (const std::string& message : messages) EXPECT_THAT(message, Not(HasSubstr(kSecret)));
+  EXPECT_THAT(server->output(), Not(HasSubstr(kSecret)));
+  EXPECT_THAT(server->output(), HasSubstr("<redacted>"));  // the URIs were logged, redacted
+}
+
+// A DASH manifest whose segment is on a recording http.server that no allowlist names: uploaded
+// through each method it opens nothing (the server's allowlist is for another port), and pulled
+// from an allowed URI it reaches nothing either. Were it followed, the segment would decode.
+TEST_F(SecurityServerTest, ManifestsOpenNothingWhicheverMethodCarriesThem) {
+  const std::string target = Path("dash-target");
+  const std::string allowed = Path("dash-allowed");
+  std::filesystem::create_directories(target);
+  std::filesystem::create_directories(allowed);
+  testing::MakeVideo(
+      "-f lavfi -i testsrc2=size=160x120:rate=10 -frames:v 20 -c:v libx264 -f mpegts",
+      target + "/segment.ts");
+  const auto serve = [&](const std::string& directory) {
+    return testing::PythonServer::Start(
+        [&](int port) -> std::vector<std::string> {
+          return {"-m",          "http.server", "--bind", "127.0.0.1", std::to_string(port),
+                  "--directory", directory};
+        },
+        directory + ".log");
+  };
+  auto recorder = serve(target);
+  auto source = serve(allowed);
+  ASSERT_NE(recorder, nullptr);
+  ASSERT_NE(source, nullptr);
+  const std::string manifest = absl::StrCat(
+      "<?xml version=\"1.0\"?>\n<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" type=\"static\" "
+      "mediaPresentationDuration=\"PT2S\" minBufferTime=\"PT1S\" "
+      "profiles=\"urn:mpeg:dash:profile:isoff-on-demand:2011\">\n<BaseURL>",
+      recorder->http(),
+      "/</BaseURL>\n<Period><AdaptationSet mimeType=\"video/mp2t\"><Representation id=\"1\" "
+      "bandwidth=\"100000\"><BaseURL>segment.ts</BaseURL></Representation></AdaptationSet>"
+      "</Period></MPD>\n");
+  testing::WriteFile(allowed + "/manifest.mpd", manifest);
+  auto server = StartServer({"--allow-uri", source->http() + "/"});
+  ASSERT_NE(server, nullptr);
+  auto stub = Stub(*server);
+  const auto expect_refused = [](const grpc::Status& status, const std::string& method) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << method << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr("(FFmpeg format 'dash')")) << method;
+  };
+  {
+    grpc::ClientContext context;
+    Prepare(&context, "");
+    v1::ClassifyRequest request;
+    request.set_video(manifest);
+    v1::ClassifyResponse response;
+    expect_refused(stub->Classify(&context, request, &response), "Classify");
+  }
+  {
+    grpc::ClientContext context;
+    Prepare(&context, "");
+    v1::ClassifyResponse response;
+    auto writer = stub->ClassifyUpload(&context, &response);
+    v1::ClassifyUploadRequest upload;
+    upload.mutable_settings()->set_top_k(1);
+    upload.set_chunk(manifest);
+    writer->Write(upload);
+    writer->WritesDone();
+    expect_refused(writer->Finish(), "ClassifyUpload");
+  }
+  {
+    grpc::ClientContext context;
+    Prepare(&context, "");
+    auto stream = stub->StreamClassify(&context);
+    v1::StreamClassifyRequest config;
+    config.mutable_config()->set_input(v1::StreamConfig::CONTAINER);
+    stream->Write(config);
+    v1::StreamClassifyRequest chunk;
+    chunk.set_chunk(manifest);
+    stream->Write(chunk);
+    stream->WritesDone();
+    for (v1::StreamPrediction prediction; stream->Read(&prediction);) {
+    }
+    expect_refused(stream->Finish(), "StreamClassify");
+  }
+  {
+    grpc::ClientContext context;
+    Prepare(&context, "");
+    v1::ClassifyRequest request;
+    request.set_uri(source->http() + "/manifest.mpd");
+    v1::ClassifyResponse response;
+    expect_refused(stub->Classify(&context, request, &response), "Classify from a URI");
+  }
+  {
+    grpc::ClientContext context;
+    Prepare(&context, "");
+    v1::WatchSourceRequest request;
+    request.set_uri(source->http() + "/manifest.mpd");
+    auto reader = stub->WatchSource(&context, request);
+    for (v1::WatchSourceResponse response; reader->Read(&response);) {
+    }
+    expect_refused(reader->Finish(), "WatchSource");
+  }
+  EXPECT_THAT(recorder->log(), Not(HasSubstr("GET")));
+  EXPECT_THAT(source->log(), HasSubstr("GET /manifest.mpd"));
   EXPECT_EQ(server->Stop(), 0) << server->output();
 }
 

@@ -498,6 +498,129 @@ TEST_F(StreamServerTest, LimitsCancellationIdleTimeoutAndDrain) {
   EXPECT_EQ(server->Stop(), 0);
 }
 
+// Every call makes progress or ends: streams count against --max-streams from their first byte,
+// before their config, and uploads against the in-flight bound; a stream or an upload that sends
+// nothing, or only empty chunks, ends with DEADLINE_EXCEEDED within the idle timeout and a second.
+TEST_F(StreamServerTest, CallsThatNeverProgressAreCountedAndEndWhenIdle) {
+  constexpr int kSilentStreams = 100;
+  constexpr int kSilentUploads = 50;
+  const absl::Duration kIdle = absl::Seconds(2);
+  // Room for the silent streams and the two below that send something.
+  auto server = StartServer(
+      {"--max-streams", std::to_string(kSilentStreams + 2), "--stream-idle-timeout-s", "2"});
+  ASSERT_NE(server, nullptr);
+  auto stub = Stub(*server);
+  struct Ended {
+    grpc::Status status;
+    absl::Duration after;
+  };
+  std::vector<Ended> ended(kSilentStreams + kSilentUploads + 4);
+  std::vector<std::thread> calls;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  for (size_t i = 0; i < ended.size(); ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  }
+  const auto run = [&](size_t i, auto body) {
+    calls.emplace_back([&, i, body] {
+      const absl::Time start = absl::Now();
+      ended[i].status = body(contexts[i].get());
+      ended[i].after = absl::Now() - start;
+    });
+  };
+  // Streams and uploads that never send a message.
+  for (int i = 0; i < kSilentStreams; ++i) {
+    run(i, [&](grpc::ClientContext* context) { return stub->StreamClassify(context)->Finish(); });
+  }
+  for (int i = 0; i < kSilentUploads; ++i) {
+    run(kSilentStreams + i, [&](grpc::ClientContext* context) {
+      v1::ClassifyResponse response;
+      return stub->ClassifyUpload(context, &response)->Finish();
+    });
+  }
+  // A stream of empty chunks, and an upload of them, one every 300 ms.
+  const auto empty_chunks = [&](auto& call, auto message) {
+    while (call->Write(message)) absl::SleepFor(absl::Milliseconds(300));
+  };
+  run(kSilentStreams + kSilentUploads, [&](grpc::ClientContext* context) {
+    auto call = stub->StreamClassify(context);
+    v1::StreamClassifyRequest config;
+    *config.mutable_config() = Config("tiny");
+    if (!call->Write(config)) return call->Finish();
+    v1::StreamClassifyRequest empty;
+    empty.set_chunk("");
+    empty_chunks(call, empty);
+    return call->Finish();
+  });
+  run(kSilentStreams + kSilentUploads + 1, [&](grpc::ClientContext* context) {
+    v1::ClassifyResponse response;
+    auto call = stub->ClassifyUpload(context, &response);
+    v1::ClassifyUploadRequest settings;
+    settings.mutable_settings()->set_model("tiny");
+    if (!call->Write(settings)) return call->Finish();
+    v1::ClassifyUploadRequest empty;
+    empty.set_chunk("");
+    empty_chunks(call, empty);
+    return call->Finish();
+  });
+  // An upload that stops after its first 100 KB, and a stream that stops after its first bytes.
+  run(kSilentStreams + kSilentUploads + 2, [&](grpc::ClientContext* context) {
+    v1::ClassifyResponse response;
+    auto call = stub->ClassifyUpload(context, &response);
+    v1::ClassifyUploadRequest first;
+    first.mutable_settings()->set_model("tiny");
+    first.set_chunk(std::string(100 << 10, 'x'));
+    call->Write(first);
+    return call->Finish();
+  });
+  run(kSilentStreams + kSilentUploads + 3, [&](grpc::ClientContext* context) {
+    auto call = stub->StreamClassify(context);
+    v1::StreamClassifyRequest config;
+    *config.mutable_config() = Config("tiny");
+    call->Write(config);
+    v1::StreamClassifyRequest chunk;
+    chunk.set_chunk(feed_->substr(0, 1000));
+    call->Write(chunk);
+    return call->Finish();
+  });
+
+  // While they are open, the silent streams are counted and the bound refuses the next.
+  const auto metric = [&](const std::string& name) {
+    auto page = testing::HttpGet(server->metrics_port(), "/metrics");
+    return page.ok() ? testing::MetricValue(*page, name) : -1;
+  };
+  double awaiting_config = 0;
+  for (int i = 0; i < 100 && awaiting_config < kSilentStreams; ++i) {
+    awaiting_config = metric("vidclf_active_streams{model=\"unknown\"}");
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(awaiting_config, kSilentStreams);
+  EXPECT_GE(metric("vidclf_inflight_requests"), kSilentUploads);
+  {
+    grpc::ClientContext context;
+    auto call = stub->StreamClassify(&context);
+    v1::StreamClassifyRequest config;
+    *config.mutable_config() = Config("tiny");
+    call->Write(config);
+    call->WritesDone();
+    const grpc::Status refused = call->Finish();
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << refused.error_message();
+  }
+
+  for (std::thread& call : calls) call.join();
+  for (size_t i = 0; i < ended.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(ended[i].status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+        << ended[i].status.error_message();
+    EXPECT_THAT(ended[i].status.error_message(), HasSubstr("idle"));
+    EXPECT_LE(ended[i].after, kIdle + absl::Seconds(1));
+  }
+  EXPECT_EQ(metric("vidclf_active_streams{model=\"unknown\"}"), 0);
+  EXPECT_EQ(metric("vidclf_inflight_requests"), 0);
+  EXPECT_EQ(server->Stop(), 0);
+}
+
 // A live HTTP source that drops: the python server below sends the feed without a length, as
 // a camera's HTTP stream does, one connection per entry of its plan ("half": the first half
 // then a close, "full": all of it), then stops listening.

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -114,6 +115,14 @@ bool ServerProcess::WaitForOutput(const std::string& text, int seconds) {
 ServerProcess::~ServerProcess() {
   Stop();
   if (stdout_fd_ >= 0) ::close(stdout_fd_);
+}
+
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream statm(absl::StrCat("/proc/", pid, "/statm"));
+  int64_t size_pages = 0;
+  int64_t resident_pages = 0;
+  if (!(statm >> size_pages >> resident_pages)) return -1;
+  return resident_pages * ::sysconf(_SC_PAGESIZE);
 }
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@ class ServerProcess {
 
   std::string grpc_address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
   int metrics_port() const { return metrics_port_; }
+  pid_t pid() const { return pid_; }
   // Everything the server printed to stdout so far.
   const std::string& output() const { return output_; }
   // Sends SIGTERM and returns the exit status (-1 if it did not exit normally).
@@ -44,6 +46,9 @@ class ServerProcess {
   int metrics_port_ = 0;
   std::string output_;
 };
+
+// The resident memory of process `pid` now, from /proc; -1 when it cannot be read.
+int64_t ResidentBytes(pid_t pid);
 
 // A plain HTTP/1.0 GET on 127.0.0.1; returns the body of a 200 response.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);

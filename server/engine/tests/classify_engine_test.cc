@@ -420,6 +420,58 @@ TEST_F(ClassifyEngineTest, RefusesPastItsBoundsAtOnce) {
   (void)admitted[0].answer.get();
 }
 
+// A reservation holds a call's or a stream's place before its request arrives: it counts against
+// the bounds, a call can take it over, and one left idle expires once, telling its owner.
+TEST_F(ClassifyEngineTest, ReservationsCountUntilTakenOverOrIdle) {
+  EngineOptions options;
+  options.admission.max_inflight_calls = 1;
+  options.max_streams = 1;
+  options.stream_idle_timeout = absl::Milliseconds(300);
+  CountingObserver observer;
+  std::unique_ptr<ClassifyEngine> engine = Engine(options, &observer);
+  ASSERT_NE(engine, nullptr);
+
+  std::atomic<int> expired{0};
+  absl::Notification stream_expired;
+  absl::StatusOr<std::shared_ptr<Reservation>> call =
+      engine->ReserveCall([&](const absl::Status&) { ++expired; });
+  ASSERT_TRUE(call.ok()) << call.status();
+  absl::StatusOr<std::shared_ptr<Reservation>> stream =
+      engine->ReserveStream([&](const absl::Status& status) {
+        EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+        EXPECT_THAT(status.message(), HasSubstr("no StreamConfig"));
+        stream_expired.Notify();
+      });
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_EQ(engine->load().inflight_calls, 1);
+  EXPECT_EQ(engine->load().streams_awaiting_config, 1);
+  // The bounds count them: neither another call nor another stream gets in.
+  EXPECT_EQ(Submit(*engine, Input((*videos_)[0])).answer.get().status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(engine->ReserveStream([](const absl::Status&) {}).status().code(),
+            absl::StatusCode::kResourceExhausted);
+
+  // The call takes its place over and is answered; the place goes with the answer.
+  auto promise = std::make_shared<std::promise<absl::StatusOr<ClassifyResult>>>();
+  std::unique_ptr<CallHandle> handle = engine->Submit(
+      Input((*videos_)[0]),
+      [promise](absl::StatusOr<ClassifyResult> result) { promise->set_value(std::move(result)); },
+      *call);
+  ASSERT_NE(handle, nullptr);
+  EXPECT_TRUE(promise->get_future().get().ok());
+  handle.reset();
+  (*call)->Close();
+  ExpectNothingHeld(*engine);
+
+  // The stream's, left idle, expires once; taking it over then is refused; closing it frees it.
+  ASSERT_TRUE(stream_expired.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_FALSE((*stream)->HandOver());
+  EXPECT_EQ(engine->load().streams_awaiting_config, 1);
+  (*stream)->Close();
+  EXPECT_EQ(engine->load().streams_awaiting_config, 0);
+  EXPECT_EQ(expired, 0);  // the call's was taken over in time
+}
+
 // A deadline that has passed, or that the queue ahead would outlast, is refused at once; one that
 // passes while the call waits abandons it.
 TEST_F(ClassifyEngineTest, RefusesOrAbandonsCallsPastTheirDeadline) {

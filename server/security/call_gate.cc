@@ -1,0 +1,39 @@
+#include "server/security/call_gate.h"
+
+#include "absl/strings/match.h"
+#include "server/service/grpc_status.h"
+
+namespace vidclf::security {
+namespace {
+
+// Services every caller may use: probes and tools carry no token.
+bool IsOpenToAll(absl::string_view method) {
+  return absl::StartsWith(method, "/grpc.health.v1.Health/") ||
+         absl::StartsWith(method, "/grpc.reflection.");
+}
+
+absl::string_view Value(const grpc::AuthMetadataProcessor::InputMetadata& metadata,
+                        absl::string_view key) {
+  const auto found = metadata.find(grpc::string_ref(key.data(), key.size()));
+  if (found == metadata.end()) return "";
+  return absl::string_view(found->second.data(), found->second.size());
+}
+
+}  // namespace
+
+absl::Status CallGate::Check(absl::string_view method, absl::string_view authorization) const {
+  if (tokens_ == nullptr || IsOpenToAll(method)) return absl::OkStatus();
+  return tokens_->Check(authorization);
+}
+
+grpc::Status CallGate::Process(const InputMetadata& metadata, grpc::AuthContext* /*context*/,
+                               OutputMetadata* /*consumed_metadata*/,
+                               OutputMetadata* /*response_metadata*/) {
+  const absl::string_view method = Value(metadata, ":path");
+  const absl::Status status = Check(method, Value(metadata, "authorization"));
+  if (status.ok()) return grpc::Status::OK;
+  if (on_refusal_) on_refusal_(method, status);
+  return service::ToGrpcStatus(status);
+}
+
+}  // namespace vidclf::security
