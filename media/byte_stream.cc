@@ -94,6 +94,8 @@ void ByteStream::CallWhenHeldBelow(int64_t bytes, std::function<void()> callback
 bool ByteStream::WaitForBytes(std::unique_lock<std::mutex>& lock, int64_t end,
                               Clock::time_point deadline) {
   const auto arrived = [&] { return received_ >= end || finished_ || !error_.ok(); };
+  if (arrived()) return error_.ok();
+  if (wait_listener_) wait_listener_(true);
   while (!arrived()) {
     // Each arrival moves the idle deadline on.
     const Clock::time_point idle_deadline = idle_timeout_ == Clock::duration::max()
@@ -116,6 +118,7 @@ bool ByteStream::WaitForBytes(std::unique_lock<std::mutex>& lock, int64_t end,
           " (idle timeout; ", received_, " bytes received)"));
     }
   }
+  if (wait_listener_) wait_listener_(false);
   return error_.ok();
 }
 
@@ -165,6 +168,11 @@ absl::string_view ByteStream::WaitForEnd(Clock::time_point deadline) {
   }
   Call(std::move(due));
   return all;
+}
+
+void ByteStream::SetWaitListener(std::function<void(bool waiting)> listener) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  wait_listener_ = std::move(listener);
 }
 
 void ByteStream::DropReadBytes() {

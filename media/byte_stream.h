@@ -71,6 +71,10 @@ class ByteStream {
   absl::string_view WaitForEnd(Clock::time_point deadline);
   // From now on, bytes behind the read position are dropped (always so with kHeldBytes).
   void DropReadBytes();
+  // `listener(true)` as a read starts waiting for bytes, `listener(false)` as it stops: on the
+  // reader's thread, with the stream's lock held, so it must be quick and not call the stream.
+  // Set before reading starts.
+  void SetWaitListener(std::function<void(bool waiting)> listener);
   // The error that made Read return -1 or Peek come back short; OK otherwise.
   absl::Status read_error() const;
   // The decoder has stopped: the bytes are freed and further chunks are refused.
@@ -131,6 +135,7 @@ class ByteStream {
   int64_t arrivals_start_ = 0;
   Clock::time_point last_dropped_arrival_ = Clock::time_point::min();
   std::vector<Waiter> waiters_;
+  std::function<void(bool)> wait_listener_;
 };
 
 // Closes `input`'s reader side when it goes out of scope, so that however a decode returns, the

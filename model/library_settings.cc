@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 
 namespace vidclf::model {
 
@@ -38,7 +40,13 @@ void RestartWithSettings(const std::vector<EnvironmentSetting>& settings, char**
     setenv(setting.name.c_str(), setting.value.c_str(), /*overwrite=*/1);
     changed = true;
   }
-  if (changed) execv("/proc/self/exe", argv);  // returns only on failure
+  if (!changed) return;
+  // The executable's own path rather than /proc/self/exe, whose name ("exe") the kernel would
+  // give the process: `pgrep vidclf-server` and `top` find it by that name.
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  const bool usable = !error && std::filesystem::exists(self, error);  // not deleted since
+  execv(usable ? self.c_str() : "/proc/self/exe", argv);               // returns only on failure
 }
 
 void RestartWithOpenBlasKernelsForThisCpu(char** argv) {

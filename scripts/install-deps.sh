@@ -33,8 +33,8 @@ build_packages=(
   # oneDNN's own API, for the backbone's Winograd convolutions (its CMake package looks for
   # OpenCL, which Debian's build also targets)
   libdnnl-dev ocl-icd-opencl-dev
-  # metrics
-  prometheus-cpp-dev
+  # metrics, and the HTTP server /metrics is scraped on (an event loop, TLS through GnuTLS)
+  prometheus-cpp-dev libmicrohttpd-dev
 )
 
 test_packages=(
@@ -43,6 +43,8 @@ test_packages=(
   # tests and benchmarks; YAML for the observability test of deploy/; nginx for the
   # replicas-behind-a-balancer test (deploy/nginx/)
   libgtest-dev libgmock-dev libbenchmark-dev python3-grpcio python3-protobuf python3-yaml nginx
+  # HTTPS scrapes of /metrics with a bearer token
+  curl
   # real-world sample videos and images for tests/unit/decode_matrix_test.cc
   python3-imageio
   # torchvision interop test (model/scripts/export_resnet18.py), and the Python reference

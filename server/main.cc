@@ -45,6 +45,7 @@
 #include "server/service/classify_service.h"
 #include "server/service/finished_call.h"
 #include "server/signal_pipe.h"
+#include "server/startup_warnings.h"
 
 extern "C" {
 #include <libavutil/log.h>
@@ -97,6 +98,7 @@ engine::EngineOptions EngineOptionsFromFlags(const ServerFlags& flags, int cores
   options.uri_allowlist = std::move(allowlist);
   options.cores = cores;
   options.decode_slots = flags.decode_slots;
+  options.arrival_slots = flags.arrival_slots;
   options.head_intra_op_threads = flags.head_intra_op_threads;
   options.batching.max_batch_frames = flags.max_batch_frames;
   options.batching.max_queue_delay = absl::Microseconds(flags.max_queue_delay_us);
@@ -127,6 +129,32 @@ void LogBackboneThreads(const engine::ClassifyEngine& engine) {
         "backbone intra-op threads left to the kernel: this process may run on {} CPUs "
         "and budgets {} cores",
         model::AllowedCpus().size(), engine.options().cores);
+  }
+}
+
+// Reads the token file `path` of `flag` into `tokens` (none when `path` is empty); false, logged,
+// when it cannot be used.
+bool LoadTokens(const std::string& flag, const std::string& path,
+                std::unique_ptr<security::BearerTokens>* tokens) {
+  if (path.empty()) return true;
+  absl::StatusOr<std::unique_ptr<security::BearerTokens>> loaded =
+      security::BearerTokens::Load(path);
+  if (!loaded.ok()) {
+    spdlog::error("{}: {}", flag, std::string(loaded.status().message()));
+    return false;
+  }
+  *tokens = *std::move(loaded);
+  return true;
+}
+
+void ReloadTokens(security::BearerTokens* tokens) {
+  if (tokens == nullptr) return;
+  const absl::StatusOr<int> count = tokens->Reload();
+  if (count.ok()) {
+    spdlog::info("token file {} reloaded: {} tokens accepted", tokens->path(), *count);
+  } else {
+    spdlog::error("token file not reloaded, the tokens read before stay in force: {}",
+                  std::string(count.status().message()));
   }
 }
 
@@ -166,15 +194,12 @@ int Run(const ServerFlags& flags) {
     return 2;
   }
   std::unique_ptr<security::BearerTokens> tokens;
-  if (!flags.token_file.empty()) {
-    absl::StatusOr<std::unique_ptr<security::BearerTokens>> loaded =
-        security::BearerTokens::Load(flags.token_file);
-    if (!loaded.ok()) {
-      spdlog::error("--token-file: {}", std::string(loaded.status().message()));
-      return 2;
-    }
-    tokens = *std::move(loaded);
+  std::unique_ptr<security::BearerTokens> metrics_tokens;
+  if (!LoadTokens("--token-file", flags.token_file, &tokens) ||
+      !LoadTokens("--metrics-token-file", flags.metrics_token_file, &metrics_tokens)) {
+    return 2;
   }
+  for (const std::string& warning : ExposureWarnings(flags)) spdlog::warn("{}", warning);
   auto registry = std::make_shared<prometheus::Registry>();
   ServerMetrics metrics(*registry);
   auto gate = std::make_shared<security::CallGate>(
@@ -202,10 +227,14 @@ int Run(const ServerFlags& flags) {
   LogBackboneThreads(**engine);
 
   const std::string& host = flags.host;
-  const std::string& metrics_host = flags.metrics_host.empty() ? host : flags.metrics_host;
+  MetricsHttpOptions metrics_options;
+  metrics_options.host = flags.metrics_host.empty() ? host : flags.metrics_host;
+  metrics_options.port = flags.metrics_port;
+  metrics_options.tls_cert = flags.metrics_tls_cert;
+  metrics_options.tls_key = flags.metrics_tls_key;
+  metrics_options.tokens = metrics_tokens.get();
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> metrics_server = MetricsHttpServer::Start(
-      metrics_host, flags.metrics_port,
-      {registry, MakeEngineCollector(engine->get()), MakeProcessCollector()});
+      metrics_options, {registry, MakeEngineCollector(engine->get()), MakeProcessCollector()});
   if (!metrics_server.ok()) {
     spdlog::error("{}", std::string(metrics_server.status().message()));
     return 1;
@@ -227,6 +256,14 @@ int Run(const ServerFlags& flags) {
   // The upload is one message: allow the configured maximum plus room for the other fields.
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(engine_options.decode.max_input_bytes + (1 << 20)));
+  // Pings on a quiet connection find clients that vanished without closing it (a dead NAT
+  // entry, a powered-off camera), so that their calls end rather than wait for a timeout.
+  if (flags.keepalive_time_s > 0) {
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 1000 * flags.keepalive_time_s);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 1000 * flags.keepalive_timeout_s);
+  }
+  // What one connection may open at once (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS).
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, flags.max_streams_per_connection);
   // A connection's age sends the client a GOAWAY: its later calls open a new connection, which a
   // balancer may give to another replica; long-lived streams otherwise stay where they began.
   if (flags.max_connection_age_s > 0) {
@@ -253,7 +290,9 @@ int Run(const ServerFlags& flags) {
                : flags.tls_client_ca.empty() ? "TLS"
                                              : "mutual TLS",
                tokens ? ", bearer tokens required" : "");
-  spdlog::info("metrics on http://{}:{}/metrics", metrics_host, (*metrics_server)->port());
+  spdlog::info("metrics on {}://{}:{}/metrics{}", flags.metrics_tls_cert.empty() ? "http" : "https",
+               metrics_options.host, (*metrics_server)->port(),
+               metrics_tokens ? " (bearer tokens required)" : "");
   spdlog::info(
       "classify a video from another terminal with: vidclf classify VIDEO --server "
       "localhost:{}",
@@ -272,15 +311,8 @@ int Run(const ServerFlags& flags) {
       spdlog::error("reload failed, still serving the models loaded before: {}",
                     std::string(reloaded.status().message()));
     }
-    if (tokens != nullptr) {
-      const absl::StatusOr<int> count = tokens->Reload();
-      if (count.ok()) {
-        spdlog::info("token file {} reloaded: {} tokens accepted", tokens->path(), *count);
-      } else {
-        spdlog::error("token file not reloaded, the tokens read before stay in force: {}",
-                      std::string(count.status().message()));
-      }
-    }
+    ReloadTokens(tokens.get());
+    ReloadTokens(metrics_tokens.get());
   }
 
   const absl::Duration drain_timeout = absl::Seconds(flags.drain_timeout_s);

@@ -2,13 +2,10 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <prometheus/text_serializer.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -16,105 +13,120 @@
 namespace vidclf {
 namespace {
 
-// A scrape request is one short line plus headers; anything longer is not one.
-constexpr size_t kMaxRequestBytes = 8192;
-// A client that sends nothing for this long is dropped, so it cannot hold the only thread.
-constexpr int kReadTimeoutMs = 2000;
-
-void SendAll(int fd, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
+absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream contents;
+  contents << file.rdbuf();
+  if (!absl::StrContains(contents.str(), "-----BEGIN")) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " holds no PEM block"));
   }
+  return contents.str();
 }
 
-std::string Response(const char* status, const char* content_type, const std::string& body) {
-  return absl::StrCat("HTTP/1.0 ", status, "\r\nContent-Type: ", content_type,
-                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+MHD_Result Respond(MHD_Connection* connection, unsigned int code, const char* content_type,
+                   const std::string& body) {
+  MHD_Response* response = MHD_create_response_from_buffer(
+      body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+  if (code == MHD_HTTP_UNAUTHORIZED) {
+    MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+  }
+  const MHD_Result queued = MHD_queue_response(connection, code, response);
+  MHD_destroy_response(response);
+  return queued;
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& host, int port,
+    const MetricsHttpOptions& options,
     std::vector<std::shared_ptr<prometheus::Collectable>> collectables) {
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  if (::inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
+  address.sin_port = htons(static_cast<uint16_t>(options.port));
+  if (::inet_pton(AF_INET, options.host.c_str(), &address.sin_addr) != 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("metrics host ", host, " is not an IPv4 address"));
+        absl::StrCat("metrics host ", options.host, " is not an IPv4 address"));
   }
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  socklen_t length = sizeof(address);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::listen(fd, 16) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    const std::string error = std::strerror(errno);
-    ::close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port, ": ", error));
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError("--metrics-tls-cert and --metrics-tls-key go together");
   }
-  return std::unique_ptr<MetricsHttpServer>(
-      new MetricsHttpServer(fd, ntohs(address.sin_port), std::move(collectables)));
-}
-
-MetricsHttpServer::MetricsHttpServer(
-    int listen_fd, int port, std::vector<std::shared_ptr<prometheus::Collectable>> collectables)
-    : listen_fd_(listen_fd), port_(port), collectables_(std::move(collectables)) {
-  thread_ = std::thread([this] { Serve(); });
+  std::unique_ptr<MetricsHttpServer> server(
+      new MetricsHttpServer(options, std::move(collectables)));
+  unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+  if (!options.tls_cert.empty()) {
+    absl::StatusOr<std::string> cert = ReadPem("--metrics-tls-cert", options.tls_cert);
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPem("--metrics-tls-key", options.tls_key);
+    if (!key.ok()) return key.status();
+    server->tls_cert_ = *std::move(cert);
+    server->tls_key_ = *std::move(key);
+    flags |= MHD_USE_TLS;
+  }
+  // The variadic list ends at MHD_OPTION_END: the TLS options are left out by ending it early.
+  const bool tls = !server->tls_cert_.empty();
+  server->daemon_ = MHD_start_daemon(
+      flags, 0, nullptr, nullptr, &Answer, server.get(), MHD_OPTION_SOCK_ADDR,
+      reinterpret_cast<sockaddr*>(&address), MHD_OPTION_CONNECTION_LIMIT,
+      static_cast<unsigned int>(options.max_connections), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      static_cast<unsigned int>(options.max_connections_per_address), MHD_OPTION_CONNECTION_TIMEOUT,
+      static_cast<unsigned int>(options.idle_timeout_seconds),
+      tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, server->tls_cert_.c_str(),
+      MHD_OPTION_HTTPS_MEM_KEY, server->tls_key_.c_str(), MHD_OPTION_END);
+  if (server->daemon_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve metrics on ", options.host, ":", options.port,
+        tls ? " (the address is taken, or the TLS certificate and key do not go together)"
+            : " (the address is taken)"));
+  }
+  const MHD_DaemonInfo* bound = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
+  server->port_ = bound != nullptr ? bound->port : options.port;
+  return server;
 }
 
 MetricsHttpServer::~MetricsHttpServer() {
-  stopping_ = true;
-  thread_.join();
-  ::close(listen_fd_);
+  if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
 }
 
-void MetricsHttpServer::Serve() {
-  while (!stopping_) {
-    pollfd listener{listen_fd_, POLLIN, 0};
-    // Wake up now and then to notice a stop request.
-    if (::poll(&listener, 1, 100) <= 0) continue;
-    const int connection = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (connection < 0) continue;
-    Answer(connection);
-    ::close(connection);
+MHD_Result MetricsHttpServer::Answer(void* self, MHD_Connection* connection, const char* url,
+                                     const char* method, const char* /*version*/,
+                                     const char* /*upload_data*/, size_t* upload_data_size,
+                                     void** /*request_state*/) {
+  const auto& server = *static_cast<const MetricsHttpServer*>(self);
+  if (*upload_data_size != 0) {  // a body nobody asked for: take it, answer at its end
+    *upload_data_size = 0;
+    return MHD_YES;
   }
+  if (absl::string_view(method) != MHD_HTTP_METHOD_GET) {
+    return Respond(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "use GET /metrics\n");
+  }
+  if (absl::string_view(url) != "/metrics") {
+    return Respond(connection, MHD_HTTP_NOT_FOUND, "text/plain", "metrics are at /metrics\n");
+  }
+  if (server.options_.tokens != nullptr) {
+    const char* authorization =
+        MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const absl::Status allowed =
+        server.options_.tokens->Check(authorization != nullptr ? authorization : "");
+    if (!allowed.ok()) {
+      return Respond(connection, MHD_HTTP_UNAUTHORIZED, "text/plain",
+                     absl::StrCat(allowed.message(), "\n"));
+    }
+  }
+  return Respond(connection, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+                 server.Scrape());
 }
 
-void MetricsHttpServer::Answer(int connection) const {
-  std::string request;
-  char buffer[1024];
-  while (request.find("\r\n\r\n") == std::string::npos && request.size() < kMaxRequestBytes) {
-    pollfd readable{connection, POLLIN, 0};
-    if (::poll(&readable, 1, kReadTimeoutMs) <= 0) return;
-    const ssize_t n = ::recv(connection, buffer, sizeof(buffer), 0);
-    if (n <= 0) break;
-    request.append(buffer, static_cast<size_t>(n));
-  }
-  const bool is_get = absl::StartsWith(request, "GET ");
-  const std::string path = is_get ? request.substr(4, request.find(' ', 4) - 4) : "";
-  if (!is_get) {
-    SendAll(connection, Response("405 Method Not Allowed", "text/plain", "use GET /metrics\n"));
-    return;
-  }
-  if (path != "/metrics" && !absl::StartsWith(path, "/metrics?")) {
-    SendAll(connection, Response("404 Not Found", "text/plain", "metrics are at /metrics\n"));
-    return;
-  }
+std::string MetricsHttpServer::Scrape() const {
   std::vector<prometheus::MetricFamily> families;
   for (const auto& collectable : collectables_) {
     std::vector<prometheus::MetricFamily> collected = collectable->Collect();
     families.insert(families.end(), std::make_move_iterator(collected.begin()),
                     std::make_move_iterator(collected.end()));
   }
-  SendAll(connection, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8",
-                               prometheus::TextSerializer().Serialize(families)));
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 }  // namespace vidclf

@@ -8,7 +8,10 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
       ->required();
   app.add_option("--default-model", flags->default_model,
                  "Model for requests that name none (default: the first by name).");
-  app.add_option("--host", flags->host, "Address to listen on (gRPC, and /metrics unless told).")
+  app.add_option("--host", flags->host,
+                 "Address to listen on (gRPC, and /metrics unless told). Loopback by default, "
+                 "since without --tls-cert and --token-file anyone who reaches the port may call "
+                 "it; 0.0.0.0 for every address (the container image passes it).")
       ->capture_default_str();
   app.add_option("--grpc-port", flags->grpc_port,
                  "gRPC port; 0 picks a free one (printed at start).")
@@ -19,6 +22,15 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
   app.add_option("--metrics-host", flags->metrics_host,
                  "Address /metrics listens on, when not --host's: localhost, say, or the pod's "
                  "IP where gRPC listens on all addresses.");
+  app.add_option("--metrics-tls-cert", flags->metrics_tls_cert,
+                 "PEM certificate chain: /metrics is served over HTTPS (read at start; may be "
+                 "--tls-cert's file).");
+  app.add_option("--metrics-tls-key", flags->metrics_tls_key,
+                 "PEM private key of --metrics-tls-cert.");
+  app.add_option("--metrics-token-file", flags->metrics_token_file,
+                 "File of bearer tokens, one per line, as --token-file's: a scrape must send "
+                 "\"Authorization: Bearer TOKEN\" (Prometheus: authorization.credentials_file) or "
+                 "gets 401. Re-read on SIGHUP.");
   app.add_option("--device", flags->device,
                  "auto (the first CUDA GPU if any, else the CPU), cpu or cuda:N.")
       ->capture_default_str();
@@ -56,6 +68,12 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
   app.add_option("--cores", flags->cores,
                  "Cores that decoding and the backbone share (0: the machine's). A call decoding "
                  "alone uses them all; the backbone takes those that decoding leaves free.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--arrival-slots", flags->arrival_slots,
+                 "Calls decoded at once whose input arrives while they decode (uploads in "
+                 "chunks, URIs), apart from --decode-slots, so that a client that stalls holds "
+                 "up no call whose bytes are in hand (0: four times --decode-slots).")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--decode-slots", flags->decode_slots, "Calls decoded at once (0: one per core).")
@@ -143,6 +161,19 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "File of bearer tokens, one per line: calls must send \"authorization: Bearer "
                  "TOKEN\" or get UNAUTHENTICATED. Health and reflection stay open. Re-read on "
                  "SIGHUP.");
+  app.add_option("--keepalive-time-s", flags->keepalive_time_s,
+                 "Ping a connection quiet for this long (0: never), so that a client gone "
+                 "without closing it (a dead NAT entry, a camera switched off) is found.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--keepalive-timeout-s", flags->keepalive_timeout_s,
+                 "Close the connection, ending its calls, when a ping gets no answer this long.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-streams-per-connection", flags->max_streams_per_connection,
+                 "Calls one connection may have open at once (HTTP/2 concurrent streams).")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-connection-age-s", flags->max_connection_age_s,
                  "Ask clients to open a new connection after this long (0: never), so that "
                  "behind a balancer new calls and streams spread onto new replicas.")

@@ -11,10 +11,13 @@ namespace vidclf {
 struct ServerFlags {
   std::string model_repository;
   std::string default_model;
-  std::string host = "0.0.0.0";
+  std::string host = "127.0.0.1";
   int grpc_port = 50051;
   int metrics_port = 9464;
   std::string metrics_host;
+  std::string metrics_tls_cert;
+  std::string metrics_tls_key;
+  std::string metrics_token_file;
   std::string device = "auto";
   std::string precision = "fp32";
   std::string memory_format = "channels-last";
@@ -23,6 +26,7 @@ struct ServerFlags {
   std::string stream_step_weights = "float32";
   int cores = 0;
   int decode_slots = 0;
+  int arrival_slots = 0;
   int head_intra_op_threads = 0;
   int max_batch_frames = 16;
   int max_queue_delay_us = 2000;
@@ -43,6 +47,9 @@ struct ServerFlags {
   std::string tls_key;
   std::string tls_client_ca;
   std::string token_file;
+  int keepalive_time_s = 60;
+  int keepalive_timeout_s = 20;
+  int max_streams_per_connection = 256;
   double max_connection_age_s = 0;
   double max_connection_age_grace_s = 0;
   std::string log_format = "text";

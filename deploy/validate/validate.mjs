@@ -411,7 +411,7 @@ function checkBatch(objects, name, errors) {
     errors.push(`${at}: restartPolicy must be Always (a native sidecar); a plain init container would have to exit before the client starts`);
   }
   const sflags = new Map(flagPairs(srv.args ?? []));
-  const host = sflags.get("--host") ?? "0.0.0.0";
+  const host = sflags.get("--host") ?? "127.0.0.1";  // the server's default
   const loopback = LOOPBACK_HOSTS.includes(host);
   const grpcPort = Number(sflags.get("--grpc-port") ?? 50051);
   const models = sflags.get("--model-repository");
@@ -649,6 +649,7 @@ function checkDockerfiles(root, errors, flagUses) {
       const flags = new Map(flagPairs(entry.slice(1)));
       if (flags.get("--model-repository") !== "/models") errors.push(`${at}: ENTRYPOINT must pass --model-repository /models`);
       if (flags.get("--log-format") !== "json") errors.push(`${at}: ENTRYPOINT must pass --log-format json`);
+      if (flags.get("--host") !== "0.0.0.0") errors.push(`${at}: ENTRYPOINT must pass --host 0.0.0.0: a published port reaches the container's address, not its loopback`);
       flagUses.push({ where: `${at} ENTRYPOINT/CMD`, program: "server", argv: [...entry.slice(1), ...cmd] });
     }
     if (name === "Dockerfile") {

@@ -86,6 +86,9 @@ void ClassifyCall::Decode() {
   // those threads between two decoders side by side (media::ClipOptions::split_at_keyframes).
   still_decoding_ = true;
   holds_decoding_cores_ = true;
+  if (input_.stream != nullptr) {
+    input_.stream->SetWaitListener([this](bool waiting) { WaitingForInput(waiting); });
+  }
   const int decoding = ++engine_->calls_decoding_;
   const int cores = engine_->options().cores;
   const int threads = decoding == 1 ? 2 * cores : cores / decoding;
@@ -96,6 +99,7 @@ void ClassifyCall::Decode() {
                                  ? VideoSource::Bytes(input_.video)
                                  : VideoSource::Uri(input_.uri, &engine_->options().uri_allowlist);
   absl::StatusOr<media::DecodedClip> decoded = source.Decode(clip);
+  if (input_.stream != nullptr) input_.stream->SetWaitListener(nullptr);  // nobody reads any more
   ReleaseDecodingCores();
   ReleaseFrames();
   const double decode_seconds = absl::ToDoubleSeconds(absl::Now() - started);
@@ -123,6 +127,17 @@ void ClassifyCall::Decode() {
 
 void ClassifyCall::ReleaseDecodingCores() {
   if (holds_decoding_cores_.exchange(false)) --engine_->calls_decoding_;
+}
+
+void ClassifyCall::WaitingForInput(bool waiting) {
+  if (waiting) {
+    lent_decoding_cores_ = holds_decoding_cores_.exchange(false);
+    if (lent_decoding_cores_) --engine_->calls_decoding_;
+  } else if (lent_decoding_cores_) {
+    lent_decoding_cores_ = false;
+    holds_decoding_cores_ = true;
+    ++engine_->calls_decoding_;
+  }
 }
 
 void ClassifyCall::ReleaseFrames() {

@@ -67,6 +67,9 @@ class ClassifyCall final : public FrameOwner,
   // Gives the decoder's cores back to the backbone, once: when the pass's last frame arrives
   // (the decoder then only winds down), or when decoding ends.
   void ReleaseDecodingCores();
+  // The decoder waits for an upload's next bytes (true), or has them (false): it lends its
+  // cores to the backbone and the other decoders meanwhile. On the decoder's thread.
+  void WaitingForInput(bool waiting);
   // Lets the batcher take the call's frames (StillDecoding turns false) and tells it so: once the
   // pass's last frame is queued, or when decoding ends.
   void ReleaseFrames();
@@ -79,6 +82,7 @@ class ClassifyCall final : public FrameOwner,
   const absl::Time admitted_;
   CancellationToken cancellation_;
   std::atomic<bool> holds_decoding_cores_{false};
+  bool lent_decoding_cores_ = false;  // by WaitingForInput, on the decoder's thread
   std::atomic<bool> still_decoding_{false};
 
   mutable absl::Mutex mutex_;

@@ -27,6 +27,7 @@ EngineOptions Resolved(EngineOptions options, const ModelRepository& repository)
     options.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
   if (options.decode_slots <= 0) options.decode_slots = options.cores;
+  if (options.arrival_slots <= 0) options.arrival_slots = 4 * options.decode_slots;
   options.batching.max_threads = options.cores;
   options.batching.cpus = options.bind_backbone_threads && ModelsRunOnTheCpu(repository)
                               ? model::DedicatedCpus(options.cores)
@@ -50,10 +51,10 @@ absl::Status CallHandle::AddBytes(int64_t bytes) { return call_->AddBytes(bytes)
 absl::StatusOr<std::unique_ptr<ClassifyEngine>> ClassifyEngine::Create(
     const EngineOptions& options, std::shared_ptr<const ModelRepository> repository,
     EngineObserver* observer) {
-  if (options.cores < 0 || options.decode_slots < 0 || options.head_threads < 1 ||
-      options.head_intra_op_threads < 0 || options.max_sampled_frames < 1 ||
-      options.admission.max_inflight_calls < 0 || options.admission.max_inflight_bytes < 0 ||
-      options.batching.max_batch_frames < 1 ||
+  if (options.cores < 0 || options.decode_slots < 0 || options.arrival_slots < 0 ||
+      options.head_threads < 1 || options.head_intra_op_threads < 0 ||
+      options.max_sampled_frames < 1 || options.admission.max_inflight_calls < 0 ||
+      options.admission.max_inflight_bytes < 0 || options.batching.max_batch_frames < 1 ||
       options.batching.max_queue_delay < absl::ZeroDuration() || options.max_streams < 0 ||
       options.stream_idle_timeout <= absl::ZeroDuration() ||
       options.stream_resources.max_buffered_bytes < 1 ||
@@ -87,6 +88,7 @@ ClassifyEngine::ClassifyEngine(const EngineOptions& options,
       batcher_(
           options.batching, [this] { return calls_decoding_.load(); }, observer_),
       decode_stage_(options.decode_slots),
+      arrival_stage_(options.arrival_slots),
       stream_watchdog_([this] { WatchStreams(); }) {}
 
 ClassifyEngine::~ClassifyEngine() {
@@ -182,13 +184,14 @@ std::unique_ptr<CallHandle> ClassifyEngine::Submit(ClassifyInput input, Callback
     observer_->Refused(refusal);
     return refuse(status);
   }
+  const bool input_arrives = input.stream != nullptr || !input.uri.empty();
   auto call = std::make_shared<ClassifyCall>(this, std::move(input), *std::move(model), num_frames,
                                              admission_, bytes, std::move(done));
   {
     absl::MutexLock lock(&mutex_);
     unanswered_[call.get()] = call;
   }
-  decode_stage_.Run([call] { call->Decode(); });
+  (input_arrives ? arrival_stage_ : decode_stage_).Run([call] { call->Decode(); });
   return std::make_unique<CallHandle>(std::move(call));
 }
 
@@ -366,7 +369,7 @@ EngineLoad ClassifyEngine::load() const {
   EngineLoad load;
   load.inflight_calls = admission_->inflight_calls();
   load.inflight_bytes = admission_->inflight_bytes();
-  load.calls_waiting_to_decode = decode_stage_.queued();
+  load.calls_waiting_to_decode = decode_stage_.queued() + arrival_stage_.queued();
   load.calls_decoding = calls_decoding_.load();
   load.frames_waiting_for_backbone = batcher_.queued_frames();
   absl::MutexLock lock(&mutex_);

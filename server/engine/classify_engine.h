@@ -5,11 +5,14 @@
 //   (count and     (a pool of       (frames of every     (a pool)
 //    bytes bound)   decoding slots)  call, batched)
 //
-// Frames go to the batcher as they are decoded, and a call's frames are embedded once its decoder
-// has handed over the last one (or they fill a batch; BatcherOptions::embed_while_decoding embeds
-// them at once). Decoding and the backbone share one budget of cores: a call decoding alone uses
-// them all, and the backbone takes the cores that decoding leaves free. Every call carries a
-// cancellation token, checked between packets, before batching and before the head.
+// Calls whose input arrives as they decode (uploads, URIs) decode on arrival slots of their own,
+// so that a client that stalls never holds up calls whose bytes are in hand; while their decoder
+// waits for bytes, its cores go to the others. Frames go to the batcher as they are decoded, and a
+// call's frames are embedded once its decoder has handed over the last one (or they fill a batch;
+// BatcherOptions::embed_while_decoding embeds them at once). Decoding and the backbone share one
+// budget of cores: a call decoding alone uses them all, and the backbone takes the cores that
+// decoding leaves free. Every call carries a cancellation token, checked between packets, before
+// batching and before the head.
 #ifndef VIDCLF_SERVER_ENGINE_CLASSIFY_ENGINE_H_
 #define VIDCLF_SERVER_ENGINE_CLASSIFY_ENGINE_H_
 
@@ -46,6 +49,10 @@ struct EngineOptions {
   int cores = 0;
   // Calls decoded at once; 0: as many as there are cores.
   int decode_slots = 0;
+  // Calls decoded at once whose input arrives while they decode (uploads in chunks, URIs),
+  // apart from the decode slots: a client that stalls holds one of these, never a slot that
+  // calls with their bytes in hand wait for. 0: four times decode_slots.
+  int arrival_slots = 0;
   // Threads that run heads.
   int head_threads = 1;
   // LibTorch intra-op threads of each head thread; 0: as many as `cores`. On two
@@ -216,8 +223,6 @@ class ClassifyEngine {
 
   ClassifyEngine(const EngineOptions& options, std::shared_ptr<const ModelRepository> repository,
                  EngineObserver* observer);
-  // Decodes `call` on a decode slot's thread.
-  void Decode(const std::shared_ptr<ClassifyCall>& call);
   // Estimated wait for a decode slot, from the calls ahead and recent decoding times.
   absl::Duration EstimatedDecodeWait() const;
   // Called by a call as it is answered.
@@ -259,6 +264,7 @@ class ClassifyEngine {
   WorkerPool head_stage_;
   BackboneBatcher batcher_;
   WorkerPool decode_stage_;
+  WorkerPool arrival_stage_;
   std::thread stream_watchdog_;
 };
 

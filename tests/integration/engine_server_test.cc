@@ -1,10 +1,12 @@
 // The staged engine seen from outside: the real vidclf-server on a loopback port under
 // concurrent, cancelled, expired and excessive calls, drained by SIGTERM, reloaded by SIGHUP,
 // asked for its models, and scraped by a real Prometheus server.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -383,6 +385,54 @@ TEST_F(EngineServerTest, MetricsListenWhereTheyAreToldTo) {
       << "/metrics answered on gRPC's address too";
 }
 
+// Two uploads that stall after their first 100 KB wait for their bytes on arrival slots of their
+// own, lending their cores meanwhile: a Classify of bytes in hand takes its usual time (within
+// 2x of the median alone), where before they held both decode slots for the whole budget.
+TEST_F(EngineServerTest, StalledUploadsDoNotHoldUpOtherCalls) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  const auto timed_calls = [&] {
+    std::vector<absl::Duration> took;
+    for (int i = 0; i < 3; ++i) {
+      v1::ClassifyResponse response;
+      const absl::Time start = absl::Now();
+      EXPECT_TRUE(Classify(*server, Request(*long_video_), &response).ok());
+      took.push_back(absl::Now() - start);
+    }
+    std::sort(took.begin(), took.end());
+    return took;
+  };
+  const absl::Duration alone = timed_calls()[1];  // the median
+
+  auto stub = Stub(*server);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientWriter<v1::ClassifyUploadRequest>>> stalled;
+  std::vector<v1::ClassifyResponse> responses(2);
+  for (int i = 0; i < 2; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    stalled.push_back(stub->ClassifyUpload(contexts.back().get(), &responses[i]));
+    v1::ClassifyUploadRequest first;
+    first.mutable_settings()->set_top_k(3);
+    first.set_chunk(long_video_->substr(0, 100 << 10));
+    ASSERT_TRUE(stalled.back()->Write(first));
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // both are decoding, waiting for their next bytes
+  // Every one of them, not just their median: the first is the one a held slot would delay.
+  for (const absl::Duration took : timed_calls()) EXPECT_LT(took, 2 * alone) << "alone " << alone;
+  for (auto& context : contexts) context->TryCancel();
+  for (auto& upload : stalled) upload->Finish();
+}
+
+// The server starts itself again with OMP_WAIT_POLICY and OPENBLAS_NUM_THREADS set (main.cc):
+// the process keeps its name, so that `pgrep vidclf-server` and `top` find it.
+TEST_F(EngineServerTest, KeepsItsNameAfterStartingItselfAgain) {
+  auto server =
+      testing::ServerProcess::Start(VIDCLF_SERVER_BINARY, {"--model-repository", *dir_ + "/repo"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ(testing::ReadFile(absl::StrCat("/proc/", (*server)->pid(), "/comm")),
+            "vidclf-server\n");
+}
+
 // OpenMP capped at one thread cannot give the backbone its team bound one per CPU: the log says
 // so once, the metric counts each try, and the server serves on.
 TEST_F(EngineServerTest, WarnsOnceWhereTheBackbonesThreadsCannotBeBound) {
@@ -407,10 +457,30 @@ TEST_F(EngineServerTest, WarnsOnceWhereTheBackbonesThreadsCannotBeBound) {
       testing::MetricValue(Metrics(**server), "vidclf_backbone_thread_binding_failures_total"), 1);
 }
 
-// A real Prometheus server scrapes /metrics, and a quantile of the stage histograms comes back.
+// A real Prometheus server scrapes /metrics, and a quantile of the stage histograms comes back,
+// while 50 other clients (from 127.0.0.2: another address than Prometheus's, whose share the
+// per-address bound keeps) trickle their requests to /metrics a byte every 1.5 s.
 TEST_F(EngineServerTest, PrometheusScrapesTheServer) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
+  std::vector<int> tricklers;
+  for (int i = 0; i < 50; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in source = testing::Loopback(0);
+    ::inet_pton(AF_INET, "127.0.0.2", &source.sin_addr);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&source), sizeof(source)), 0);
+    sockaddr_in address = testing::Loopback(server->metrics_port());
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    tricklers.push_back(fd);
+  }
+  std::atomic<bool> trickling{true};
+  std::thread trickle([&] {
+    const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (size_t sent = 0; trickling && sent < request.size(); ++sent) {
+      for (const int fd : tricklers) ::send(fd, &request[sent], 1, MSG_NOSIGNAL);
+      for (int i = 0; trickling && i < 15; ++i) absl::SleepFor(absl::Milliseconds(100));
+    }
+  });
   v1::ClassifyResponse response;
   ASSERT_TRUE(Classify(*server, Request((*videos_)[0]), &response).ok());
   const std::string prometheus_dir = *dir_ + "/prometheus";
@@ -459,6 +529,9 @@ TEST_F(EngineServerTest, PrometheusScrapesTheServer) {
     }
   }
   testing::RunCommand("kill $(cat " + prometheus_dir + "/pid)", &exit_code);
+  trickling = false;
+  trickle.join();
+  for (const int fd : tricklers) ::close(fd);
   EXPECT_TRUE(has_value) << answer << "\n" << testing::ReadFile(prometheus_dir + "/log");
 }
 

@@ -505,6 +505,52 @@ TEST_F(SecurityServerTest, ManifestsOpenNothingWhicheverMethodCarriesThem) {
   EXPECT_EQ(server->Stop(), 0) << server->output();
 }
 
+// /metrics over HTTPS with a bearer token, as Prometheus scrapes it with tls_config and
+// authorization.credentials_file; here through curl.
+TEST_F(SecurityServerTest, MetricsServeHttpsWithATokenWhenAsked) {
+  testing::WriteFile(Path("scrape-tokens"), absl::StrCat(kToken, "\n"));
+  auto server = StartServer({"--metrics-tls-cert", Path("server.pem"), "--metrics-tls-key",
+                             Path("server.key"), "--metrics-token-file", Path("scrape-tokens")});
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(server->output(), HasSubstr("metrics on https://127.0.0.1:"));
+  EXPECT_THAT(server->output(), HasSubstr("(bearer tokens required)"));
+  const std::string url = absl::StrCat("https://localhost:", server->metrics_port(), "/metrics");
+  const auto curl = [&](const std::string& options) {
+    int exit_code = 0;
+    return testing::RunCommand(
+        absl::StrCat("curl -sS --max-time 20 -w '\\nstatus %{http_code}' --cacert ", Path("ca.pem"),
+                     " ", options, " ", url, " 2>&1"),
+        &exit_code);
+  };
+  std::string page = curl(absl::StrCat("-H 'Authorization: Bearer ", kToken, "'"));
+  EXPECT_THAT(page, HasSubstr("vidclf_frames_decoded_total"));
+  EXPECT_THAT(page, HasSubstr("status 200"));
+  page = curl("");
+  EXPECT_THAT(page, HasSubstr("status 401"));
+  EXPECT_THAT(page, HasSubstr("needs a bearer token"));
+  EXPECT_THAT(curl("-H 'Authorization: Bearer a-token-nobody-has-0123456789'"),
+              HasSubstr("status 401"));
+  // Plaintext gets no page.
+  EXPECT_FALSE(testing::HttpGet(server->metrics_port(), "/metrics").ok());
+  EXPECT_EQ(server->Stop(), 0) << server->output();
+}
+
+// On an address other machines reach, tokens over plaintext and an open /metrics are warned of.
+TEST_F(SecurityServerTest, WarnsOfTokensInPlaintextAndOpenMetrics) {
+  testing::WriteFile(Path("tokens"), absl::StrCat(kToken, "\n"));
+  auto server = StartServer({"--host", "0.0.0.0", "--token-file", Path("tokens")});
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(server->output(), HasSubstr("bearer tokens travel in plaintext to 0.0.0.0"));
+  EXPECT_THAT(server->output(), HasSubstr("/metrics is open to anyone who reaches 0.0.0.0"));
+  EXPECT_EQ(ListModels(*server, kToken), grpc::StatusCode::OK);
+  EXPECT_EQ(server->Stop(), 0) << server->output();
+  // On loopback, the default, there is nothing to warn of.
+  server = StartServer({"--token-file", Path("tokens")});
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(server->output(), Not(HasSubstr("warn")));
+  EXPECT_EQ(server->Stop(), 0) << server->output();
+}
+
 TEST_F(SecurityServerTest, ReadsTheTokenFileAgainOnSighup) {
   testing::WriteFile(Path("rotated-tokens"), absl::StrCat(kToken, "\n"));
   auto server = StartServer({"--token-file", Path("rotated-tokens")});

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <regex>
@@ -21,8 +22,10 @@ namespace vidclf::testing {
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::string& binary, const std::vector<std::string>& arguments,
     const std::vector<std::string>& environment, int startup_seconds) {
-  std::vector<std::string> args = {binary, "--host",         "127.0.0.1", "--grpc-port",
-                                   "0",    "--metrics-port", "0"};
+  std::vector<std::string> args = {binary, "--grpc-port", "0", "--metrics-port", "0"};
+  if (std::find(arguments.begin(), arguments.end(), "--host") == arguments.end()) {
+    args.insert(args.end(), {"--host", "127.0.0.1"});
+  }
   args.insert(args.end(), arguments.begin(), arguments.end());
   // Made before fork: the child of a threaded process should only exec.
   std::vector<std::string> env = environment;
@@ -50,7 +53,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   server->stdout_fd_ = pipe_fds[0];
 
   const std::regex grpc_line(R"(gRPC listening on [^:\s]+:(\d+))");
-  const std::regex metrics_line(R"(metrics on http://[^:\s]+:(\d+)/metrics)");
+  const std::regex metrics_line(R"(metrics on https?://[^:\s]+:(\d+)/metrics)");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(startup_seconds);
   while (std::chrono::steady_clock::now() < deadline) {
     std::smatch grpc_match, metrics_match;

@@ -15,7 +15,8 @@ namespace vidclf::testing {
 
 class ServerProcess {
  public:
-  // Starts `binary` with `arguments` plus --host 127.0.0.1 --grpc-port 0 --metrics-port 0, in this
+  // Starts `binary` with `arguments` plus --grpc-port 0 --metrics-port 0 (and --host 127.0.0.1
+  // unless they name a --host), in this
   // process's environment plus `environment` ("NAME=value" entries, which win over it), and waits
   // (up to `startup_seconds`) until it prints the ports it listens on.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
