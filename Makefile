@@ -9,7 +9,7 @@ METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
 
 .PHONY: deps build model-repository serve test sanitize bench-attention bench-backbone bench-media \
-  bench-e2e bench-gpu bench-serving bench-streaming bench-training clean
+  bench-e2e bench-gpu bench-serving bench-soak bench-streaming bench-training clean
 
 deps:
 	./scripts/install-deps.sh
@@ -75,6 +75,15 @@ bench-e2e: model-repository
 	/usr/bin/python3 bench/e2e/run_benchmark.py --bin-dir $(BUILD_DIR)/bin \
 	  --repository $(MODEL_REPOSITORY) --synthetic-data $(BUILD_DIR)/model-training/data \
 	  --output docs/performance.md --work-dir $(BUILD_DIR)/e2e-bench
+
+# Writes docs/soak-benchmark.md: one server for SOAK_MINUTES (30) under mixed calls at
+# concurrency 4, two live streams restarting every 30 s and a burst of 100 concurrent 10 MB calls
+# every 5 minutes; errors, the memory slope, latency early and late, the burst's refusals.
+SOAK_MINUTES ?= 30
+bench-soak: model-repository
+	/usr/bin/python3 bench/soak/run_soak.py --server-binary $(BUILD_DIR)/bin/vidclf-server \
+	  --repository $(MODEL_REPOSITORY) --samples $(SAMPLES_DIR) --output docs/soak-benchmark.md \
+	  --work-dir $(BUILD_DIR)/soak --minutes $(SOAK_MINUTES)
 
 # Writes docs/streaming-benchmark.md: how many real-time 25 fps camera feeds one server keeps
 # up with, embedding every frame and every 4th; the streaming machinery against the backbone

@@ -274,7 +274,7 @@ int Run(const ServerFlags& flags) {
                                    ? static_cast<int>(1e3 * flags.max_connection_age_grace_s)
                                    : std::numeric_limits<int>::max());
   }
-  builder.RegisterService(&service);
+  service.Register(builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
     spdlog::error("cannot listen on {}:{}", host, flags.grpc_port);
@@ -321,6 +321,8 @@ int Run(const ServerFlags& flags) {
       "flight",
       absl::FormatDuration(drain_timeout), (*engine)->load().inflight_calls);
   server->GetHealthCheckService()->SetServingStatus(false);
+  const absl::Time drain_start = absl::Now();
+  gate->StartDraining();
   (*engine)->StartDraining();
   if (!(*engine)->WaitUntilIdle(absl::Now() + drain_timeout)) {
     spdlog::warn("drain timeout: cancelling {} calls still in flight",
@@ -329,7 +331,12 @@ int Run(const ServerFlags& flags) {
         "the server shut down before the call finished; retry on another replica"));
     (*engine)->WaitUntilIdle(absl::InfiniteFuture());
   }
-  // Every call has its answer; give the RPCs a moment to send them, then stop.
+  // A call that passed the gate just before the drain began reaches its handler, and the engine's
+  // UNAVAILABLE, within milliseconds: one still on its way when the server shuts down would be
+  // cancelled instead (CANCELLED, which clients do not retry).
+  absl::SleepFor(absl::Milliseconds(500) - (absl::Now() - drain_start));
+  // Every call has its answer; give the RPCs a moment to send them, then stop. Calls arriving
+  // meanwhile get the gate's UNAVAILABLE.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   // What reads the engine goes before it.
   releaser.reset();

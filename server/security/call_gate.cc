@@ -22,6 +22,10 @@ absl::string_view Value(const grpc::AuthMetadataProcessor::InputMetadata& metada
 }  // namespace
 
 absl::Status CallGate::Check(absl::string_view method, absl::string_view authorization) const {
+  const bool health = absl::StartsWith(method, "/grpc.health.v1.Health/");
+  if (draining_ && !health) {
+    return absl::UnavailableError("the server is shutting down; retry on another replica");
+  }
   if (tokens_ == nullptr || IsOpenToAll(method)) return absl::OkStatus();
   return tokens_->Check(authorization);
 }

@@ -5,12 +5,15 @@
 // gRPC C++ runs an AuthMetadataProcessor in the transport's auth filter, as soon as a call's
 // headers arrive; a unary handler (or an interceptor) runs only once the whole request is in
 // memory. So the token check lives here, for every service on the port but health checks and
-// reflection, which stay open for probes and tools.
+// reflection, which stay open for probes and tools. So does the drain's refusal: a call the gate
+// refuses never becomes one that the server's shutdown cancels (CANCELLED, which clients do not
+// retry), so every call that arrives while the server drains and shuts down gets UNAVAILABLE.
 #ifndef VIDCLF_SERVER_SECURITY_CALL_GATE_H_
 #define VIDCLF_SERVER_SECURITY_CALL_GATE_H_
 
 #include <grpcpp/security/auth_metadata_processor.h>
 
+#include <atomic>
 #include <functional>
 
 #include "absl/status/status.h"
@@ -30,8 +33,11 @@ class CallGate final : public grpc::AuthMetadataProcessor {
       : tokens_(tokens), on_refusal_(std::move(on_refusal)) {}
 
   // OK when a call with these request headers may go on to its handler; UNAUTHENTICATED
-  // otherwise, with the reason.
+  // otherwise, with the reason, or UNAVAILABLE for all but health checks once draining.
   absl::Status Check(absl::string_view method, absl::string_view authorization) const;
+
+  // From now on every call but health checks is refused with UNAVAILABLE. Thread-safe.
+  void StartDraining() { draining_ = true; }
 
   // grpc::AuthMetadataProcessor. The check is a few hashes: it runs inline on gRPC's thread.
   bool IsBlocking() const override { return false; }
@@ -42,6 +48,7 @@ class CallGate final : public grpc::AuthMetadataProcessor {
  private:
   const BearerTokens* const tokens_;
   const RefusalListener on_refusal_;
+  std::atomic<bool> draining_{false};
 };
 
 }  // namespace vidclf::security

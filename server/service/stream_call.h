@@ -24,6 +24,7 @@
 #include "server/metrics.h"
 #include "server/service/finished_call.h"
 #include "server/service/grpc_status.h"
+#include "server/service/raw_message.h"
 #include "vidclf/v1/video_classifier.pb.h"
 
 namespace vidclf::service {
@@ -48,9 +49,10 @@ void Wrap(vidclf::v1::StreamPrediction prediction, vidclf::v1::StreamPrediction*
 void Wrap(vidclf::v1::StreamPrediction prediction, vidclf::v1::WatchSourceResponse* response);
 void Wrap(vidclf::v1::SourceEvent event, vidclf::v1::WatchSourceResponse* response);
 
-// `Reactor` is grpc::ServerBidiReactor<..., Response> or grpc::ServerWriteReactor<Response>. The
-// reactor deletes itself when the call is done; the derived class opens the session and sets
-// session_ (under mutex_).
+// `Reactor` is grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> or
+// grpc::ServerWriteReactor<grpc::ByteBuffer>: messages of type `Response` go out serialized
+// (raw_message.h). The reactor deletes itself when the call is done; the derived class opens the
+// session and sets session_ (under mutex_).
 template <typename Reactor, typename Response>
 class StreamCall : public Reactor, public engine::StreamListener {
  public:
@@ -195,10 +197,12 @@ class StreamCall : public Reactor, public engine::StreamListener {
       metrics_->RecordStreamUpdate(latency);
     }
     writing_ = true;
-    this->StartWrite(&response_);
+    wire_ = SerializeMessage(response_);
+    this->StartWrite(&wire_);
   }
 
-  Response response_;  // the message being written
+  Response response_;      // the message being written
+  grpc::ByteBuffer wire_;  // and its bytes
   bool writing_ = false;
   std::deque<Outgoing> waiting_events_;
   std::optional<Outgoing> waiting_prediction_;

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <utility>
 
+#include "server/service/raw_message.h"
 #include "server/service/stream_call.h"
 
 namespace vidclf::service {
@@ -38,7 +39,7 @@ absl::StatusOr<engine::StreamOptions> OptionsFromConfig(const StreamConfig& conf
 }
 
 class StreamReactor final
-    : public StreamCall<grpc::ServerBidiReactor<StreamClassifyRequest, StreamPrediction>,
+    : public StreamCall<grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                         StreamPrediction> {
  public:
   StreamReactor(engine::ClassifyEngine* engine, ServerMetrics* metrics,
@@ -52,7 +53,7 @@ class StreamReactor final
       return;
     }
     reservation_ = *std::move(reservation);
-    StartRead(&request_);
+    StartRead(&buffer_);
   }
 
   void OnDone() override {
@@ -73,6 +74,14 @@ class StreamReactor final
         FinishEarly(context_->IsCancelled()
                         ? absl::CancelledError("the stream was cancelled")
                         : absl::InvalidArgumentError("the stream ended before its StreamConfig"));
+      }
+      return;
+    }
+    if (absl::Status parsed = ParseMessage(&buffer_, &request_); !parsed.ok()) {
+      if (session != nullptr) {
+        session->Cancel(parsed);  // its end finishes the call
+      } else {
+        FinishEarly(parsed);
       }
       return;
     }
@@ -123,17 +132,18 @@ class StreamReactor final
 
   void ReadNext() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!finished_) StartRead(&request_);
+    if (!finished_) StartRead(&buffer_);
   }
 
   engine::ClassifyEngine* const engine_;
   std::shared_ptr<engine::Reservation> reservation_;  // the stream's place until it opens
-  StreamClassifyRequest request_;                     // the message being read
+  grpc::ByteBuffer buffer_;                           // the message being read
+  StreamClassifyRequest request_;                     // and parsed
 };
 
 }  // namespace
 
-grpc::ServerBidiReactor<StreamClassifyRequest, StreamPrediction>* NewStreamReactor(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* NewStreamReactor(
     engine::ClassifyEngine* engine, ServerMetrics* metrics, grpc::CallbackServerContext* context) {
   return new StreamReactor(engine, metrics, context);
 }

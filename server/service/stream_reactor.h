@@ -16,9 +16,10 @@ namespace vidclf::service {
 
 // A reactor for one StreamClassify call; it deletes itself when the call is done. `engine` and
 // `metrics` must outlive it.
-grpc::ServerBidiReactor<vidclf::v1::StreamClassifyRequest, vidclf::v1::StreamPrediction>*
-NewStreamReactor(engine::ClassifyEngine* engine, ServerMetrics* metrics,
-                 grpc::CallbackServerContext* context);
+// Reads StreamClassifyRequest messages and writes StreamPrediction ones, as bytes that it parses
+// and serializes itself (raw_message.h).
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* NewStreamReactor(
+    engine::ClassifyEngine* engine, ServerMetrics* metrics, grpc::CallbackServerContext* context);
 
 }  // namespace vidclf::service
 

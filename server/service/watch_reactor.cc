@@ -13,7 +13,7 @@ using vidclf::v1::WatchSourceResponse;
 constexpr char kMethod[] = "WatchSource";
 
 class WatchReactor final
-    : public StreamCall<grpc::ServerWriteReactor<WatchSourceResponse>, WatchSourceResponse> {
+    : public StreamCall<grpc::ServerWriteReactor<grpc::ByteBuffer>, WatchSourceResponse> {
  public:
   WatchReactor(engine::ClassifyEngine* engine, ServerMetrics* metrics,
                grpc::CallbackServerContext* context, const WatchSourceRequest& request)
@@ -29,10 +29,10 @@ class WatchReactor final
 
 }  // namespace
 
-grpc::ServerWriteReactor<WatchSourceResponse>* NewWatchReactor(engine::ClassifyEngine* engine,
-                                                               ServerMetrics* metrics,
-                                                               grpc::CallbackServerContext* context,
-                                                               const WatchSourceRequest& request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* NewWatchReactor(engine::ClassifyEngine* engine,
+                                                            ServerMetrics* metrics,
+                                                            grpc::CallbackServerContext* context,
+                                                            const WatchSourceRequest& request) {
   return new WatchReactor(engine, metrics, context, request);
 }
 

@@ -13,7 +13,8 @@ namespace vidclf::service {
 
 // A reactor for one WatchSource call; it deletes itself when the call is done. `engine` and
 // `metrics` must outlive it.
-grpc::ServerWriteReactor<vidclf::v1::WatchSourceResponse>* NewWatchReactor(
+// Writes WatchSourceResponse messages, serialized (raw_message.h).
+grpc::ServerWriteReactor<grpc::ByteBuffer>* NewWatchReactor(
     engine::ClassifyEngine* engine, ServerMetrics* metrics, grpc::CallbackServerContext* context,
     const vidclf::v1::WatchSourceRequest& request);
 

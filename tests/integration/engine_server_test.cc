@@ -3,6 +3,7 @@
 // asked for its models, and scraped by a real Prometheus server.
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -15,11 +16,14 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "model/thread_affinity.h"
 #include "model/video_model.h"
@@ -300,6 +304,58 @@ TEST_F(EngineServerTest, DrainsOnSigterm) {
   EXPECT_THAT(server->output(), HasSubstr("drain timeout"));
 }
 
+// Calls raced against SIGTERM on connections already open get OK or UNAVAILABLE, which clients
+// retry elsewhere, never CANCELLED: the gate refuses them on their headers from the drain's start
+// through the final shutdown. Three rounds of 200 calls (Classify and ListModels) on 8 channels.
+TEST_F(EngineServerTest, CallsRacingTheShutdownGetUnavailableNeverCancelled) {
+  constexpr int kChannels = 8;
+  constexpr int kCallsPerChannel = 25;
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    auto server = StartServer();
+    ASSERT_NE(server, nullptr);
+    std::vector<std::unique_ptr<v1::VideoClassifier::Stub>> stubs;
+    for (int i = 0; i < kChannels; ++i) {
+      stubs.push_back(Stub(*server));
+      grpc::ClientContext context;
+      v1::ListModelsResponse models;
+      ASSERT_TRUE(stubs.back()->ListModels(&context, v1::ListModelsRequest(), &models).ok());
+    }
+    std::atomic<int> answered{0};
+    absl::Mutex mutex;
+    std::map<grpc::StatusCode, int> codes;
+    std::vector<std::thread> callers;
+    for (int i = 0; i < kChannels; ++i) {
+      callers.emplace_back([&, i] {
+        for (int call = 0; call < kCallsPerChannel; ++call) {
+          grpc::ClientContext context;
+          context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+          grpc::Status status;
+          if (call % 2 == 0) {
+            v1::ClassifyResponse response;
+            status = stubs[i]->Classify(&context, Request((*videos_)[call % 4]), &response);
+          } else {
+            v1::ListModelsResponse models;
+            status = stubs[i]->ListModels(&context, v1::ListModelsRequest(), &models);
+          }
+          ++answered;
+          absl::MutexLock lock(&mutex);
+          ++codes[status.error_code()];
+        }
+      });
+    }
+    while (answered < 16) absl::SleepFor(absl::Milliseconds(1));
+    server->Signal(SIGTERM);
+    for (std::thread& caller : callers) caller.join();
+    EXPECT_EQ(server->Stop(), 0) << server->output();
+    for (const auto& [code, count] : codes) {
+      EXPECT_TRUE(code == grpc::StatusCode::OK || code == grpc::StatusCode::UNAVAILABLE)
+          << count << " calls got code " << code;
+    }
+    EXPECT_GT(codes[grpc::StatusCode::UNAVAILABLE], 0);
+  }
+}
+
 // SIGHUP loads the repository again: new calls get the new version, the call in flight keeps
 // its model, and nothing is dropped.
 TEST_F(EngineServerTest, ReloadsOnSighupWithoutDroppingCalls) {
@@ -421,6 +477,122 @@ TEST_F(EngineServerTest, StalledUploadsDoNotHoldUpOtherCalls) {
   for (const absl::Duration took : timed_calls()) EXPECT_LT(took, 2 * alone) << "alone " << alone;
   for (auto& context : contexts) context->TryCancel();
   for (auto& upload : stalled) upload->Finish();
+}
+
+// A request whose bytes are not its protobuf message gets INVALID_ARGUMENT saying so, on every
+// method, counted in vidclf_requests_total; the server serves on. (gRPC C++ itself answers such a
+// request UNIMPLEMENTED with no message.)
+TEST_F(EngineServerTest, MalformedRequestsGetInvalidArgumentSayingSo) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  grpc::GenericStub stub(
+      grpc::CreateChannel(server->grpc_address(), grpc::InsecureChannelCredentials()));
+  // Field 1 as a varint whose continuation never ends: no message parses from it.
+  const std::string garbage = "\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff";
+  grpc::Slice slice(garbage);
+  const grpc::ByteBuffer malformed(&slice, 1);
+  const std::string prefix = "/vidclf.v1.VideoClassifier/";
+  for (const auto& [method, message] : std::vector<std::pair<std::string, std::string>>{
+           {"Classify", "vidclf.v1.ClassifyRequest"},
+           {"GetModel", "vidclf.v1.GetModelRequest"},
+           {"ListModels", "vidclf.v1.ListModelsRequest"},
+           {"WatchSource", "vidclf.v1.WatchSourceRequest"},
+           {"ClassifyUpload", "vidclf.v1.ClassifyUploadRequest"},
+           {"StreamClassify", "vidclf.v1.StreamClassifyRequest"}}) {
+    SCOPED_TRACE(method);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    grpc::CompletionQueue queue;
+    auto call = stub.PrepareCall(&context, prefix + method, &queue);
+    void* tag = nullptr;
+    bool ok = false;
+    call->StartCall(reinterpret_cast<void*>(1));
+    ASSERT_TRUE(queue.Next(&tag, &ok) && ok);
+    call->WriteLast(malformed, grpc::WriteOptions(), reinterpret_cast<void*>(2));
+    ASSERT_TRUE(queue.Next(&tag, &ok));
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(3));
+    ASSERT_TRUE(queue.Next(&tag, &ok));
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(absl::StrCat("is not a valid ", message)));
+    queue.Shutdown();
+    while (queue.Next(&tag, &ok)) {
+    }
+  }
+  const std::string page = Metrics(*server);
+  EXPECT_THAT(page,
+              HasSubstr("vidclf_requests_total{code=\"INVALID_ARGUMENT\",method=\"Classify\""));
+  EXPECT_THAT(page,
+              HasSubstr("vidclf_requests_total{code=\"INVALID_ARGUMENT\",method=\"GetModel\""));
+  // An unknown method is UNIMPLEMENTED, named.
+  {
+    grpc::ClientContext context;
+    grpc::ByteBuffer response;
+    grpc::Status status = grpc::Status::OK;
+    absl::Notification done;
+    stub.UnaryCall(&context, prefix + "NoSuchMethod", grpc::StubOptions(), &malformed, &response,
+                   [&](grpc::Status s) {
+                     status = s;
+                     done.Notify();
+                   });
+    done.WaitForNotification();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_THAT(status.error_message(), HasSubstr("NoSuchMethod"));
+  }
+  v1::ClassifyResponse response;
+  EXPECT_TRUE(Classify(*server, Request((*videos_)[0]), &response).ok());
+}
+
+// Classify takes its place in the engine on its headers: past --max-inflight-requests a call is
+// refused before its body arrives, so a burst of large calls costs the server the bodies of
+// those it admitted, not of all of them.
+TEST_F(EngineServerTest, BurstsOfLargeCallsAreRefusedBeforeTheirBodies) {
+  auto server = StartServer({"--max-inflight-requests", "2"});
+  ASSERT_NE(server, nullptr);
+  v1::ClassifyRequest request = Request(*long_video_);
+  *request.mutable_video() += std::string((20 << 20) - request.video().size(), '\0');  // 20 MB
+  const std::string serialized = request.SerializeAsString();
+  grpc::Slice slice(serialized);
+  const grpc::ByteBuffer body(&slice, 1);
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxSendMessageSize(64 << 20);
+  grpc::GenericStub stub(grpc::CreateCustomChannel(server->grpc_address(),
+                                                   grpc::InsecureChannelCredentials(), arguments));
+  constexpr int kCalls = 20;
+  const int64_t resident_before = testing::ResidentBytes(server->pid());
+  absl::Mutex mutex;
+  int finished = 0;
+  std::vector<grpc::Status> statuses;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<grpc::ByteBuffer> responses(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+    stub.UnaryCall(contexts.back().get(), "/vidclf.v1.VideoClassifier/Classify",
+                   grpc::StubOptions(), &body, &responses[i], [&](grpc::Status status) {
+                     absl::MutexLock lock(&mutex);
+                     statuses.push_back(status);
+                     ++finished;
+                   });
+  }
+  const int64_t resident_peak = testing::PeakResidentBytesUntil(server->pid(), [&] {
+    absl::MutexLock lock(&mutex);
+    return finished == kCalls;
+  });
+  int refused = 0;
+  for (const grpc::Status& status : statuses) {
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++refused;
+      EXPECT_THAT(status.error_message(), HasSubstr("calls are in flight"));
+    } else {
+      EXPECT_TRUE(status.ok()) << status.error_message();
+    }
+  }
+  EXPECT_GE(refused, kCalls - 4);
+  // The admitted bodies, each once as bytes and once parsed, and what decoding them holds: far
+  // below the 400 MB that every body would have been.
+  EXPECT_LT(resident_peak - resident_before, int64_t{200} << 20)
+      << "resident before " << resident_before << ", at most " << resident_peak;
 }
 
 // The server starts itself again with OMP_WAIT_POLICY and OPENBLAS_NUM_THREADS set (main.cc):

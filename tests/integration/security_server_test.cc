@@ -327,16 +327,10 @@ TEST_F(SecurityServerTest, CallsWithoutATokenAreRefusedBeforeTheirBodiesArrive) 
                      ++finished;
                    });
   }
-  int64_t resident_peak = resident_before;
-  while (true) {
-    resident_peak = std::max(resident_peak, testing::ResidentBytes(server->pid()));
+  const int64_t resident_peak = testing::PeakResidentBytesUntil(server->pid(), [&] {
     absl::MutexLock lock(&mutex);
-    if (mutex.AwaitWithTimeout(absl::Condition(
-                                   +[](int* done) { return *done == kCalls; }, &finished),
-                               absl::Milliseconds(10))) {
-      break;
-    }
-  }
+    return finished == kCalls;
+  });
   EXPECT_EQ(std::count(codes.begin(), codes.end(), grpc::StatusCode::UNAUTHENTICATED), kCalls);
   EXPECT_LT(resident_peak - resident_before, int64_t{64} << 20)
       << "resident before " << resident_before << ", at most " << resident_peak;

@@ -14,6 +14,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 
@@ -126,6 +127,15 @@ int64_t ResidentBytes(pid_t pid) {
   int64_t resident_pages = 0;
   if (!(statm >> size_pages >> resident_pages)) return -1;
   return resident_pages * ::sysconf(_SC_PAGESIZE);
+}
+
+int64_t PeakResidentBytesUntil(pid_t pid, const std::function<bool()>& done) {
+  int64_t peak = ResidentBytes(pid);
+  while (!done()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    peak = std::max(peak, ResidentBytes(pid));
+  }
+  return peak;
 }
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {

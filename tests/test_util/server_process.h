@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,8 @@ class ServerProcess {
 
 // The resident memory of process `pid` now, from /proc; -1 when it cannot be read.
 int64_t ResidentBytes(pid_t pid);
+// The most resident memory process `pid` had, sampled every 10 ms until `done` is true.
+int64_t PeakResidentBytesUntil(pid_t pid, const std::function<bool()>& done);
 
 // A plain HTTP/1.0 GET on 127.0.0.1; returns the body of a 200 response.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);

@@ -1,0 +1,122 @@
+#include "server/service/classify_reactor.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/service/grpc_status.h"
+#include "server/service/raw_message.h"
+#include "vidclf/v1/video_classifier.grpc.pb.h"
+
+namespace vidclf::service {
+namespace {
+
+constexpr char kMethod[] = "Classify";
+
+// A unary Classify: takes a place in the engine on its headers, reads its one request, submits
+// it, and cancels it in the engine when gRPC cancels the call (the client went away, or the
+// deadline passed).
+class ClassifyReactor final : public grpc::ServerGenericBidiReactor {
+ public:
+  ClassifyReactor(const ClassifySubmitter* submitter, grpc::GenericCallbackServerContext* context)
+      : submitter_(submitter), context_(context), start_(Clock::now()) {
+    // The body's arrival is the call's progress: one that has not arrived within the idle
+    // timeout ends the call (ClassifyUpload, whose every chunk is progress, suits slow links).
+    reservation_ = submitter->Reserve(kMethod, start_,
+                                      [this](const grpc::Status& status) { FinishOnce(status); });
+    if (reservation_ != nullptr) StartRead(&buffer_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      FinishOnce(submitter_->Refuse(
+          kMethod, nullptr, start_,
+          context_->IsCancelled() ? CancelledByClient(context_->deadline())
+                                  : absl::InvalidArgumentError("Classify got no request message")));
+      return;
+    }
+    if (absl::Status parsed = ParseMessage(&buffer_, &request_); !parsed.ok()) {
+      FinishOnce(submitter_->Refuse(kMethod, nullptr, start_, parsed));
+      return;
+    }
+    absl::StatusOr<engine::ClassifyInput> input = InputFromSettings(request_, context_->deadline());
+    if (!input.ok()) {
+      FinishOnce(submitter_->Refuse(kMethod, &request_, start_, input.status()));
+      return;
+    }
+    input->video = request_.video();  // request_ lives until the call is done
+    input->uri = request_.uri();
+    std::unique_ptr<engine::CallHandle> call = submitter_->Submit(
+        kMethod, *std::move(input), start_, &response_,
+        [this](const grpc::Status& status) { Answer(status); }, reservation_);
+    std::lock_guard<std::mutex> lock(mutex_);
+    call_ = std::move(call);
+    if (call_ != nullptr && cancelled_) call_->Cancel(CancelledByClient(context_->deadline()));
+  }
+
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancelled_ = true;
+    if (call_ != nullptr) call_->Cancel(CancelledByClient(context_->deadline()));
+  }
+
+  void OnDone() override {
+    if (reservation_ != nullptr) reservation_->Close();  // its on_idle refers to this
+    delete this;
+  }
+
+ private:
+  // The engine's answer: the response and the status in one operation.
+  void Answer(const grpc::Status& status) {
+    if (!status.ok()) {
+      FinishOnce(status);
+      return;
+    }
+    if (finished_.exchange(true)) return;
+    buffer_ = SerializeMessage(response_);
+    StartWriteAndFinish(&buffer_, grpc::WriteOptions(), status);
+  }
+
+  // Ends the call, once: the engine's answer, a refusal and the idle timeout may race.
+  void FinishOnce(const grpc::Status& status) {
+    if (!finished_.exchange(true)) Finish(status);
+  }
+
+  const ClassifySubmitter* const submitter_;
+  grpc::GenericCallbackServerContext* const context_;
+  const Clock::time_point start_;
+  std::shared_ptr<engine::Reservation> reservation_;  // the call's place until it is submitted
+  grpc::ByteBuffer buffer_;  // the request as it arrives, then the response as it leaves
+  vidclf::v1::ClassifyRequest request_;
+  vidclf::v1::ClassifyResponse response_;
+  std::atomic<bool> finished_{false};
+  std::mutex mutex_;
+  bool cancelled_ = false;                    // OnCancel came, perhaps before the handle
+  std::unique_ptr<engine::CallHandle> call_;  // null when refused at once
+};
+
+// A method no service has: what gRPC answers itself when no generic service is registered.
+class UnimplementedReactor final : public grpc::ServerGenericBidiReactor {
+ public:
+  explicit UnimplementedReactor(const std::string& method) {
+    Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        absl::StrCat("this server has no method ", method)));
+  }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerGenericBidiReactor* GenericMethods::CreateReactor(
+    grpc::GenericCallbackServerContext* context) {
+  if (context->method() ==
+      absl::StrCat("/", vidclf::v1::VideoClassifier::service_full_name(), "/", kMethod)) {
+    return new ClassifyReactor(submitter_, context);
+  }
+  return new UnimplementedReactor(context->method());
+}
+
+}  // namespace vidclf::service
