@@ -43,6 +43,7 @@ struct EmbedFlags {
   int resize_shorter_side = 128;
   int jobs = 0;  // 0: one per core
   std::string backbone_archive;
+  std::string backbone_kernels = "eager";  // or "fused", "winograd": as vidclf-server's flag
 };
 
 struct FitFlags {

@@ -54,6 +54,21 @@ absl::StatusOr<std::unique_ptr<model::VideoModel>> CacheBackbone(const EmbedFlag
   return model;
 }
 
+// The backbone that embeds: the cache's own (eager), or with --backbone-kernels fused or
+// winograd the same weights run as vidclf-server runs them (channels-last, batch norm folded into
+// the convolutions; Winograd 3x3 convolutions where the CPU has them): embeddings within a
+// relative 1e-4 of the eager module's, in about half the time (docs/backbone-benchmark.md).
+absl::StatusOr<std::unique_ptr<model::VideoModel>> EmbeddingBackbone(
+    const EmbedFlags& flags, const model::ModelConfig& config, const EmbeddingCache& cache) {
+  absl::StatusOr<std::unique_ptr<model::VideoModel>> model = CacheBackbone(flags, config, cache);
+  if (!model.ok() || flags.backbone_kernels == "eager") return model;
+  model::InferenceOptions options;
+  options.channels_last = true;
+  options.fuse_backbone = true;
+  options.winograd_convolutions = flags.backbone_kernels == "winograd";
+  return model::VideoModel::Load(cache.backbone_dir(), options);
+}
+
 }  // namespace
 
 void AddDataFlags(CLI::App* app, DataFlags* flags) {
@@ -102,6 +117,12 @@ void AddEmbedFlags(CLI::App* app, EmbedFlags* flags, bool with_work) {
                   "Shorter side before the centre crop.")
       ->capture_default_str()
       ->check(CLI::Range(32, 4096));
+  app->add_option("--backbone-kernels", flags->backbone_kernels,
+                  "eager: the backbone module as trained; fused or winograd: as vidclf-server "
+                  "runs it (its --backbone-kernels, channels-last): embeddings within a relative "
+                  "1e-4, winograd in about half eager's time. Not part of the cache's settings.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"eager", "fused", "winograd"}));
   app->add_option("--jobs", flags->jobs, "Clips embedded at once (0: one per core).")
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
@@ -151,7 +172,7 @@ int RunEmbed(const DataFlags& data, const EmbedFlags& flags) {
   // Clips run side by side, each on one intra-op thread: decoding does not stall the backbone.
   std::cout << model::ConfigureTorchThreads(1) << "; " << jobs << " clips at a time" << std::endl;
   absl::StatusOr<std::unique_ptr<model::VideoModel>> backbone =
-      CacheBackbone(flags, config, *cache);
+      EmbeddingBackbone(flags, config, *cache);
   if (!backbone.ok()) {
     std::cerr << "vidclf-train embed: " << backbone.status().message() << "\n";
     return kExitFailed;

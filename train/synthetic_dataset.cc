@@ -1,12 +1,15 @@
 #include "train/synthetic_dataset.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -101,30 +104,63 @@ absl::StatusOr<SyntheticDatasetSummary> WriteSyntheticDataset(
 
   const int per_class = options.videos_per_class;
   const int test_per_class = TestVideosPerClass(per_class, options.test_fraction);
-  const int total = per_class * static_cast<int>(labels.size());
+  const int num_labels = static_cast<int>(labels.size());
+  const int total = per_class * num_labels;
   SyntheticDatasetSummary summary;
+  for (const std::string& name : labels) {
+    if (auto status = CreateDirectory(videos_dir / name); !status.ok()) return status;
+  }
+  // Each video depends only on its label, index and seed, and encodes on one thread, so they are
+  // made on every core at once; the lists are then written in order, as one thread would.
+  std::vector<std::string> files(total);
+  std::atomic<int> next{0};
+  std::mutex mutex;
+  absl::Status failure;
+  auto work = [&] {
+    for (int i = next++; i < total; i = next++) {
+      const int label = i / per_class;
+      const int index = i % per_class;
+      const SyntheticVideoFormat format =
+          DescribeSyntheticVideo(label, index, options.seed, options.video);
+      const std::string file = SyntheticVideoFileName(labels[label], index, format.extension);
+      const fs::path path = videos_dir / labels[label] / file;
+      absl::StatusOr<std::string> video = media::EncodeVideo(
+          MakeSyntheticVideo(label, index, options.seed, options.video), format.encode);
+      absl::Status status = absl::OkStatus();
+      if (!video.ok()) {
+        status = absl::InternalError(
+            absl::StrCat("cannot encode ", path.string(), " (", format.encode.codec, " in ",
+                         format.encode.container, "): ", video.status().message()));
+      } else {
+        status = WriteFileAtomically(path, *video);
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!status.ok()) {
+        if (failure.ok()) failure = status;
+        next = total;  // the others stop after their current video
+        return;
+      }
+      files[i] = file;
+      summary.bytes += static_cast<int64_t>(video->size());
+      ++summary.videos;
+      if (on_video) on_video(summary.videos, total);
+    }
+  };
+  const int jobs =
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, std::max(total, 1));
+  std::vector<std::thread> workers;
+  for (int j = 0; j < jobs; ++j) workers.emplace_back(work);
+  for (std::thread& worker : workers) worker.join();
+  if (!failure.ok()) return failure;
+
   std::string class_index;
   std::string train_list;
   std::string test_list;
-  for (int label = 0; label < static_cast<int>(labels.size()); ++label) {
+  for (int label = 0; label < num_labels; ++label) {
     const std::string& name = labels[label];
     absl::StrAppend(&class_index, label + 1, " ", name, "\n");
-    if (auto status = CreateDirectory(videos_dir / name); !status.ok()) return status;
     for (int index = 0; index < per_class; ++index) {
-      const SyntheticVideoFormat format =
-          DescribeSyntheticVideo(label, index, options.seed, options.video);
-      const std::string file = SyntheticVideoFileName(name, index, format.extension);
-      const fs::path path = videos_dir / name / file;
-      absl::StatusOr<std::string> video = media::EncodeVideo(
-          MakeSyntheticVideo(label, index, options.seed, options.video), format.encode);
-      if (!video.ok()) {
-        return absl::InternalError(
-            absl::StrCat("cannot encode ", path.string(), " (", format.encode.codec, " in ",
-                         format.encode.container, "): ", video.status().message()));
-      }
-      if (auto status = WriteFileAtomically(path, *video); !status.ok()) return status;
-      summary.bytes += static_cast<int64_t>(video->size());
-      ++summary.videos;
+      const std::string& file = files[label * per_class + index];
       if (index >= per_class - test_per_class) {
         absl::StrAppend(&test_list, name, "/", file, "\n");
         ++summary.test_videos;
@@ -132,7 +168,6 @@ absl::StatusOr<SyntheticDatasetSummary> WriteSyntheticDataset(
         absl::StrAppend(&train_list, name, "/", file, " ", label + 1, "\n");
         ++summary.train_videos;
       }
-      if (on_video) on_video(summary.videos, total);
     }
   }
   // The lists last: a data set with lists is complete.

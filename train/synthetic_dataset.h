@@ -42,7 +42,8 @@ std::string SyntheticVideoFileName(const std::string& label_name, int index,
 // Paths in the lists are relative to OUT/videos; lines end in "\n". Each file is written under a
 // temporary name and renamed, so an interrupted run never leaves a truncated file under its final
 // name; files already there are replaced. The output is byte-identical for the same options (on
-// the same libavcodec). `on_video(done, total)`, when set, is called after each video. Errors:
+// the same libavcodec). Videos are made on every core at once; `on_video(done, total)`, when
+// set, is called after each video, from the thread that made it, one call at a time. Errors:
 // INVALID_ARGUMENT for unusable options, INTERNAL when a video cannot be encoded, and the
 // filesystem's error naming the path that could not be created or written.
 absl::StatusOr<SyntheticDatasetSummary> WriteSyntheticDataset(

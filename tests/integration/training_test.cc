@@ -123,6 +123,39 @@ TEST_F(TrainingTest, EmbedIsTheServersTensorAndResumes) {
   EXPECT_THAT(refused, HasSubstr("input.crop_size"));
 }
 
+// --backbone-kernels runs the cache's weights as the server does (folded, channels-last,
+// Winograd): the same embeddings as the eager module's, to a relative 1e-4.
+TEST_F(TrainingTest, EmbedsWithTheServersKernelsWhenAsked) {
+  std::map<std::string, fs::path> works;
+  for (const std::string kernels : {"eager", "winograd"}) {
+    works[kernels] = *dir_ + "/kernels-" + kernels;
+    Train(absl::StrCat("embed --work ", works[kernels].string(), Lists(), kSmallClips,
+                       " --backbone-kernels ", kernels));
+  }
+  const std::vector<fs::path> eager = CachedEmbeddings(works["eager"]);
+  const std::vector<fs::path> winograd = CachedEmbeddings(works["winograd"]);
+  ASSERT_EQ(eager.size(), 40u);
+  ASSERT_EQ(winograd.size(), eager.size());
+  int differing = 0;  // other kernels round differently: some embeddings differ in their last bits
+  for (size_t i = 0; i < eager.size(); ++i) {
+    torch::Tensor expected;
+    torch::Tensor actual;
+    torch::load(expected, eager[i].string());
+    torch::load(actual, winograd[i].string());
+    const double scale = expected.abs().max().item<double>();
+    EXPECT_LE((actual - expected).abs().max().item<double>(), 1e-4 * scale) << winograd[i];
+    if (!torch::equal(actual, expected)) ++differing;
+  }
+  EXPECT_GT(differing, 0) << "the same embeddings: were the server's kernels used?";
+
+  int code = 0;
+  const std::string refused = Train(
+      absl::StrCat("embed --work ", *dir_, "/kernels-bad", Lists(), " --backbone-kernels fast"),
+      &code);
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(refused, HasSubstr("--backbone-kernels: fast not in {eager,fused,winograd}"));
+}
+
 // A short fit drives the training loss down, writes its curves, and bad flags are named.
 TEST_F(TrainingTest, FitLowersTheLossAndWritesItsCurves) {
   const std::string work = *dir_ + "/fit-work";
