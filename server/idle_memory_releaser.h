@@ -1,4 +1,5 @@
-// Hands freed heap memory back to the system once the server falls idle after a load.
+// Hands freed heap memory back to the system once the server falls idle after a load, or once a
+// burst of large calls has gone while others go on.
 //
 // glibc keeps what a load freed in its arenas. Measured with bench/serving/memory_after_load.sh
 // (48 calls at concurrency 16 over cockatoo.mp4 and 10 s 720p and 1080p H.264 files, the demo
@@ -22,6 +23,7 @@
 #ifndef VIDCLF_SERVER_IDLE_MEMORY_RELEASER_H_
 #define VIDCLF_SERVER_IDLE_MEMORY_RELEASER_H_
 
+#include <cstdint>
 #include <functional>
 #include <thread>
 
@@ -32,9 +34,17 @@ namespace vidclf {
 
 class IdleMemoryReleaser {
  public:
-  // Polls `busy` every `poll`; once it has been true and then false, trims the heap at each of
-  // the next kTrims idle polls.
-  IdleMemoryReleaser(std::function<bool()> busy, absl::Duration poll);
+  struct Load {
+    bool busy = false;       // calls in flight or streams open
+    int64_t held_bytes = 0;  // what the calls in flight hold (payloads, decoded frames)
+  };
+
+  // Polls `load` every `poll`. Once it has been busy and then not, trims the heap at each of the
+  // next kTrims idle polls. While busy, trims once whenever the bytes held have fallen by
+  // kBurstBytes from their peak since the last trim: a server that never falls idle would
+  // otherwise keep a burst's memory for good (a burst of 10 MB calls left 1.1 GB resident under
+  // continuous load, docs/soak-benchmark.md).
+  IdleMemoryReleaser(std::function<Load()> load, absl::Duration poll);
   ~IdleMemoryReleaser();
 
   // Makes every thread allocate from glibc's main arena (it makes up to 8 per core), the one
@@ -49,6 +59,7 @@ class IdleMemoryReleaser {
 
  private:
   static constexpr int kTrims = 3;
+  static constexpr int64_t kBurstBytes = int64_t{256} << 20;
 
   absl::Notification stop_;
   std::thread thread_;

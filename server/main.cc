@@ -244,7 +244,8 @@ int Run(const ServerFlags& flags) {
   auto releaser = std::make_unique<IdleMemoryReleaser>(
       [engine = engine->get()] {
         const engine::EngineLoad load = engine->load();
-        return load.inflight_calls > 0 || !load.active_streams.empty();
+        return IdleMemoryReleaser::Load{load.inflight_calls > 0 || !load.active_streams.empty(),
+                                        load.inflight_bytes};
       },
       absl::Seconds(1));
   service::ClassifyService service(engine->get(), &metrics);
