@@ -1,0 +1,1 @@
+// The file LibTorch's headers are precompiled with (model/CMakeLists.txt); it holds no code.
