@@ -1,15 +1,14 @@
 #include "train/embedding_cache.h"
 
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "pipeline/video_pipeline.h"
+#include "train/parallel_jobs.h"
 #include "train/progress.h"
 
 namespace vidclf::train {
@@ -128,38 +127,33 @@ absl::StatusOr<EmbedReport> EmbedDataset(const model::VideoModel& model, const D
                  cache.work_dir().c_str());
   }
   Progress progress("clips", static_cast<int64_t>(pending.size()));
-  std::atomic<size_t> next{0};
   std::mutex mutex;
   absl::Status failure;
-  auto work = [&] {
-    for (size_t i = next++; i < pending.size(); i = next++) {
-      const Clip& clip = *pending[i];
-      const std::string file = (fs::path(dataset.root) / clip.path).string();
-      absl::StatusOr<std::string> bytes = ReadFile(file);
-      absl::StatusOr<pipeline::EmbeddedVideo> embedded =
-          bytes.ok()
-              ? pipeline::DecodeAndEmbed(model, pipeline::VideoSource::Bytes(*bytes), clip_options)
-              : absl::StatusOr<pipeline::EmbeddedVideo>(bytes.status());
-      std::string note;
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!embedded.ok() || embedded->embeddings.size(0) == 0) {
-          report.skipped.push_back({clip.path, embedded.ok()
-                                                   ? "no frames decoded"
-                                                   : std::string(embedded.status().message())});
-          note = "skipped " + clip.path;
-        } else if (absl::Status put = cache.Put(clip, embedded->embeddings); !put.ok()) {
-          if (failure.ok()) failure = put;
-        } else {
-          ++report.embedded;
-        }
+  RunParallelJobs(static_cast<int>(pending.size()), jobs, [&](int i) {
+    const Clip& clip = *pending[i];
+    const std::string file = (fs::path(dataset.root) / clip.path).string();
+    absl::StatusOr<std::string> bytes = ReadFile(file);
+    absl::StatusOr<pipeline::EmbeddedVideo> embedded =
+        bytes.ok()
+            ? pipeline::DecodeAndEmbed(model, pipeline::VideoSource::Bytes(*bytes), clip_options)
+            : absl::StatusOr<pipeline::EmbeddedVideo>(bytes.status());
+    std::string note;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!embedded.ok() || embedded->embeddings.size(0) == 0) {
+        report.skipped.push_back({clip.path, embedded.ok()
+                                                 ? "no frames decoded"
+                                                 : std::string(embedded.status().message())});
+        note = "skipped " + clip.path;
+      } else if (absl::Status put = cache.Put(clip, embedded->embeddings); !put.ok()) {
+        if (failure.ok()) failure = put;
+      } else {
+        ++report.embedded;
       }
-      progress.Advance(1, note);
     }
-  };
-  std::vector<std::thread> workers;
-  for (int j = 0; j < std::max(1, jobs); ++j) workers.emplace_back(work);
-  for (std::thread& worker : workers) worker.join();
+    progress.Advance(1, note);
+    return true;
+  });
   progress.Finish();
   if (!failure.ok()) return failure;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,7 +1,6 @@
 #include "train/synthetic_dataset.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "media/video_encoder.h"
+#include "train/parallel_jobs.h"
 
 namespace vidclf::train {
 namespace {
@@ -113,44 +113,36 @@ absl::StatusOr<SyntheticDatasetSummary> WriteSyntheticDataset(
   // Each video depends only on its label, index and seed, and encodes on one thread, so they are
   // made on every core at once; the lists are then written in order, as one thread would.
   std::vector<std::string> files(total);
-  std::atomic<int> next{0};
   std::mutex mutex;
   absl::Status failure;
-  auto work = [&] {
-    for (int i = next++; i < total; i = next++) {
-      const int label = i / per_class;
-      const int index = i % per_class;
-      const SyntheticVideoFormat format =
-          DescribeSyntheticVideo(label, index, options.seed, options.video);
-      const std::string file = SyntheticVideoFileName(labels[label], index, format.extension);
-      const fs::path path = videos_dir / labels[label] / file;
-      absl::StatusOr<std::string> video = media::EncodeVideo(
-          MakeSyntheticVideo(label, index, options.seed, options.video), format.encode);
-      absl::Status status = absl::OkStatus();
-      if (!video.ok()) {
-        status = absl::InternalError(
-            absl::StrCat("cannot encode ", path.string(), " (", format.encode.codec, " in ",
-                         format.encode.container, "): ", video.status().message()));
-      } else {
-        status = WriteFileAtomically(path, *video);
-      }
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!status.ok()) {
-        if (failure.ok()) failure = status;
-        next = total;  // the others stop after their current video
-        return;
-      }
-      files[i] = file;
-      summary.bytes += static_cast<int64_t>(video->size());
-      ++summary.videos;
-      if (on_video) on_video(summary.videos, total);
+  RunParallelJobs(total, static_cast<int>(std::thread::hardware_concurrency()), [&](int i) {
+    const int label = i / per_class;
+    const int index = i % per_class;
+    const SyntheticVideoFormat format =
+        DescribeSyntheticVideo(label, index, options.seed, options.video);
+    const std::string file = SyntheticVideoFileName(labels[label], index, format.extension);
+    const fs::path path = videos_dir / labels[label] / file;
+    absl::StatusOr<std::string> video = media::EncodeVideo(
+        MakeSyntheticVideo(label, index, options.seed, options.video), format.encode);
+    absl::Status status = absl::OkStatus();
+    if (!video.ok()) {
+      status = absl::InternalError(
+          absl::StrCat("cannot encode ", path.string(), " (", format.encode.codec, " in ",
+                       format.encode.container, "): ", video.status().message()));
+    } else {
+      status = WriteFileAtomically(path, *video);
     }
-  };
-  const int jobs =
-      std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, std::max(total, 1));
-  std::vector<std::thread> workers;
-  for (int j = 0; j < jobs; ++j) workers.emplace_back(work);
-  for (std::thread& worker : workers) worker.join();
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!status.ok()) {
+      if (failure.ok()) failure = status;
+      return false;  // the others stop after their current video
+    }
+    files[i] = file;
+    summary.bytes += static_cast<int64_t>(video->size());
+    ++summary.videos;
+    if (on_video) on_video(summary.videos, total);
+    return true;
+  });
   if (!failure.ok()) return failure;
 
   std::string class_index;
