@@ -17,9 +17,9 @@
 namespace vidclf::media {
 
 // A one-way pipe of bytes between a producer thread, which appends chunks as they arrive, and the
-// decoder (DecodeClipFromStream, DecodeLive), which reads them on its own thread. The decoder may
-// keep every byte (a container it cannot demux before the end) or drop what it has read.
-// Thread-safe.
+// decoder (DecodeClip of a VideoSource::Stream, DecodeLive), which reads them on its own thread.
+// The decoder may keep every byte (a container it cannot demux before the end) or drop what it has
+// read. Thread-safe.
 //
 // The bound on its size is one of:
 //   kTotalBytes  the input is refused once more than `max_bytes` have arrived in all: an upload,

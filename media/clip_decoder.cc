@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -56,16 +57,15 @@ absl::StatusOr<DecodedClip> DecodeSinglePass(const Demuxer& demuxer, Clock::time
       start, deadline, options);
 }
 
-}  // namespace
-
-absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOptions& options) {
+// Bytes in memory: a first pass finds the video stream and lists its frames, so that sampling
+// knows the length; the second, over a fresh demuxer, decodes and may seek.
+absl::StatusOr<DecodedClip> DecodeBytes(absl::string_view bytes, Clock::time_point start,
+                                        Clock::time_point deadline, const ClipOptions& options) {
   if (bytes.empty()) return absl::InvalidArgumentError("empty input: no video bytes were sent");
   if (static_cast<int64_t>(bytes.size()) > options.max_input_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("input is ", bytes.size(), " bytes; the limit is ", options.max_input_bytes));
   }
-  if (auto status = CheckClipOptions(options); !status.ok()) return status;
-  EnsureLibavConfigured();
   if (auto status =
           CheckRawHeaderFrameSize(bytes.substr(0, kRawHeaderBytes), options.max_frame_side);
       !status.ok()) {
@@ -73,11 +73,7 @@ absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOption
   }
   FragmentGuard fragment_guard(MaxFragmentSamples(options));
   if (auto status = fragment_guard.Inspect(bytes); !status.ok()) return status;
-  const auto start = Clock::now();
-  const Clock::time_point deadline = DeadlineFrom(start, options);
 
-  // First pass: find the video stream and list its frames, so that sampling knows the length.
-  // The second pass, over a fresh demuxer, decodes and may seek.
   auto probe = Demuxer::OpenMemory(bytes);
   if (!probe.ok()) return probe.status();
   auto listed = ListVideo((*probe)->format(), deadline, options, /*keep=*/nullptr);
@@ -101,13 +97,9 @@ absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOption
       start, deadline, options);
 }
 
-absl::StatusOr<DecodedClip> DecodeClipFromStream(ByteStream& input, const ClipOptions& options) {
-  const ReaderCloser close_reader(input);
-  if (auto status = CheckClipOptions(options); !status.ok()) return status;
-  EnsureLibavConfigured();
-  const auto start = Clock::now();
-  const Clock::time_point deadline = DeadlineFrom(start, options);
-
+// Bytes arriving in `input`: demuxed as they come when the container allows, else buffered whole.
+absl::StatusOr<DecodedClip> DecodeStream(ByteStream& input, Clock::time_point start,
+                                         Clock::time_point deadline, const ClipOptions& options) {
   auto streamable = DemuxesAsItArrives(input, deadline);
   if (!streamable.ok()) return streamable.status();
   if (!*streamable) {
@@ -117,12 +109,7 @@ absl::StatusOr<DecodedClip> DecodeClipFromStream(ByteStream& input, const ClipOp
            "vidclf: the container cannot be demuxed before its end (an MP4 whose moov box "
            "follows its media data, or a format not known to stream): buffered all %zu bytes\n",
            bytes.size());
-    ClipOptions rest = options;
-    if (options.decode_timeout_ms > 0) {
-      rest.decode_timeout_ms = std::max<int64_t>(
-          1, options.decode_timeout_ms - static_cast<int64_t>(SecondsSince(start) * 1000));
-    }
-    auto clip = DecodeClip(bytes, rest);
+    auto clip = DecodeBytes(bytes, Clock::now(), deadline, options);
     if (clip.ok()) clip->buffered_whole_input = true;
     return clip;
   }
@@ -137,17 +124,30 @@ absl::StatusOr<DecodedClip> DecodeClipFromStream(ByteStream& input, const ClipOp
   return DecodeSinglePass(**demuxer, start, deadline, options);
 }
 
-absl::StatusOr<DecodedClip> DecodeClipFromUri(const std::string& uri, const UriAllowlist& allowlist,
-                                              const ClipOptions& options) {
-  if (auto status = CheckClipOptions(options); !status.ok()) return status;
-  EnsureLibavConfigured();
-  const auto start = Clock::now();
-  const Clock::time_point deadline = DeadlineFrom(start, options);
+absl::StatusOr<DecodedClip> DecodeUri(const std::string& uri, Clock::time_point start,
+                                      Clock::time_point deadline, const ClipOptions& options) {
+  static const UriAllowlist* const kNothingAllowed = new UriAllowlist();
+  const UriAllowlist& allowlist =
+      options.uri_allowlist != nullptr ? *options.uri_allowlist : *kNothingAllowed;
   auto demuxer = Demuxer::OpenUri(
       uri, allowlist, deadline, RawInputChecks(options.max_frame_side, MaxFragmentSamples(options)),
       options.cancellation);
   if (!demuxer.ok()) return demuxer.status();
   return DecodeSinglePass(**demuxer, start, deadline, options);
+}
+
+}  // namespace
+
+absl::StatusOr<DecodedClip> DecodeClip(const VideoSource& source, const ClipOptions& options) {
+  std::optional<ReaderCloser> close_reader;
+  if (source.stream() != nullptr) close_reader.emplace(*source.stream());
+  if (auto status = CheckClipOptions(options); !status.ok()) return status;
+  EnsureLibavConfigured();
+  const auto start = Clock::now();
+  const Clock::time_point deadline = DeadlineFrom(start, options);
+  if (source.stream() != nullptr) return DecodeStream(*source.stream(), start, deadline, options);
+  if (!source.uri().empty()) return DecodeUri(source.uri(), start, deadline, options);
+  return DecodeBytes(source.bytes(), start, deadline, options);
 }
 
 }  // namespace vidclf::media

@@ -1,167 +1,38 @@
 // Decodes an encoded video (in memory, arriving in chunks, or at a URI) into a clip of sampled,
-// preprocessed frames.
+// preprocessed frames: the one entry point of media/ for whole clips.
 #ifndef VIDCLF_MEDIA_CLIP_DECODER_H_
 #define VIDCLF_MEDIA_CLIP_DECODER_H_
 
-#include <cstdint>
-#include <memory>
-#include <new>
-#include <string>
-#include <utility>
-#include <vector>
-
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-#include "common/cancellation.h"
-#include "media/byte_stream.h"
-#include "media/frame_converter.h"
-#include "media/frame_sampler.h"
-#include "media/uri_allowlist.h"
+#include "media/clip_options.h"
+#include "media/video_source.h"
 
 namespace vidclf::media {
 
-// Receives the kept frames one by one as soon as each is converted, while decoding goes on, so
-// that a consumer (the backbone) can start on the first frames (ClipOptions::frame_sink).
-class FrameSink {
- public:
-  virtual ~FrameSink() = default;
-  // A decoding pass begins, which hands over at most `frames` frames: the frames given before are
-  // void. A second pass happens rarely, when a decoder rewrites timestamps and frames must be
-  // counted instead.
-  virtual void StartPass(int64_t /*frames*/) {}
-  // Frame `slot` (0, 1, ... in presentation order) is converted; `pixels` holds its
-  // FrameConverter::output_floats() floats and is valid only during the call. Called from one
-  // thread at a time, but not always the same one, and not always in slot order: two decoders
-  // may hand over the two halves of a clip side by side (split_at_keyframes). An error stops the
-  // decoding with it.
-  virtual absl::Status Frame(int64_t slot, const float* pixels, double timestamp_seconds) = 0;
-};
-
-struct ClipOptions {
-  // Which frames to keep (frame_sampler.h); uniform 16 by default.
-  SamplingOptions sampling;
-  // Resize, crop and normalisation of each kept frame.
-  PreprocessOptions preprocess;
-  // Inputs larger than this are refused (RESOURCE_EXHAUSTED).
-  int64_t max_input_bytes = 256LL << 20;
-  // Videos whose frames are larger than this (in either dimension) are refused before decoding.
-  int max_frame_side = 8192;
-  // Videos with more frames than this are refused (RESOURCE_EXHAUSTED).
-  int64_t max_total_frames = 200000;
-  // Videos lasting longer than this (last frame's presentation time) are refused
-  // (RESOURCE_EXHAUSTED). 0: no limit.
-  double max_duration_seconds = 4 * 3600;
-  // Decoder threads; 0 lets libavcodec choose from the number of cores.
-  int decoder_threads = 0;
-  // Wall-clock budget for reading and decoding; past it, DEADLINE_EXCEEDED. 0: no budget.
-  int64_t decode_timeout_ms = 0;
-  // Sparse sampling decodes less: seek to the keyframe before a wanted frame when one lies ahead
-  // (containers with a seek index), and let the decoder drop non-reference frames that are not
-  // wanted. Both need presentation timestamps on every packet; the output is the same either
-  // way, so these exist to measure the saving and to test that sameness.
-  bool seek_to_keyframes = true;
-  bool skip_unwanted_non_reference_frames = true;
-  // With seeking and at least 2 decoder_threads (0, libavcodec's choice, never splits), decode
-  // the wanted frames with two decoders side by side, each with half the threads, when a keyframe
-  // splits them into two runs of similar work (decode_split.h) and the input seeks exactly (MP4,
-  // Matroska and WebM, or a single-pass source's kept packets; not MPEG-TS).
-  // Frame threads of one decoder wait on each other's rows; the runs of two decoders share
-  // nothing. Frames up to 4K UHD only, as each decoder holds its own references. Same output
-  // either way.
-  bool split_at_keyframes = true;
-  // Convert kept frames on a thread of their own while the next ones decode (one thread more
-  // than decoder_threads). Off: on the decoding thread, between frames.
-  bool convert_while_decoding = true;
-  // When set, decoding stops between packets once it is cancelled, with its reason. Must outlive
-  // the call.
-  const CancellationToken* cancellation = nullptr;
-  // When set, kept frames go to the sink as they are converted and DecodedClip::pixels stays
-  // empty: the clip holds only a few frames at a time. Must outlive the call.
-  FrameSink* frame_sink = nullptr;
-};
-
-// Allocates without zeroing what a vector grows by. Every float of a clip is written by the
-// conversion; zeroing them first took 150 ms on the decoding thread for a clip of 1800 frames at
-// 112x112 (270 MB), about 14% of decoding the video.
-template <typename T>
-struct UninitializedAllocator : std::allocator<T> {
-  template <typename U>
-  struct rebind {
-    using other = UninitializedAllocator<U>;
-  };
-  UninitializedAllocator() = default;
-  template <typename U>
-  UninitializedAllocator(const UninitializedAllocator<U>& /*other*/) noexcept {}
-  template <typename U>
-  void construct(U* element) noexcept {
-    ::new (static_cast<void*>(element)) U;  // default-initialised: left as it is
-  }
-  template <typename U, typename... Args>
-  void construct(U* element, Args&&... args) {
-    ::new (static_cast<void*>(element)) U(std::forward<Args>(args)...);
-  }
-};
-
-using PixelBuffer = std::vector<float, UninitializedAllocator<float>>;
-
-// A sampled clip: T preprocessed frames, laid out [T, 3, crop, crop] in `pixels`, or
-// [T, crop, crop, 3] when options.preprocess.channels_last (empty with a frame sink).
-struct DecodedClip {
-  PixelBuffer pixels;
-  int64_t num_frames = 0;
-  int crop_size = 0;
-  // Index of each kept frame in the video's frame sequence, and its presentation time in seconds
-  // from the start of the stream.
-  std::vector<int64_t> frame_indices;
-  std::vector<double> timestamps_seconds;
-  // What the input holds: every frame, or those read before the sampling was settled (a strategy
-  // with a frame count stops reading once it has its frames, which is how a live source ends).
-  int64_t total_frames = 0;
-  int source_width = 0;
-  int source_height = 0;
-  // Wall-clock split of the work: demuxing and decoding, and the conversion of kept frames. The
-  // conversion overlaps the decoding when it runs on its own thread, so the two may add up to
-  // more than the call took; decode_seconds excludes only the time decoding waited for it.
-  double decode_seconds = 0;
-  double preprocess_seconds = 0;
-  // Frames the decoder produced (fewer than total_frames when seeking and skipping paid off),
-  // and seeks to keyframes.
-  int64_t frames_decoded = 0;
-  int64_t seeks = 0;
-  // Decoders that ran side by side (ClipOptions::split_at_keyframes).
-  int decoders = 1;
-  // DecodeClipFromStream only: the container could not be demuxed before its end (an MP4 whose
-  // moov box follows the media data), so the whole input was buffered first.
-  bool buffered_whole_input = false;
-};
-
-// Decodes `bytes` (any container and video codec the linked FFmpeg reads) and returns the frames
-// that `options` asks for. Errors:
+// Decodes the video `source` names (any container and video codec the linked FFmpeg reads) and
+// returns the frames that `options` asks for. Errors:
 //   INVALID_ARGUMENT    empty or undecodable input, no video stream, unsupported codec, bad
 //                       sampling options
 //   RESOURCE_EXHAUSTED  input, frame size or frame count over the limits in `options`
 //   DEADLINE_EXCEEDED   decoding ran past options.decode_timeout_ms
 // Thread-safe: every call uses its own libav state.
-absl::StatusOr<DecodedClip> DecodeClip(absl::string_view bytes, const ClipOptions& options);
-
-// Decodes bytes as they arrive in `input`, which another thread fills. Streamable containers
-// (MPEG-TS, Matroska/WebM, fragmented or fast-start MP4, raw H.264/HEVC, MJPEG, Ogg and others)
-// are demuxed as the bytes arrive and only the video packets are kept; any other container, such
-// as an MP4 whose moov box comes last, is buffered whole first (DecodedClip.buffered_whole_input,
-// and a line in FFmpeg's debug log). The result equals DecodeClip's on the same bytes. The input's
-// own max_bytes is its size limit; options.max_input_bytes is not used. Errors as DecodeClip, and
-// the input's read_error() (its abort status, RESOURCE_EXHAUSTED over its limit,
-// DEADLINE_EXCEEDED when bytes stop arriving within options.decode_timeout_ms). Closes the
-// input's reader side on return.
-absl::StatusOr<DecodedClip> DecodeClipFromStream(ByteStream& input, const ClipOptions& options);
-
-// Decodes the video at `uri` (http, https, rtsp, rtmp, file, ... as the linked FFmpeg supports)
-// when `allowlist` allows it; see Demuxer::OpenUri for the rules and the errors it adds to
-// DecodeClip's, and UNAVAILABLE when the source breaks off. A live source ends once a sampling
-// with a frame count ("window", "fps", "all") has its frames; with "uniform" it runs into the
-// limits.
-absl::StatusOr<DecodedClip> DecodeClipFromUri(const std::string& uri, const UriAllowlist& allowlist,
-                                              const ClipOptions& options);
+//
+// Bytes in memory are listed, then decoded in a second pass that may seek.
+//
+// A stream's bytes are decoded as they arrive. Streamable containers (MPEG-TS, Matroska/WebM,
+// fragmented or fast-start MP4, raw H.264/HEVC, MJPEG, Ogg and others) are demuxed as the bytes
+// arrive and only the video packets are kept; any other container, such as an MP4 whose moov box
+// comes last, is buffered whole first (DecodedClip.buffered_whole_input, and a line in FFmpeg's
+// debug log). The result equals the one from the same bytes in memory. The stream's own max_bytes
+// is its size limit; options.max_input_bytes is not used. More errors: the stream's read_error()
+// (its abort status, RESOURCE_EXHAUSTED over its limit, DEADLINE_EXCEEDED when bytes stop arriving
+// within options.decode_timeout_ms). Closes the stream's reader side on return.
+//
+// A URI (http, https, rtsp, rtmp, file, ... as the linked FFmpeg supports) is opened when
+// options.uri_allowlist allows it; see Demuxer::OpenUri for the rules and the errors it adds, and
+// UNAVAILABLE when the source breaks off. A live source ends once a sampling with a frame count
+// ("window", "fps", "all") has its frames; with "uniform" it runs into the limits.
+absl::StatusOr<DecodedClip> DecodeClip(const VideoSource& source, const ClipOptions& options);
 
 }  // namespace vidclf::media
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "media/clip_decoder.h"
+#include "media/clip_options.h"
 
 namespace vidclf::media {
 

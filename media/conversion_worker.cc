@@ -1,18 +1,10 @@
 #include "media/conversion_worker.h"
 
-#include <chrono>
 #include <utility>
 
+#include "media/clip_limits.h"
+
 namespace vidclf::media {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-}  // namespace
 
 ConversionWorker::ConversionWorker(FrameConverter& converter, bool own_thread)
     : converter_(converter), own_thread_(own_thread) {}
@@ -39,7 +31,7 @@ absl::Status ConversionWorker::Submit(AVFrame& frame, float* out,
   Job job{FramePtr(av_frame_alloc()), out, std::move(converted)};
   if (!job.frame) return absl::ResourceExhaustedError("out of memory");
   av_frame_move_ref(job.frame.get(), &frame);
-  const auto start = Clock::now();
+  const auto start = DecodeClock::now();
   if (!own_thread_) {
     if (!error_.ok()) return error_;
     error_ = Convert(job);
@@ -60,7 +52,7 @@ absl::Status ConversionWorker::Submit(AVFrame& frame, float* out,
 }
 
 absl::Status ConversionWorker::Finish() {
-  const auto start = Clock::now();
+  const auto start = DecodeClock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [this] { return (waiting_.empty() && !converting_) || !error_.ok(); });
   waiting_seconds_ += SecondsSince(start);
@@ -82,7 +74,7 @@ void ConversionWorker::Run() {
     converting_ = true;
     lock.unlock();
     changed_.notify_all();  // a slot is free
-    const auto start = Clock::now();
+    const auto start = DecodeClock::now();
     const absl::Status status = Convert(job);
     const double seconds = SecondsSince(start);
     lock.lock();

@@ -63,7 +63,7 @@ void PlaceSpan(double begin, double end, int limit, int align, int& start, int& 
 // most 1.5 pixels over the region (315 pixels at 640x360 to 128/112: under 0.5%), width and height
 // each taken from their own axis's scale so that non-square pixels stay stretched as before.
 // The filter also no longer sees pixels outside the region, which only the outermost output pixels
-// would have felt. tests/unit/frame_converter_test.cc bounds the difference.
+// would have felt. tests/media/frame_converter_test.cc bounds the difference.
 bool FindSourceRegion(const AVFrame& frame, int scaled_width, int scaled_height, int crop_u,
                       int crop_v, int crop, SourceRegion& region) {
   const auto format = static_cast<AVPixelFormat>(frame.format);

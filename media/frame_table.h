@@ -8,8 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "media/av_util.h"
-#include "media/clip_decoder.h"
 #include "media/clip_limits.h"
+#include "media/clip_options.h"
 #include "media/video_stream.h"
 
 namespace vidclf::media {

@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "media/clip_decoder.h"
 #include "media/clip_limits.h"
+#include "media/clip_options.h"
 #include "media/frame_table.h"
 #include "media/packet_reader.h"
 

@@ -11,34 +11,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <vector>
 
+#include "model/folded_resnet18.h"
 #include "model/resnet18.h"
 
 namespace vidclf::model {
-
-// A convolution with its batch norm folded in: weight W * g / sqrt(v + eps) [out, in, k, k], bias
-// b - m * g / sqrt(v + eps) [out].
-struct FoldedConvolution {
-  torch::Tensor weight, bias;
-  int64_t stride = 1, padding = 0;
-};
-
-// A basic block: conv1, ReLU, conv2, plus the input (through `downsample` when present), ReLU.
-struct FoldedBlock {
-  FoldedConvolution conv1, conv2;
-  std::optional<FoldedConvolution> downsample;
-};
-
-// Every convolution of `resnet` with its batch norm (the running statistics, as eval mode uses
-// them) folded in, in float64 on the CPU, so that folding adds no rounding: the stem, then each
-// block's.
-struct FoldedResNet18 {
-  FoldedConvolution stem;
-  std::vector<FoldedBlock> blocks;
-};
-FoldedResNet18 FoldBatchNorms(const ResNet18& resnet);
 
 class OneDnnResNet18;
 

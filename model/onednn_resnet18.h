@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/fused_resnet18.h"
+#include "model/folded_resnet18.h"
 
 namespace vidclf::model {
 

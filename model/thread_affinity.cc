@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "model/video_model.h"
+#include "model/torch_threads.h"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -1,10 +1,7 @@
 // Binding a thread's LibTorch intra-op threads to CPUs of their own.
 //
-// On the two vCPUs of a KVM guest, a 16-frame backbone batch that followed an idle spell took
-// 68-76 ms with its two intra-op threads left to the kernel, against 45-50 back to back: `perf
-// sched` showed the kernel waking the second thread on the CPU the first ran on, the two taking
-// turns there for milliseconds while the other CPU idled. Bound one per CPU, the batch took 50-52
-// ms either way (docs/performance.md measures it call by call: "unbound").
+// Left to the kernel, two intra-op threads of a KVM guest's two vCPUs took turns on one CPU for
+// milliseconds after an idle spell (docs/code-measurements.md, "Binding the backbone's threads").
 #ifndef VIDCLF_MODEL_THREAD_AFFINITY_H_
 #define VIDCLF_MODEL_THREAD_AFFINITY_H_
 

@@ -167,15 +167,6 @@ class VideoModel {
 absl::StatusOr<torch::Dtype> ResolvePrecision(const std::string& precision,
                                               const torch::Device& device);
 
-// Sets `threads` intra-op threads for LibTorch and returns a line naming the BLAS and thread count
-// in use, for the start-up log.
-std::string ConfigureTorchThreads(int threads);
-
-// Sets the LibTorch intra-op threads of the calling thread alone. at::set_num_threads also sets
-// the count that every thread takes at its first parallel call, and a thread that had not made one
-// yet would take that count over this one's.
-void SetIntraOpThreadsOfThisThread(int threads);
-
 }  // namespace vidclf::model
 
 #endif  // VIDCLF_MODEL_VIDEO_MODEL_H_

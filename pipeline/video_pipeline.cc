@@ -4,14 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "media/clip_decoder.h"
 
 namespace vidclf::pipeline {
-
-absl::StatusOr<media::DecodedClip> VideoSource::Decode(const media::ClipOptions& clip) const {
-  if (stream != nullptr) return media::DecodeClipFromStream(*stream, clip);
-  if (!uri.empty()) return media::DecodeClipFromUri(uri, *allowlist, clip);
-  return media::DecodeClip(bytes, clip);
-}
 
 media::ClipOptions WithModelPreprocessing(const model::VideoModel& model, media::ClipOptions clip) {
   const model::InputConfig& input = model.config().input;
@@ -29,10 +24,10 @@ torch::Tensor FramesTensor(float* pixels, int64_t num_frames, int64_t side, bool
 }
 
 absl::StatusOr<EmbeddedVideo> DecodeAndEmbed(const model::VideoModel& model,
-                                             const VideoSource& source, media::ClipOptions clip,
-                                             absl::Time deadline) {
+                                             const media::VideoSource& source,
+                                             media::ClipOptions clip, absl::Time deadline) {
   clip = WithModelPreprocessing(model, std::move(clip));
-  absl::StatusOr<media::DecodedClip> decoded = source.Decode(clip);
+  absl::StatusOr<media::DecodedClip> decoded = media::DecodeClip(source, clip);
   if (!decoded.ok()) return decoded.status();
   if (absl::Now() >= deadline) {
     return absl::DeadlineExceededError("deadline passed after decoding, before embedding");

@@ -45,7 +45,7 @@ test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-grpcio python3-protobuf python3-yaml nginx
   # HTTPS scrapes of /metrics with a bearer token
   curl
-  # real-world sample videos and images for tests/unit/decode_matrix_test.cc
+  # real-world sample videos and images for tests/media/decode_matrix_test.cc
   python3-imageio
   # torchvision interop test (model/scripts/export_resnet18.py), and the Python reference
   # pipeline of the serving benchmark (bench/serving/), which decodes with PyAV

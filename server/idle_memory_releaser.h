@@ -1,25 +1,8 @@
 // Hands freed heap memory back to the system once the server falls idle after a load, or once a
 // burst of large calls has gone while others go on.
 //
-// glibc keeps what a load freed in its arenas. Measured with bench/serving/memory_after_load.sh
-// (48 calls at concurrency 16 over cockatoo.mp4 and 10 s 720p and 1080p H.264 files, the demo
-// model), resident memory 10 s after the load ended against 229 MB idle:
-//   glibc as it is                                  517 MB
-//   glibc, MALLOC_ARENA_MAX=2                       493 MB
-//   jemalloc (LD_PRELOAD)                           377 MB
-//   jemalloc, background thread, 1 s decay          273 MB
-//   mimalloc (LD_PRELOAD)                           468 MB
-//   glibc, malloc_trim(0) once idle                 328 MB
-//   glibc, malloc_trim(0) once idle, arenas <= cores 264 MB
-// Throughput was the same within noise (2.2-2.4 clips/s). Since the heap keeps up to 128 MiB free
-// at its top while busy (model/tensor_heap.h), a thread arena holds on to its top, up to 64 MiB:
-// malloc_trim shrinks only the main arena's. Against 234 MB idle, with the three default models
-// sharing one backbone, two runs each, at 3.0 clips/s:
-//   malloc_trim(0) once idle, arenas <= cores (2)   256 and 290 MB
-//   malloc_trim(0) once idle, one arena             258 and 258 MB   <- this
-// One arena cost no throughput in a side-by-side run at concurrency 1 and 8 (3.17 and 4.14
-// clips/s against 3.17 and 4.08, medians of three): small allocations come from per-thread
-// caches, and tensors are few and large.
+// glibc keeps what a load freed in its arenas; trimming once idle, from one arena, returned the
+// most of the allocators and settings tried (docs/code-measurements.md, "Heap after a load").
 #ifndef VIDCLF_SERVER_IDLE_MEMORY_RELEASER_H_
 #define VIDCLF_SERVER_IDLE_MEMORY_RELEASER_H_
 

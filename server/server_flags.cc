@@ -1,6 +1,67 @@
 #include "server/server_flags.h"
 
+#include <algorithm>
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+extern "C" {
+#include <libavutil/log.h>
+}
+
 namespace vidclf {
+namespace {
+
+// FFmpeg's level for --media-log-level, whose values CLI11 has checked.
+int MediaLogLevel(const std::string& name) {
+  static const auto& kLevels = *new std::map<std::string, int>{{"quiet", AV_LOG_QUIET},
+                                                               {"error", AV_LOG_ERROR},
+                                                               {"warning", AV_LOG_WARNING},
+                                                               {"info", AV_LOG_INFO},
+                                                               {"debug", AV_LOG_DEBUG}};
+  return kLevels.at(name);
+}
+
+absl::StatusOr<model::InferenceOptions> InferenceOptionsFromFlags(const ServerFlags& flags) {
+  absl::StatusOr<torch::Device> device = model::ResolveDevice(flags.device);
+  if (!device.ok()) return device.status();
+  model::InferenceOptions options;
+  options.device = device->str();
+  options.precision = flags.precision;
+  options.channels_last = flags.memory_format == "channels-last";
+  options.fuse_backbone = flags.backbone_kernels != "eager";
+  options.winograd_convolutions = flags.backbone_kernels == "winograd";
+  options.cuda_graph_step = flags.stream_step == "cuda-graph";
+  options.int8_step_weights = flags.stream_step_weights == "int8";
+  return options;
+}
+
+engine::EngineOptions EngineOptionsFromFlags(const ServerFlags& flags) {
+  engine::EngineOptions options;
+  options.cores = flags.cores > 0
+                      ? flags.cores
+                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  options.decode_slots = flags.decode_slots;
+  options.arrival_slots = flags.arrival_slots;
+  options.head_intra_op_threads = flags.head_intra_op_threads;
+  options.batching.max_batch_frames = flags.max_batch_frames;
+  options.batching.max_queue_delay = absl::Microseconds(flags.max_queue_delay_us);
+  options.batching.embed_while_decoding = flags.embed_while_decoding;
+  options.bind_backbone_threads = flags.bind_backbone_threads;
+  options.admission.max_inflight_calls = flags.max_inflight_requests;
+  options.admission.max_inflight_bytes = static_cast<int64_t>(flags.max_inflight_mib) << 20;
+  options.decode.max_input_bytes = static_cast<int64_t>(flags.max_upload_mib) << 20;
+  options.decode.decode_timeout_ms = flags.decode_timeout_ms;
+  options.max_streams = flags.max_streams;
+  options.stream_idle_timeout = absl::Seconds(flags.stream_idle_timeout_s);
+  options.stream_resources.source_stall_timeout = absl::Seconds(flags.source_stall_timeout_s);
+  options.stream_resources.max_source_reconnects = flags.source_reconnects;
+  return options;
+}
+
+}  // namespace
 
 void AddServerFlags(CLI::App& app, ServerFlags* flags) {
   app.add_option("--model-repository", flags->model_repository,
@@ -191,6 +252,38 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "Least severe events logged; debug adds a line per finished call.")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+}
+
+absl::StatusOr<ServerOptions> ServerOptionsFromFlags(const ServerFlags& flags) {
+  ServerOptions options;
+  options.model_repository = flags.model_repository;
+  options.default_model = flags.default_model;
+  absl::StatusOr<model::InferenceOptions> inference = InferenceOptionsFromFlags(flags);
+  if (!inference.ok()) return inference.status();
+  options.inference = *std::move(inference);
+  options.engine = EngineOptionsFromFlags(flags);
+  absl::StatusOr<media::UriAllowlist> allowlist = media::UriAllowlist::Parse(flags.allow_uri);
+  if (!allowlist.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--allow-uri: ", allowlist.status().message()));
+  }
+  options.engine.uri_allowlist = *std::move(allowlist);
+  options.libav.log_level = MediaLogLevel(flags.media_log_level);
+  options.host = flags.host;
+  options.grpc_port = flags.grpc_port;
+  options.tls = {flags.tls_cert, flags.tls_key, flags.tls_client_ca};
+  options.token_file = flags.token_file;
+  options.connections.keepalive_time = absl::Seconds(flags.keepalive_time_s);
+  options.connections.keepalive_timeout = absl::Seconds(flags.keepalive_timeout_s);
+  options.connections.max_streams_per_connection = flags.max_streams_per_connection;
+  options.connections.max_connection_age = absl::Seconds(flags.max_connection_age_s);
+  options.connections.max_connection_age_grace = absl::Seconds(flags.max_connection_age_grace_s);
+  options.metrics.host = flags.metrics_host.empty() ? flags.host : flags.metrics_host;
+  options.metrics.port = flags.metrics_port;
+  options.metrics.tls_cert = flags.metrics_tls_cert;
+  options.metrics.tls_key = flags.metrics_tls_key;
+  options.metrics_token_file = flags.metrics_token_file;
+  options.drain_timeout = absl::Seconds(flags.drain_timeout_s);
+  return options;
 }
 
 }  // namespace vidclf

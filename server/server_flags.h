@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "server/server.h"
+
 namespace vidclf {
 
 struct ServerFlags {
@@ -57,6 +60,11 @@ struct ServerFlags {
 };
 
 void AddServerFlags(CLI::App& app, ServerFlags* flags);
+
+// The server `flags` ask for, with --device resolved (so that the log names the device used) and
+// --allow-uri parsed. INVALID_ARGUMENT, naming the flag, for a value that cannot be used;
+// FAILED_PRECONDITION for a CUDA device this process cannot use.
+absl::StatusOr<ServerOptions> ServerOptionsFromFlags(const ServerFlags& flags);
 
 }  // namespace vidclf
 

@@ -9,25 +9,25 @@ bool IsLoopback(const std::string& host) {
   return absl::StartsWith(host, "127.") || host == "::1" || host == "[::1]" || host == "localhost";
 }
 
-std::vector<std::string> ExposureWarnings(const ServerFlags& flags) {
+std::vector<std::string> ExposureWarnings(const ServerOptions& options) {
   std::vector<std::string> warnings;
-  const bool grpc_tls = !flags.tls_cert.empty();
-  const bool grpc_tokens = !flags.token_file.empty();
-  if (grpc_tokens && !grpc_tls && !IsLoopback(flags.host)) {
+  const bool grpc_tls = !options.tls.cert.empty();
+  const bool grpc_tokens = !options.token_file.empty();
+  if (grpc_tokens && !grpc_tls && !IsLoopback(options.host)) {
     warnings.push_back(
-        absl::StrCat("bearer tokens travel in plaintext to ", flags.host,
+        absl::StrCat("bearer tokens travel in plaintext to ", options.host,
                      ": anyone on the network path can read and reuse them; serve gRPC over TLS "
                      "(--tls-cert, --tls-key), or listen on loopback behind a TLS proxy"));
   }
-  const std::string& metrics_host = flags.metrics_host.empty() ? flags.host : flags.metrics_host;
+  const std::string& metrics_host = options.metrics.host;
   if ((grpc_tls || grpc_tokens) && !IsLoopback(metrics_host)) {
-    if (flags.metrics_tls_cert.empty() && grpc_tls) {
+    if (options.metrics.tls_cert.empty() && grpc_tls) {
       warnings.push_back(absl::StrCat(
           "/metrics is served in plaintext on ", metrics_host,
           " while gRPC needs TLS; give it --metrics-tls-cert and --metrics-tls-key, or "
           "--metrics-host 127.0.0.1"));
     }
-    if (flags.metrics_token_file.empty()) {
+    if (options.metrics_token_file.empty()) {
       warnings.push_back(
           absl::StrCat("/metrics is open to anyone who reaches ", metrics_host,
                        " while gRPC needs ", grpc_tokens ? "tokens" : "TLS",

@@ -5,16 +5,16 @@
 #include <string>
 #include <vector>
 
-#include "server/server_flags.h"
+#include "server/server.h"
 
 namespace vidclf {
 
 // Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost): only this machine reaches it.
 bool IsLoopback(const std::string& host);
 
-// One line per exposure the flags leave: bearer tokens sent in plaintext on an address other
+// One line per exposure the options leave: bearer tokens sent in plaintext on an address other
 // machines reach, and /metrics left plaintext or open there while gRPC asks for TLS or tokens.
-std::vector<std::string> ExposureWarnings(const ServerFlags& flags);
+std::vector<std::string> ExposureWarnings(const ServerOptions& options);
 
 }  // namespace vidclf
 

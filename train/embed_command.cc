@@ -6,6 +6,7 @@
 
 #include "media/frame_sampler.h"
 #include "model/resnet18_archive.h"
+#include "model/torch_threads.h"
 #include "model/video_model.h"
 #include "train/commands.h"
 #include "train/embedding_cache.h"

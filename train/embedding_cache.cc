@@ -135,7 +135,7 @@ absl::StatusOr<EmbedReport> EmbedDataset(const model::VideoModel& model, const D
     absl::StatusOr<std::string> bytes = ReadFile(file);
     absl::StatusOr<pipeline::EmbeddedVideo> embedded =
         bytes.ok()
-            ? pipeline::DecodeAndEmbed(model, pipeline::VideoSource::Bytes(*bytes), clip_options)
+            ? pipeline::DecodeAndEmbed(model, media::VideoSource::Bytes(*bytes), clip_options)
             : absl::StatusOr<pipeline::EmbeddedVideo>(bytes.status());
     std::string note;
     {

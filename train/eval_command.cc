@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "model/torch_threads.h"
 #include "model/train/head_trainer.h"
 #include "model/video_model.h"
 #include "train/classification_report.h"

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "model/torch_threads.h"
 #include "model/video_model.h"
 #include "train/attention_cost.h"
 #include "train/commands.h"

@@ -30,6 +30,7 @@
 #include "model/heads/transformer_head.h"
 #include "model/library_settings.h"
 #include "model/resnet18.h"
+#include "model/torch_threads.h"
 #include "model/video_model.h"
 
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda:N.");

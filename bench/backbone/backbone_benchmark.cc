@@ -27,6 +27,7 @@
 #include "model/library_settings.h"
 #include "model/model_config.h"
 #include "model/onednn_resnet18.h"
+#include "model/torch_threads.h"
 #include "model/video_model.h"
 
 ABSL_FLAG(std::string, device, "auto", "auto, cpu or cuda:N.");

@@ -27,6 +27,7 @@
 #include "media/libav_settings.h"
 #include "model/library_settings.h"
 #include "model/tensor_heap.h"
+#include "model/torch_threads.h"
 #include "model/video_model.h"
 #include "server/engine/classify_engine.h"
 
@@ -64,7 +65,7 @@ std::string ClassifyOnce(ClassifyEngine& engine, const std::string& path,
   const std::string video = bytes.str();
 
   ClassifyInput input;
-  input.video = video;
+  input.source = vidclf::media::VideoSource::Bytes(video);
   input.model = absl::GetFlag(FLAGS_model);
   for (const std::string& option : options) {
     if (option == "snap-to-keyframes") {

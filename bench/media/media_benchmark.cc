@@ -56,6 +56,7 @@ using vidclf::media::DecodedClip;
 using vidclf::media::FrameConverter;
 using vidclf::media::FramePtr;
 using vidclf::media::SamplingStrategy;
+using vidclf::media::VideoSource;
 using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point start) {
@@ -212,7 +213,7 @@ int main(int argc, char** argv) {
     for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
       for (Variant& variant : variants) {
         const auto start = std::chrono::steady_clock::now();
-        absl::StatusOr<DecodedClip> clip = DecodeClip(data, variant.options);
+        absl::StatusOr<DecodedClip> clip = DecodeClip(VideoSource::Bytes(data), variant.options);
         variant.seconds.push_back(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
         if (!clip.ok()) {
@@ -269,7 +270,7 @@ int main(int argc, char** argv) {
           options.decoder_threads = row.threads;
           options.convert_while_decoding = side == 2;
           const auto start = Clock::now();
-          absl::StatusOr<DecodedClip> clip = DecodeClip(contents[v], options);
+          absl::StatusOr<DecodedClip> clip = DecodeClip(VideoSource::Bytes(contents[v]), options);
           const double seconds = SecondsSince(start);
           if (!clip.ok()) {
             std::cerr << videos[v].file << ": " << clip.status() << "\n";

@@ -28,6 +28,7 @@
 #include "bench/median.h"
 #include "model/library_settings.h"
 #include "model/tensor_heap.h"
+#include "model/torch_threads.h"
 #include "model/video_model.h"
 
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda:N: where the heads run.");

@@ -21,10 +21,11 @@ ClassifyCall::ClassifyCall(ClassifyEngine* engine, ClassifyInput input,
       admitted_(absl::Now()),
       bytes_held_(bytes_held),
       done_(std::move(done)) {
-  if (input_.stream != nullptr) {
+  if (input_.source.stream() != nullptr) {
     // A decoder waiting for an upload's next bytes does not poll the token: wake it.
-    cancellation_.OnCancel(
-        [stream = input_.stream, token = &cancellation_] { stream->Abort(token->reason()); });
+    cancellation_.OnCancel([source = input_.source, token = &cancellation_] {
+      source.stream()->Abort(token->reason());
+    });
   }
 }
 
@@ -67,6 +68,7 @@ media::ClipOptions ClassifyCall::ClipOptionsFor(int decoder_threads) const {
   }
   clip.cancellation = &cancellation_;
   clip.frame_sink = const_cast<ClassifyCall*>(this);
+  clip.uri_allowlist = &engine_->options().uri_allowlist;
   return clip;
 }
 
@@ -86,20 +88,16 @@ void ClassifyCall::Decode() {
   // those threads between two decoders side by side (media::ClipOptions::split_at_keyframes).
   still_decoding_ = true;
   holds_decoding_cores_ = true;
-  if (input_.stream != nullptr) {
-    input_.stream->SetWaitListener([this](bool waiting) { WaitingForInput(waiting); });
+  if (input_.source.stream() != nullptr) {
+    input_.source.stream()->SetWaitListener([this](bool waiting) { WaitingForInput(waiting); });
   }
   const int decoding = ++engine_->calls_decoding_;
   const int cores = engine_->options().cores;
   const int threads = decoding == 1 ? 2 * cores : cores / decoding;
   const media::ClipOptions clip = ClipOptionsFor(std::clamp(threads, 1, 16));
-  using pipeline::VideoSource;
-  const VideoSource source = input_.stream != nullptr ? VideoSource::Stream(input_.stream.get())
-                             : input_.uri.empty()
-                                 ? VideoSource::Bytes(input_.video)
-                                 : VideoSource::Uri(input_.uri, &engine_->options().uri_allowlist);
-  absl::StatusOr<media::DecodedClip> decoded = source.Decode(clip);
-  if (input_.stream != nullptr) input_.stream->SetWaitListener(nullptr);  // nobody reads any more
+  absl::StatusOr<media::DecodedClip> decoded = media::DecodeClip(input_.source, clip);
+  if (input_.source.stream() != nullptr)
+    input_.source.stream()->SetWaitListener(nullptr);  // nobody reads any more
   ReleaseDecodingCores();
   ReleaseFrames();
   const double decode_seconds = absl::ToDoubleSeconds(absl::Now() - started);

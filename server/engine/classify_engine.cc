@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "model/thread_affinity.h"
+#include "model/torch_threads.h"
 #include "model/video_model.h"
 #include "server/engine/classify_call.h"
 
@@ -177,14 +178,15 @@ std::unique_ptr<CallHandle> ClassifyEngine::Submit(ClassifyInput input, Callback
     num_frames = capped ? options_.max_sampled_frames : (*model)->config().input.num_frames;
   }
   // The payload, and the frames the call may hold at once (decoded, not yet embedded).
-  const int64_t bytes = static_cast<int64_t>(input.video.size()) + num_frames * FrameBytes(**model);
+  const int64_t bytes =
+      static_cast<int64_t>(input.source.bytes().size()) + num_frames * FrameBytes(**model);
   Refusal refusal = Refusal::kBytes;
   if (auto status = reserved ? admission_->AddBytes(bytes) : admission_->Admit(bytes, &refusal);
       !status.ok()) {
     observer_->Refused(refusal);
     return refuse(status);
   }
-  const bool input_arrives = input.stream != nullptr || !input.uri.empty();
+  const bool input_arrives = input.source.arrives_while_decoding();
   auto call = std::make_shared<ClassifyCall>(this, std::move(input), *std::move(model), num_frames,
                                              admission_, bytes, std::move(done));
   {

@@ -30,9 +30,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "media/byte_stream.h"
-#include "media/clip_decoder.h"
+#include "media/clip_options.h"
 #include "media/uri_allowlist.h"
+#include "media/video_source.h"
 #include "server/engine/admission.h"
 #include "server/engine/backbone_batcher.h"
 #include "server/engine/engine_observer.h"
@@ -92,14 +92,11 @@ struct EngineOptions {
 };
 
 struct ClassifyInput {
-  // The encoded video; must stay valid until `done` has been called.
-  absl::string_view video;
-  // Or, when not empty, a URI to pull the video from (EngineOptions::uri_allowlist rules).
-  std::string uri;
-  // Or, when set, chunks that a producer appends while the engine decodes them (an upload in
-  // progress). The producer closes the stream's reader once `done` has been called, so that a
-  // call refused before decoding does not leave it accepting chunks.
-  std::shared_ptr<media::ByteStream> stream;
+  // The encoded video: bytes that stay valid until `done` has been called, a URI to pull
+  // (EngineOptions::uri_allowlist rules), or a stream that a producer appends chunks to while the
+  // engine decodes them (an upload in progress). The producer closes a stream's reader once `done`
+  // has been called, so that a call refused before decoding does not leave it accepting chunks.
+  media::VideoSource source;
   // Empty selects the default model.
   std::string model;
   // Ranked labels to return; 0 means 5. Capped at the model's number of labels.

@@ -14,7 +14,7 @@
 namespace vidclf::service {
 namespace {
 
-constexpr char kMethod[] = "Classify";
+constexpr char kClassifyMethod[] = "Classify";
 
 // A unary Classify: takes a place in the engine on its headers, reads its one request, submits
 // it, and cancels it in the engine when gRPC cancels the call (the client went away, or the
@@ -25,7 +25,7 @@ class ClassifyReactor final : public grpc::ServerGenericBidiReactor {
       : submitter_(submitter), context_(context), start_(Clock::now()) {
     // The body's arrival is the call's progress: one that has not arrived within the idle
     // timeout ends the call (ClassifyUpload, whose every chunk is progress, suits slow links).
-    reservation_ = submitter->Reserve(kMethod, start_,
+    reservation_ = submitter->Reserve(kClassifyMethod, start_,
                                       [this](const grpc::Status& status) { FinishOnce(status); });
     if (reservation_ != nullptr) StartRead(&buffer_);
   }
@@ -33,24 +33,25 @@ class ClassifyReactor final : public grpc::ServerGenericBidiReactor {
   void OnReadDone(bool ok) override {
     if (!ok) {
       FinishOnce(submitter_->Refuse(
-          kMethod, nullptr, start_,
+          kClassifyMethod, nullptr, start_,
           context_->IsCancelled() ? CancelledByClient(context_->deadline())
                                   : absl::InvalidArgumentError("Classify got no request message")));
       return;
     }
     if (absl::Status parsed = ParseMessage(&buffer_, &request_); !parsed.ok()) {
-      FinishOnce(submitter_->Refuse(kMethod, nullptr, start_, parsed));
+      FinishOnce(submitter_->Refuse(kClassifyMethod, nullptr, start_, parsed));
       return;
     }
     absl::StatusOr<engine::ClassifyInput> input = InputFromSettings(request_, context_->deadline());
     if (!input.ok()) {
-      FinishOnce(submitter_->Refuse(kMethod, &request_, start_, input.status()));
+      FinishOnce(submitter_->Refuse(kClassifyMethod, &request_, start_, input.status()));
       return;
     }
-    input->video = request_.video();  // request_ lives until the call is done
-    input->uri = request_.uri();
+    // request_ lives until the call is done.
+    input->source = request_.uri().empty() ? media::VideoSource::Bytes(request_.video())
+                                           : media::VideoSource::Uri(request_.uri());
     std::unique_ptr<engine::CallHandle> call = submitter_->Submit(
-        kMethod, *std::move(input), start_, &response_,
+        kClassifyMethod, *std::move(input), start_, &response_,
         [this](const grpc::Status& status) { Answer(status); }, reservation_);
     std::lock_guard<std::mutex> lock(mutex_);
     call_ = std::move(call);
@@ -113,7 +114,7 @@ class UnimplementedReactor final : public grpc::ServerGenericBidiReactor {
 grpc::ServerGenericBidiReactor* GenericMethods::CreateReactor(
     grpc::GenericCallbackServerContext* context) {
   if (context->method() ==
-      absl::StrCat("/", vidclf::v1::VideoClassifier::service_full_name(), "/", kMethod)) {
+      absl::StrCat("/", vidclf::v1::VideoClassifier::service_full_name(), "/", kClassifyMethod)) {
     return new ClassifyReactor(submitter_, context);
   }
   return new UnimplementedReactor(context->method());

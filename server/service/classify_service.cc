@@ -14,16 +14,6 @@
 namespace vidclf::service {
 namespace {
 
-// A unary method's answer: `response` serialized into `out` when `status` is OK.
-grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
-                                 const google::protobuf::Message& response,
-                                 const absl::Status& status, grpc::ByteBuffer* out) {
-  if (status.ok()) *out = SerializeMessage(response);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
 // A server-streaming call refused before it started: it finishes at once with `status`.
 class RefusedWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
@@ -33,12 +23,23 @@ class RefusedWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 }  // namespace
 
-absl::Status ClassifyService::Parse(absl::string_view method, const grpc::ByteBuffer& request,
+absl::Status ClassifyService::Parse(const grpc::ByteBuffer& request,
                                     google::protobuf::Message* parsed) const {
   grpc::ByteBuffer bytes(request);  // shares its slices
-  absl::Status status = ParseMessage(&bytes, parsed);
-  if (!status.ok()) RecordFinishedCall(*metrics_, method, "unknown", status, 0);
-  return status;
+  return ParseMessage(&bytes, parsed);
+}
+
+grpc::ServerUnaryReactor* ClassifyService::Answer(grpc::CallbackServerContext* context,
+                                                  absl::string_view method, absl::string_view model,
+                                                  Clock::time_point start,
+                                                  const google::protobuf::Message& response,
+                                                  const absl::Status& status,
+                                                  grpc::ByteBuffer* out) const {
+  if (status.ok()) *out = SerializeMessage(response);
+  RecordFinishedCall(*metrics_, method, model, status, SecondsSince(start));
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
 }
 
 void ClassifyService::Register(grpc::ServerBuilder& builder) {
@@ -59,7 +60,8 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ClassifyService::St
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifyService::WatchSource(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   vidclf::v1::WatchSourceRequest parsed;
-  if (absl::Status status = Parse("WatchSource", *request, &parsed); !status.ok()) {
+  if (absl::Status status = Parse(*request, &parsed); !status.ok()) {
+    RecordFinishedCall(*metrics_, "WatchSource", "unknown", status, 0);
     return new RefusedWatch(status);
   }
   return NewWatchReactor(engine_, metrics_, context, parsed);
@@ -68,9 +70,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifyService::WatchSource(
 grpc::ServerUnaryReactor* ClassifyService::ListModels(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
+  const Clock::time_point start = Clock::now();
   vidclf::v1::ListModelsRequest parsed;
   vidclf::v1::ListModelsResponse models;
-  const absl::Status status = Parse("ListModels", *request, &parsed);
+  const absl::Status status = Parse(*request, &parsed);
   if (status.ok()) {
     const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
     for (const auto& [name, entry] : repository->entries()) {
@@ -78,15 +81,16 @@ grpc::ServerUnaryReactor* ClassifyService::ListModels(grpc::CallbackServerContex
     }
     models.set_default_model(repository->default_model());
   }
-  return Answer(context, models, status, response);
+  return Answer(context, "ListModels", "unknown", start, models, status, response);
 }
 
 grpc::ServerUnaryReactor* ClassifyService::GetModel(grpc::CallbackServerContext* context,
                                                     const grpc::ByteBuffer* request,
                                                     grpc::ByteBuffer* response) {
+  const Clock::time_point start = Clock::now();
   vidclf::v1::GetModelRequest parsed;
   vidclf::v1::ModelInfo info;
-  absl::Status status = Parse("GetModel", *request, &parsed);
+  absl::Status status = Parse(*request, &parsed);
   if (status.ok()) {
     const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
     absl::StatusOr<const engine::ModelRepository::Entry*> entry =
@@ -94,7 +98,8 @@ grpc::ServerUnaryReactor* ClassifyService::GetModel(grpc::CallbackServerContext*
     if (entry.ok()) info = ModelInfoOf(**entry, repository->default_model());
     status = entry.status();
   }
-  return Answer(context, info, status, response);
+  return Answer(context, "GetModel", status.ok() ? info.name() : "unknown", start, info, status,
+                response);
 }
 
 }  // namespace vidclf::service

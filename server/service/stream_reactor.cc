@@ -14,7 +14,7 @@ using vidclf::v1::StreamClassifyRequest;
 using vidclf::v1::StreamConfig;
 using vidclf::v1::StreamPrediction;
 
-constexpr char kMethod[] = "StreamClassify";
+constexpr char kStreamMethod[] = "StreamClassify";
 
 absl::StatusOr<engine::StreamOptions> OptionsFromConfig(const StreamConfig& config) {
   engine::StreamOptions options = HeadOptionsFromConfig(config);
@@ -44,7 +44,7 @@ class StreamReactor final
  public:
   StreamReactor(engine::ClassifyEngine* engine, ServerMetrics* metrics,
                 grpc::CallbackServerContext* context)
-      : StreamCall(kMethod, metrics, context), engine_(engine) {
+      : StreamCall(kStreamMethod, metrics, context), engine_(engine) {
     // The stream counts against --max-streams from here, before its config arrives.
     absl::StatusOr<std::shared_ptr<engine::Reservation>> reservation =
         engine->ReserveStream([this](const absl::Status& status) { FinishEarly(status); });

@@ -10,14 +10,14 @@ namespace {
 using vidclf::v1::WatchSourceRequest;
 using vidclf::v1::WatchSourceResponse;
 
-constexpr char kMethod[] = "WatchSource";
+constexpr char kWatchMethod[] = "WatchSource";
 
 class WatchReactor final
     : public StreamCall<grpc::ServerWriteReactor<grpc::ByteBuffer>, WatchSourceResponse> {
  public:
   WatchReactor(engine::ClassifyEngine* engine, ServerMetrics* metrics,
                grpc::CallbackServerContext* context, const WatchSourceRequest& request)
-      : StreamCall(kMethod, metrics, context) {
+      : StreamCall(kWatchMethod, metrics, context) {
     engine::StreamOptions options = HeadOptionsFromConfig(request.config());
     options.input = engine::StreamOptions::Input::kUri;
     options.uri = request.uri();

@@ -21,6 +21,7 @@ namespace {
 using ::vidclf::media::ClipOptions;
 using ::vidclf::media::DecodeClip;
 using ::vidclf::media::DecodedClip;
+using ::vidclf::media::VideoSource;
 
 ClipOptions SmallLimits() {
   ClipOptions options;
@@ -72,8 +73,8 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const ClipOptions options = SmallLimits();
-  const absl::StatusOr<DecodedClip> clip =
-      DecodeClip(absl::string_view(reinterpret_cast<const char*>(data), size), options);
+  const absl::StatusOr<DecodedClip> clip = DecodeClip(
+      VideoSource::Bytes(absl::string_view(reinterpret_cast<const char*>(data), size)), options);
   if (clip.ok()) {
     CheckClip(*clip, options);
   } else if (clip.status().code() != absl::StatusCode::kInvalidArgument &&

@@ -131,7 +131,7 @@ class StreamServerTest : public ::testing::Test {
     clip.sampling.strategy = media::SamplingStrategy::kAll;
     clip.sampling.num_frames = 1000;
     auto embedded =
-        pipeline::DecodeAndEmbed(model, pipeline::VideoSource::Bytes(*feed_), std::move(clip));
+        pipeline::DecodeAndEmbed(model, media::VideoSource::Bytes(*feed_), std::move(clip));
     EXPECT_TRUE(embedded.ok()) << embedded.status();
     if (!embedded.ok()) return torch::Tensor();
     return embedded->embeddings.slice(0, 0, embedded->embeddings.size(0), stride);

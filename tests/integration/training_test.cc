@@ -108,7 +108,7 @@ TEST_F(TrainingTest, EmbedIsTheServersTensorAndResumes) {
   const std::string bytes = testing::ReadFile(Data() + "/videos/" + clip);
   media::ClipOptions options;
   options.sampling.num_frames = 4;
-  auto served = pipeline::DecodeAndEmbed(**backbone, pipeline::VideoSource::Bytes(bytes), options);
+  auto served = pipeline::DecodeAndEmbed(**backbone, media::VideoSource::Bytes(bytes), options);
   ASSERT_TRUE(served.ok()) << served.status();
   torch::Tensor cached;
   torch::load(cached, (work / "embeddings" / (clip + ".pt")).string());

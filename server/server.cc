@@ -1,0 +1,285 @@
+#include "server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <prometheus/registry.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <limits>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "model/tensor_heap.h"
+#include "model/thread_affinity.h"
+#include "model/torch_threads.h"
+#include "server/engine/model_repository.h"
+#include "server/idle_memory_releaser.h"
+#include "server/metrics.h"
+#include "server/security/bearer_tokens.h"
+#include "server/security/call_gate.h"
+#include "server/service/classify_service.h"
+#include "server/service/finished_call.h"
+#include "server/startup_warnings.h"
+
+namespace vidclf {
+namespace {
+
+int Milliseconds(absl::Duration duration) {
+  return static_cast<int>(
+      std::min<int64_t>(absl::ToInt64Milliseconds(duration), std::numeric_limits<int>::max()));
+}
+
+void LogModels(const engine::ModelRepository& repository) {
+  // The first model of each backbone, to say which share one (and its weights and batches).
+  std::map<const void*, std::string> first_of_backbone;
+  for (const auto& [name, entry] : repository.entries()) {
+    const auto [first, inserted] = first_of_backbone.emplace(entry.model->backbone_key(), name);
+    spdlog::info("loaded model {} version {} ({} labels{}{}{})", name,
+                 entry.model->config().version, entry.model->config().labels.size(),
+                 inserted ? "" : absl::StrCat(", backbone shared with ", first->second),
+                 entry.model->winograd_backbone() ? ", Winograd 3x3 convolutions" : "",
+                 entry.model->int8_step_weights() ? ", int8 stream step weights" : "");
+  }
+}
+
+void LogBackboneThreads(const engine::ClassifyEngine& engine) {
+  const std::vector<int>& cpus = engine.options().batching.cpus;
+  const std::shared_ptr<const engine::ModelRepository> repository = engine.repository();
+  const torch::Device device = repository->entries().begin()->second.model->device();
+  if (!cpus.empty()) {
+    spdlog::info("backbone intra-op threads bound one per CPU: {}", absl::StrJoin(cpus, ","));
+  } else if (engine.options().bind_backbone_threads && !device.is_cpu()) {
+    spdlog::info("backbone intra-op threads left to the kernel: the models run on {}",
+                 device.str());
+  } else if (engine.options().bind_backbone_threads) {
+    spdlog::info(
+        "backbone intra-op threads left to the kernel: this process may run on {} CPUs "
+        "and budgets {} cores",
+        model::AllowedCpus().size(), engine.options().cores);
+  }
+}
+
+// The tokens of the file `path` that `option` names; null when `path` is empty.
+absl::StatusOr<std::unique_ptr<security::BearerTokens>> LoadTokens(absl::string_view option,
+                                                                   const std::string& path) {
+  if (path.empty()) return nullptr;
+  absl::StatusOr<std::unique_ptr<security::BearerTokens>> tokens =
+      security::BearerTokens::Load(path);
+  if (!tokens.ok()) {
+    return absl::Status(tokens.status().code(),
+                        absl::StrCat(option, ": ", tokens.status().message()));
+  }
+  return tokens;
+}
+
+void ReloadTokens(security::BearerTokens* tokens) {
+  if (tokens == nullptr) return;
+  const absl::StatusOr<int> count = tokens->Reload();
+  if (count.ok()) {
+    spdlog::info("token file {} reloaded: {} tokens accepted", tokens->path(), *count);
+  } else {
+    spdlog::error("token file not reloaded, the tokens read before stay in force: {}",
+                  std::string(count.status().message()));
+  }
+}
+
+void ApplyConnectionOptions(const GrpcConnectionOptions& options, grpc::ServerBuilder& builder) {
+  if (options.keepalive_time > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, Milliseconds(options.keepalive_time));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                               Milliseconds(options.keepalive_timeout));
+  }
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams_per_connection);
+  if (options.max_connection_age > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               Milliseconds(options.max_connection_age));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               options.max_connection_age_grace > absl::ZeroDuration()
+                                   ? Milliseconds(options.max_connection_age_grace)
+                                   : std::numeric_limits<int>::max());
+  }
+}
+
+}  // namespace
+
+// Declared in the order they are made: each may use those above it, and goes before them.
+struct Server::Parts {
+  ServerOptions options;
+  std::unique_ptr<security::BearerTokens> tokens;
+  std::unique_ptr<security::BearerTokens> metrics_tokens;
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  ServerMetrics metrics{*registry};
+  std::shared_ptr<security::CallGate> gate;
+  std::unique_ptr<engine::ClassifyEngine> engine;
+  std::unique_ptr<MetricsHttpServer> metrics_server;
+  std::unique_ptr<IdleMemoryReleaser> releaser;
+  std::unique_ptr<service::ClassifyService> service;
+  std::unique_ptr<grpc::Server> grpc_server;
+  int grpc_port = 0;
+  bool drained = false;
+};
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  using engine::ModelRepository;
+  auto parts = std::make_unique<Parts>();
+  parts->options = options;
+  const model::InferenceOptions& inference = options.inference;
+  IdleMemoryReleaser::UseOneArena();
+  model::TuneHeapForTensors();
+  spdlog::info("{}", model::ConfigureTorchThreads(options.engine.cores));
+  spdlog::info("models run on {} in {}, {}, {} backbone", inference.device, inference.precision,
+               inference.channels_last ? "channels-last" : "NCHW",
+               inference.winograd_convolutions ? "fused (Winograd where it runs)"
+               : inference.fuse_backbone       ? "fused"
+                                               : "eager");
+  absl::StatusOr<std::unique_ptr<ModelRepository>> repository =
+      ModelRepository::Load(options.model_repository, options.default_model, inference);
+  if (!repository.ok()) return repository.status();
+  LogModels(**repository);
+  IdleMemoryReleaser::TrimNow();
+
+  absl::StatusOr<std::unique_ptr<security::BearerTokens>> tokens =
+      LoadTokens("--token-file", options.token_file);
+  if (!tokens.ok()) return tokens.status();
+  parts->tokens = *std::move(tokens);
+  tokens = LoadTokens("--metrics-token-file", options.metrics_token_file);
+  if (!tokens.ok()) return tokens.status();
+  parts->metrics_tokens = *std::move(tokens);
+  for (const std::string& warning : ExposureWarnings(options)) spdlog::warn("{}", warning);
+
+  parts->gate = std::make_shared<security::CallGate>(
+      parts->tokens.get(),
+      [metrics = &parts->metrics](absl::string_view method, const absl::Status& status) {
+        service::RecordRefusedCall(*metrics, method, status);
+      });
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      security::MakeServerCredentials(options.tls, parts->gate);
+  if (!credentials.ok()) return credentials.status();
+  media::ConfigureLibav(options.libav);  // before any thread decodes
+
+  absl::StatusOr<std::unique_ptr<engine::ClassifyEngine>> engine =
+      engine::ClassifyEngine::Create(options.engine, *std::move(repository), &parts->metrics);
+  if (!engine.ok()) return engine.status();
+  parts->engine = *std::move(engine);
+  LogBackboneThreads(*parts->engine);
+
+  MetricsHttpOptions metrics_options = options.metrics;
+  metrics_options.tokens = parts->metrics_tokens.get();
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> metrics_server = MetricsHttpServer::Start(
+      metrics_options,
+      {parts->registry, MakeEngineCollector(parts->engine.get()), MakeProcessCollector()});
+  if (!metrics_server.ok()) return metrics_server.status();
+  parts->metrics_server = *std::move(metrics_server);
+
+  // Busy until the last call in flight is answered and destroyed, and the last stream ends.
+  parts->releaser = std::make_unique<IdleMemoryReleaser>(
+      [engine = parts->engine.get()] {
+        const engine::EngineLoad load = engine->load();
+        return IdleMemoryReleaser::Load{load.inflight_calls > 0 || !load.active_streams.empty(),
+                                        load.inflight_bytes};
+      },
+      absl::Seconds(1));
+  parts->service = std::make_unique<service::ClassifyService>(parts->engine.get(), &parts->metrics);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat(options.host, ":", options.grpc_port), *credentials,
+                           &parts->grpc_port);
+  // The upload is one message: allow the configured maximum plus room for the other fields.
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(options.engine.decode.max_input_bytes + (1 << 20)));
+  ApplyConnectionOptions(options.connections, builder);
+  parts->service->Register(builder);
+  parts->grpc_server = builder.BuildAndStart();
+  if (parts->grpc_server == nullptr || parts->grpc_port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.host, ":", options.grpc_port));
+  }
+  // Health answers for the whole server ("") and for our service by name, as probes may ask either.
+  grpc::HealthCheckServiceInterface& health = *parts->grpc_server->GetHealthCheckService();
+  health.SetServingStatus(v1::VideoClassifier::service_full_name(), true);
+  health.SetServingStatus(true);
+
+  // Tests and scripts read these two lines to find the ports.
+  spdlog::info("gRPC listening on {}:{} ({}{})", options.host, parts->grpc_port,
+               options.tls.cert.empty()        ? "plaintext"
+               : options.tls.client_ca.empty() ? "TLS"
+                                               : "mutual TLS",
+               parts->tokens ? ", bearer tokens required" : "");
+  spdlog::info("metrics on {}://{}:{}/metrics{}",
+               options.metrics.tls_cert.empty() ? "http" : "https", options.metrics.host,
+               parts->metrics_server->port(),
+               parts->metrics_tokens ? " (bearer tokens required)" : "");
+  spdlog::info(
+      "classify a video from another terminal with: vidclf classify VIDEO --server "
+      "localhost:{}",
+      parts->grpc_port);
+  return std::unique_ptr<Server>(new Server(std::move(parts)));
+}
+
+Server::Server(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+
+Server::~Server() { Drain(); }
+
+int Server::grpc_port() const { return parts_->grpc_port; }
+
+int Server::metrics_port() const { return parts_->metrics_server->port(); }
+
+void Server::Reload() {
+  const ServerOptions& options = parts_->options;
+  spdlog::info("reloading the model repository {}", options.model_repository);
+  absl::StatusOr<std::unique_ptr<engine::ModelRepository>> reloaded = engine::ModelRepository::Load(
+      options.model_repository, options.default_model, options.inference);
+  if (reloaded.ok()) {
+    LogModels(**reloaded);
+    parts_->engine->ReplaceRepository(*std::move(reloaded));
+    spdlog::info("model repository reloaded");
+  } else {
+    spdlog::error("reload failed, still serving the models loaded before: {}",
+                  std::string(reloaded.status().message()));
+  }
+  ReloadTokens(parts_->tokens.get());
+  ReloadTokens(parts_->metrics_tokens.get());
+}
+
+void Server::Drain() {
+  if (parts_->drained) return;
+  parts_->drained = true;
+  engine::ClassifyEngine& engine = *parts_->engine;
+  const absl::Duration drain_timeout = parts_->options.drain_timeout;
+  spdlog::info(
+      "draining: refusing new calls and ending live streams, up to {} for {} calls in "
+      "flight",
+      absl::FormatDuration(drain_timeout), engine.load().inflight_calls);
+  parts_->grpc_server->GetHealthCheckService()->SetServingStatus(false);
+  const absl::Time drain_start = absl::Now();
+  parts_->gate->StartDraining();
+  engine.StartDraining();
+  if (!engine.WaitUntilIdle(absl::Now() + drain_timeout)) {
+    spdlog::warn("drain timeout: cancelling {} calls still in flight",
+                 engine.load().inflight_calls);
+    engine.CancelAll(absl::UnavailableError(
+        "the server shut down before the call finished; retry on another replica"));
+    engine.WaitUntilIdle(absl::InfiniteFuture());
+  }
+  // A call that passed the gate just before the drain began reaches its handler, and the engine's
+  // UNAVAILABLE, within milliseconds: one still on its way when the server shuts down would be
+  // cancelled instead (CANCELLED, which clients do not retry).
+  absl::SleepFor(absl::Milliseconds(500) - (absl::Now() - drain_start));
+  // Every call has its answer; give the RPCs a moment to send them, then stop. Calls arriving
+  // meanwhile get the gate's UNAVAILABLE.
+  parts_->grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // What reads the engine goes before it.
+  parts_->releaser.reset();
+  parts_->metrics_server.reset();
+  parts_->engine.reset();
+  spdlog::info("stopped");
+}
+
+}  // namespace vidclf

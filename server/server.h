@@ -1,0 +1,87 @@
+// One vidclf server: the models of a repository served over gRPC (vidclf.v1.VideoClassifier, the
+// standard health service and server reflection) with Prometheus metrics over HTTP.
+//
+// Drain: health answers NOT_SERVING (so load balancers stop sending) and new calls get
+// UNAVAILABLE (so clients retry on another replica); calls in flight have the drain timeout to
+// finish, those still running then are cancelled. Reload: the model repository and the token files
+// are read again and served from then on; calls in flight finish on the models they started with.
+#ifndef VIDCLF_SERVER_SERVER_H_
+#define VIDCLF_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "media/libav_settings.h"
+#include "model/video_model.h"
+#include "server/engine/classify_engine.h"
+#include "server/metrics_http_server.h"
+#include "server/security/server_credentials.h"
+
+namespace vidclf {
+
+// How gRPC treats connections.
+struct GrpcConnectionOptions {
+  // Pings on a quiet connection find clients that vanished without closing it (a dead NAT entry,
+  // a powered-off camera), so that their calls end rather than wait for a timeout. Zero: none.
+  absl::Duration keepalive_time = absl::Seconds(60);
+  absl::Duration keepalive_timeout = absl::Seconds(20);
+  // What one connection may open at once (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS).
+  int max_streams_per_connection = 256;
+  // A connection's age sends the client a GOAWAY: its later calls open a new connection, which a
+  // balancer may give to another replica. Zero: no limit; a zero grace: calls may take any time.
+  absl::Duration max_connection_age = absl::ZeroDuration();
+  absl::Duration max_connection_age_grace = absl::ZeroDuration();
+};
+
+struct ServerOptions {
+  // REPOSITORY/<model>/<version>/ bundles, and the model that calls naming none get.
+  std::string model_repository;
+  std::string default_model;
+  model::InferenceOptions inference;
+  engine::EngineOptions engine;
+  media::LibavSettings libav;
+  // gRPC's address; port 0 takes a free one (grpc_port() says which).
+  std::string host = "127.0.0.1";
+  int grpc_port = 50051;
+  security::TlsFiles tls;
+  // Bearer tokens that every call but health checks must carry; empty: none.
+  std::string token_file;
+  GrpcConnectionOptions connections;
+  // /metrics; its `tokens` come from metrics_token_file (empty: none).
+  MetricsHttpOptions metrics;
+  std::string metrics_token_file;
+  absl::Duration drain_timeout = absl::Seconds(30);
+};
+
+class Server {
+ public:
+  // Sets up the process (heap, LibTorch threads, libav), loads the models and token files, and
+  // serves until Drain. Errors say which option or file could not be used.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
+  // Drains first when Drain was not called.
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // The ports listened on (a free one where the options said 0); metrics_port until Drain.
+  int grpc_port() const;
+  int metrics_port() const;
+
+  // Loads the model repository and the token files again. What cannot be loaded is logged, and
+  // what was loaded before stays in force.
+  void Reload();
+
+  // Refuses new calls, gives those in flight the drain timeout, cancels the rest and stops.
+  void Drain();
+
+ private:
+  struct Parts;
+  explicit Server(std::unique_ptr<Parts> parts);
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace vidclf
+
+#endif  // VIDCLF_SERVER_SERVER_H_
