@@ -33,12 +33,12 @@ serve: model-repository
 	  --grpc-port $(GRPC_PORT) --metrics-port $(METRICS_PORT)
 
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 	JOBS=$(JOBS) ./scripts/media-sanitizer-check.sh
 
 # media/ built with clang, ASan and UBSan (no LibTorch, no gRPC) in build-sanitize/: the media
 # tests with leak checks, then libFuzzer on DecodeClip for FUZZ_SECONDS (60) and on the
-# single-picture path for IMAGE_FUZZ_SECONDS (20). About 3.5 minutes on two cores.
+# single-picture path for IMAGE_FUZZ_SECONDS (20) beside it. About 3 minutes on two cores.
 sanitize: deps
 	JOBS=$(JOBS) ./scripts/media-sanitizer-check.sh
 

@@ -164,12 +164,20 @@ run_fuzzer() {
   return "$status"
 }
 
-step "fuzz DecodeClip for $fuzz_seconds s"
+# Each fuzzer runs on one thread: the two run side by side.
+fuzz_both() {
+  local status=0 decode_pid image_pid
+  run_fuzzer decode_clip_fuzzer "$fuzz_seconds" "$seeds" fuzz &
+  decode_pid=$!
+  run_fuzzer image_frame_fuzzer "$image_fuzz_seconds" "$image_seeds" image-fuzz &
+  image_pid=$!
+  wait "$decode_pid" || status=$?
+  wait "$image_pid" || status=$?
+  return "$status"
+}
+step "fuzz DecodeClip for $fuzz_seconds s and ImageFrameDecoder for $image_fuzz_seconds s, side by side"
 fuzz_status=0
-timed fuzz run_fuzzer decode_clip_fuzzer "$fuzz_seconds" "$seeds" fuzz || fuzz_status=$?
-step "fuzz ImageFrameDecoder for $image_fuzz_seconds s"
-timed image_fuzz run_fuzzer image_frame_fuzzer "$image_fuzz_seconds" "$image_seeds" image-fuzz ||
-  fuzz_status=$?
+timed fuzz fuzz_both || fuzz_status=$?
 if [ "$tests_status" -ne 0 ]; then
   echo "media-sanitizer-check: media_unit_tests failed under ASan/UBSan (see above)" >&2
 fi
