@@ -31,19 +31,19 @@ FramePtr PatternFrame(int seed) {
 }
 
 TEST(ConversionWorker, ConvertsEachFrameIntoItsSlotAsTheConverterWould) {
-  constexpr int kFrames = 12;
+  constexpr int kWorkerFrames = 12;
   FrameConverter reference(SmallCrop());
   const int64_t floats = reference.output_floats();
-  std::vector<float> expected(kFrames * floats);
-  for (int i = 0; i < kFrames; ++i) {
+  std::vector<float> expected(kWorkerFrames * floats);
+  for (int i = 0; i < kWorkerFrames; ++i) {
     ASSERT_TRUE(reference.Convert(*PatternFrame(i), expected.data() + i * floats).ok());
   }
 
   for (const bool own_thread : {true, false}) {
     FrameConverter converter(SmallCrop());
-    std::vector<float> out(kFrames * floats);
+    std::vector<float> out(kWorkerFrames * floats);
     ConversionWorker worker(converter, own_thread);
-    for (int i = 0; i < kFrames; ++i) {
+    for (int i = 0; i < kWorkerFrames; ++i) {
       FramePtr frame = PatternFrame(i);
       ASSERT_TRUE(worker.Submit(*frame, out.data() + i * floats).ok());
       EXPECT_EQ(frame->data[0], nullptr) << "Submit takes the frame's buffers";

@@ -39,7 +39,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // Every generated video has 12 frames at 10 fps: frame i is shown at i / 10 s.
-constexpr int kFrames = 12;
+constexpr int kMatrixFrames = 12;
 constexpr double kFrameRate = 10;
 // Sampling 5 of 12 keeps frames 1, 3, 6, 8 and 10: uneven gaps, neither end. Sampling 2 keeps
 // frames 3 and 9; with a keyframe every 4 frames, reaching 9 is a seek to frame 8.
@@ -64,7 +64,7 @@ Rgb Grey(Rgb c) {
   return {y, y, y};
 }
 
-// lavfi input of kFrames frames of the pattern, `width` x `height`, as RGB.
+// lavfi input of kMatrixFrames frames of the pattern, `width` x `height`, as RGB.
 std::string PatternInput(int width, int height) {
   const std::string box = "between(X\\,W/4\\,3*W/4)*between(Y\\,H/4\\,3*H/4)";
   // kBorder is grey: the same level in every channel.
@@ -73,7 +73,7 @@ std::string PatternInput(int width, int height) {
   };
   return absl::StrCat("-f lavfi -i \"color=c=black:s=", width, "x", height, ":r=", kFrameRate,
                       ",format=rgb24,geq=", channel("r", "10+20*N"), ":", channel("g", "10+20*N"),
-                      ":", channel("b", "230-20*N"), "\" -frames:v ", kFrames);
+                      ":", channel("b", "230-20*N"), "\" -frames:v ", kMatrixFrames);
 }
 
 ClipOptions PlainRgb(int num_frames) {
@@ -371,7 +371,7 @@ constexpr VideoCell kVideoCells[] = {
 // Checks a clip of a generated video against the pattern, frame by frame.
 void ExpectPattern(const DecodedClip& clip, const VideoCell& cell,
                    const std::vector<int64_t>& expected) {
-  EXPECT_EQ(clip.total_frames, kFrames);
+  EXPECT_EQ(clip.total_frames, kMatrixFrames);
   EXPECT_EQ(clip.source_width, cell.width);
   EXPECT_EQ(clip.source_height, cell.height);
   ASSERT_THAT(clip.frame_indices, ElementsAreArray(expected));
@@ -415,7 +415,7 @@ TEST_P(GeneratedVideoTest, DecodesFramesTimesAndColours) {
     SCOPED_TRACE(absl::StrCat("num_frames ", num_frames));
     absl::StatusOr<DecodedClip> clip = DecodeClip(VideoSource::Bytes(bytes), PlainRgb(num_frames));
     ASSERT_TRUE(clip.ok()) << clip.status();
-    ExpectPattern(*clip, cell, UniformSampleIndices(kFrames, num_frames));
+    ExpectPattern(*clip, cell, UniformSampleIndices(kMatrixFrames, num_frames));
 
     // Seeking and skipping are meant to change how much is decoded, never the result.
     ClipOptions straight = PlainRgb(num_frames);

@@ -98,13 +98,13 @@ TEST(FrameConverter, RejectsACropLargerThanTheResize) {
   EXPECT_NE(status.message().find("crop_size"), std::string::npos);
 }
 
-using Rgb = std::array<int, 3>;
-constexpr Rgb kRed = {255, 0, 0};
-constexpr Rgb kBlue = {0, 0, 255};
+using PixelRgb = std::array<int, 3>;
+constexpr PixelRgb kRed = {255, 0, 0};
+constexpr PixelRgb kBlue = {0, 0, 255};
 
 // Reads crop pixel (x, y) of a mean-0, std-1 conversion back as 0..255 RGB.
-Rgb PixelAt(const std::vector<float>& chw, int crop, int x, int y) {
-  Rgb rgb;
+PixelRgb PixelAt(const std::vector<float>& chw, int crop, int x, int y) {
+  PixelRgb rgb;
   for (int c = 0; c < 3; ++c)
     rgb[c] = static_cast<int>(std::lround(255 * chw[(c * crop + y) * crop + x]));
   return rgb;
@@ -127,7 +127,7 @@ TEST(FrameConverter, RotatesAsTheDisplayMatrixAsks) {
   std::vector<float> out(3 * 16 * 16);
   struct Case {
     double clockwise;
-    Rgb top_left, bottom_right;
+    PixelRgb top_left, bottom_right;
   };
   for (const Case& turn : {Case{90, kRed, kBlue}, Case{-90, kBlue, kRed}, Case{270, kBlue, kRed},
                            Case{180, kBlue, kRed}, Case{0, kRed, kBlue}}) {
@@ -153,7 +153,7 @@ TEST(FrameConverter, StretchesNonSquarePixelsToTheDisplayAspect) {
 }
 
 TEST(FrameConverter, InterleavedOutputIsThePlanarOneTransposed) {
-  auto colour = [](int x, int y) { return Rgb{(7 * x) % 256, (5 * y) % 256, (x * y) % 256}; };
+  auto colour = [](int x, int y) { return PixelRgb{(7 * x) % 256, (5 * y) % 256, (x * y) % 256}; };
   FramePtr frame = MakeRgbFrame(50, 36, colour);
   frame->sample_aspect_ratio = AVRational{4, 3};
   for (double rotation : {0.0, 90.0}) {

@@ -33,37 +33,37 @@ using ::testing::HasSubstr;
 using Clock = ByteStream::Clock;
 
 // 2 s at 25 fps.
-constexpr int kFrames = 50;
-constexpr char kPattern[] = "-f lavfi -i testsrc2=size=96x64:rate=25 ";
+constexpr int kLiveFrames = 50;
+constexpr char kLivePattern[] = "-f lavfi -i testsrc2=size=96x64:rate=25 ";
 // A second input, for containers with an audio stream beside the video.
 constexpr char kTone[] = "-f lavfi -i sine=frequency=440:sample_rate=48000:duration=2 ";
 
-struct Container {
+struct LiveContainer {
   const char* file;
   const char* inputs;
   const char* options;  // ffmpeg output options; the file's extension picks the muxer otherwise
 };
 
-const Container kContainers[] = {
-    {"h264.ts", kPattern, "-c:v libx264 -g 10"},
+const LiveContainer kLiveContainers[] = {
+    {"h264.ts", kLivePattern, "-c:v libx264 -g 10"},
     {"h264_audio.ts", "", "-c:v libx264 -g 10 -c:a mp2"},
-    {"h264.mkv", kPattern, "-c:v libx264 -g 10"},
-    {"vp9.webm", kPattern, "-c:v libvpx-vp9 -deadline realtime -cpu-used 8 -g 10"},
-    {"h264_fragmented.mp4", kPattern, "-c:v libx264 -g 10 -movflags frag_keyframe+empty_moov"},
-    {"annexb.h264", kPattern, "-c:v libx264 -g 10"},
-    {"annexb.hevc", kPattern, "-c:v libx265 -g 10 -x265-params log-level=error"},
-    {"video.mjpeg", kPattern, "-c:v mjpeg"},
+    {"h264.mkv", kLivePattern, "-c:v libx264 -g 10"},
+    {"vp9.webm", kLivePattern, "-c:v libvpx-vp9 -deadline realtime -cpu-used 8 -g 10"},
+    {"h264_fragmented.mp4", kLivePattern, "-c:v libx264 -g 10 -movflags frag_keyframe+empty_moov"},
+    {"annexb.h264", kLivePattern, "-c:v libx264 -g 10"},
+    {"annexb.hevc", kLivePattern, "-c:v libx265 -g 10 -x265-params log-level=error"},
+    {"video.mjpeg", kLivePattern, "-c:v mjpeg"},
     // MPEG program streams: DVD's VOB, the DVD muxer, and plain MPEG-1/2 system streams.
     {"mpeg2_audio.vob", "", "-c:v mpeg2video -g 10 -bf 2 -c:a mp2 -f vob"},
     {"mpeg2_audio.dvd", "", "-c:v mpeg2video -g 10 -bf 2 -c:a ac3 -f dvd"},
-    {"mpeg2.mpg", kPattern, "-c:v mpeg2video -g 10 -bf 2 -f vob"},
-    {"mpeg1.mpg", kPattern, "-c:v mpeg1video -g 10 -bf 2 -f mpeg"},
+    {"mpeg2.mpg", kLivePattern, "-c:v mpeg2video -g 10 -bf 2 -f vob"},
+    {"mpeg1.mpg", kLivePattern, "-c:v mpeg1video -g 10 -bf 2 -f mpeg"},
     {"mpeg1_audio.mpg", "", "-c:v mpeg1video -g 10 -c:a mp2 -f mpeg"},
 };
 
 // The inputs of a container: the pattern, with the tone when it is to have audio.
-std::string Inputs(const Container& container) {
-  return *container.inputs != '\0' ? container.inputs : std::string(kPattern) + kTone;
+std::string Inputs(const LiveContainer& container) {
+  return *container.inputs != '\0' ? container.inputs : std::string(kLivePattern) + kTone;
 }
 
 PreprocessOptions Preprocess() {
@@ -159,12 +159,12 @@ class LiveDecoderTest : public ::testing::Test {
   static std::string Video(const std::string& file, const std::string& inputs,
                            const std::string& options) {
     if (!std::filesystem::exists(Path(file))) {
-      testing::MakeVideo(inputs + "-frames:v " + std::to_string(kFrames) + " " + options,
+      testing::MakeVideo(inputs + "-frames:v " + std::to_string(kLiveFrames) + " " + options,
                          Path(file));
     }
     return testing::ReadFile(Path(file));
   }
-  static std::string Video(const Container& container) {
+  static std::string Video(const LiveContainer& container) {
     return Video(container.file, Inputs(container), container.options);
   }
 
@@ -200,13 +200,13 @@ class LiveDecoderTest : public ::testing::Test {
 std::string* LiveDecoderTest::dir_ = nullptr;
 
 TEST_F(LiveDecoderTest, EveryStreamableContainerGivesTheClipDecodersFrames) {
-  for (const Container& container : kContainers) {
+  for (const LiveContainer& container : kLiveContainers) {
     SCOPED_TRACE(container.file);
     const std::string bytes = Video(container);
     ASSERT_FALSE(HasFatalFailure());
     absl::StatusOr<DecodedClip> whole = EveryFrame(bytes);
     ASSERT_TRUE(whole.ok()) << whole.status();
-    ASSERT_EQ(whole->num_frames, kFrames);
+    ASSERT_EQ(whole->num_frames, kLiveFrames);
 
     ByteStream input(1 << 20, ByteStream::Bound::kHeldBytes);
     std::vector<Got> got;
@@ -223,7 +223,7 @@ TEST_F(LiveDecoderTest, EveryStreamableContainerGivesTheClipDecodersFrames) {
 }
 
 TEST_F(LiveDecoderTest, EmbedStrideHandsOutEveryKthFrame) {
-  for (const Container& container : {kContainers[0], kContainers[8]}) {
+  for (const LiveContainer& container : {kLiveContainers[0], kLiveContainers[8]}) {
     SCOPED_TRACE(container.file);
     const std::string bytes = Video(container);
     ASSERT_FALSE(HasFatalFailure());
@@ -248,14 +248,14 @@ TEST_F(LiveDecoderTest, EmbedStrideHandsOutEveryKthFrame) {
 // and the bytes held never pass the bound.
 TEST_F(LiveDecoderTest, SmallChunksWithPausesUnderATightBound) {
   const char kLarger[] = "-f lavfi -i testsrc2=size=320x240:rate=25 ";
-  const Container containers[] = {
+  const LiveContainer containers[] = {
       {"large.ts", kLarger, "-c:v libx264 -crf 4 -g 10"},
       {"large_fragmented.mp4", kLarger,
        "-c:v libx264 -crf 4 -g 10 -movflags frag_keyframe+empty_moov"},
       {"large.vob", kLarger, "-c:v mpeg2video -g 10 -bf 2 -q:v 2 -f vob"},
   };
   constexpr int64_t kBound = 64 * 1024;  // what DemuxesAsItArrives may peek at
-  for (const Container& container : containers) {
+  for (const LiveContainer& container : containers) {
     SCOPED_TRACE(container.file);
     const std::string bytes = Video(container);
     ASSERT_FALSE(HasFatalFailure());
@@ -282,7 +282,7 @@ TEST_F(LiveDecoderTest, SmallChunksWithPausesUnderATightBound) {
 }
 
 TEST_F(LiveDecoderTest, AbortMidwayReturnsTheAbortStatusPromptly) {
-  const std::string bytes = Video(kContainers[0]);
+  const std::string bytes = Video(kLiveContainers[0]);
   ASSERT_FALSE(HasFatalFailure());
   ByteStream input(1 << 20, ByteStream::Bound::kHeldBytes);
   ASSERT_TRUE(input.Append(absl::string_view(bytes).substr(0, bytes.size() / 2)).ok());
@@ -306,13 +306,13 @@ TEST_F(LiveDecoderTest, AbortMidwayReturnsTheAbortStatusPromptly) {
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_THAT(status.message(), HasSubstr("camera went away"));
   EXPECT_GT(frames, 0);
-  EXPECT_LT(frames, kFrames);
+  EXPECT_LT(frames, kLiveFrames);
   EXPECT_LT(returned - aborted, std::chrono::seconds(1));
   EXPECT_EQ(input.Append("more").code(), absl::StatusCode::kCancelled);  // the reader is closed
 }
 
 TEST_F(LiveDecoderTest, CancellationStopsDecodingWithItsReason) {
-  const std::string bytes = Video(kContainers[2]);
+  const std::string bytes = Video(kLiveContainers[2]);
   ASSERT_FALSE(HasFatalFailure());
   ByteStream input(1 << 20, ByteStream::Bound::kHeldBytes);
   ASSERT_TRUE(input.Append(bytes).ok());  // and never Finish(): only the cancellation ends it
@@ -328,7 +328,7 @@ TEST_F(LiveDecoderTest, CancellationStopsDecodingWithItsReason) {
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
   EXPECT_THAT(status.message(), HasSubstr("viewer left"));
   EXPECT_GE(frames, 5);
-  EXPECT_LT(frames, kFrames);
+  EXPECT_LT(frames, kLiveFrames);
 }
 
 TEST_F(LiveDecoderTest, CancellationBeforeTheStartDecodesNothing) {
@@ -343,7 +343,7 @@ TEST_F(LiveDecoderTest, CancellationBeforeTheStartDecodesNothing) {
 }
 
 TEST_F(LiveDecoderTest, AnErrorFromTheCallbackStopsDecoding) {
-  const std::string bytes = Video(kContainers[0]);
+  const std::string bytes = Video(kLiveContainers[0]);
   ASSERT_FALSE(HasFatalFailure());
   ByteStream input(1 << 20, ByteStream::Bound::kHeldBytes);
   ASSERT_TRUE(input.Append(bytes).ok());
@@ -363,7 +363,7 @@ TEST_F(LiveDecoderTest, AnErrorFromTheCallbackStopsDecoding) {
 
 TEST_F(LiveDecoderTest, InputThatIsNoVideoFeedIsRefused) {
   const std::string mp3 = Video("tone.mp3", kTone, "");
-  const std::string moov_at_end = Video("moov_at_end.mp4", kPattern, "-c:v libx264");
+  const std::string moov_at_end = Video("moov_at_end.mp4", kLivePattern, "-c:v libx264");
   ASSERT_FALSE(HasFatalFailure());
   const struct {
     const char* name;
@@ -392,7 +392,7 @@ TEST_F(LiveDecoderTest, InputThatIsNoVideoFeedIsRefused) {
 }
 
 TEST_F(LiveDecoderTest, FramesOverTheSizeLimitAreRefused) {
-  const std::string bytes = Video(kContainers[0]);  // 96x64
+  const std::string bytes = Video(kLiveContainers[0]);  // 96x64
   ASSERT_FALSE(HasFatalFailure());
   ByteStream input(1 << 20, ByteStream::Bound::kHeldBytes);
   ASSERT_TRUE(input.Append(bytes).ok());
@@ -457,10 +457,10 @@ std::vector<PacketPlace> VideoPackets(const std::string& path) {
 // come out of the decoder in another order than their packets went in), not that of whatever the
 // demuxer had read by then.
 TEST_F(LiveDecoderTest, ArrivedIsWhenTheFramesOwnBytesCame) {
-  const std::string bytes = Video(kContainers[2]);  // Matroska, H.264 with B-frames
+  const std::string bytes = Video(kLiveContainers[2]);  // Matroska, H.264 with B-frames
   ASSERT_FALSE(HasFatalFailure());
-  const std::vector<PacketPlace> packets = VideoPackets(Path(kContainers[2].file));
-  ASSERT_EQ(packets.size(), static_cast<size_t>(kFrames));
+  const std::vector<PacketPlace> packets = VideoPackets(Path(kLiveContainers[2].file));
+  ASSERT_EQ(packets.size(), static_cast<size_t>(kLiveFrames));
 
   constexpr size_t kChunk = 1024;
   ByteStream input(1 << 20, ByteStream::Bound::kHeldBytes);
@@ -476,7 +476,7 @@ TEST_F(LiveDecoderTest, ArrivedIsWhenTheFramesOwnBytesCame) {
   std::vector<Got> got;
   const absl::Status status = Collect(input, options, &got);
   ASSERT_TRUE(status.ok()) << status;
-  ASSERT_EQ(got.size(), static_cast<size_t>(kFrames));
+  ASSERT_EQ(got.size(), static_cast<size_t>(kLiveFrames));
   std::vector<size_t> chunks;
   for (const Got& frame : got) {
     SCOPED_TRACE(::testing::Message() << "frame " << frame.index);
@@ -494,7 +494,7 @@ TEST_F(LiveDecoderTest, ArrivedIsWhenTheFramesOwnBytesCame) {
 
 // A feed that pauses: frames whose bytes came after the pause arrived after it.
 TEST_F(LiveDecoderTest, ArrivedFollowsAPausedFeed) {
-  const std::string bytes = Video(kContainers[0]);  // MPEG-TS
+  const std::string bytes = Video(kLiveContainers[0]);  // MPEG-TS
   ASSERT_FALSE(HasFatalFailure());
   const size_t split = bytes.size() / 2;
   ByteStream input(1 << 20, ByteStream::Bound::kHeldBytes);
@@ -513,14 +513,14 @@ TEST_F(LiveDecoderTest, ArrivedFollowsAPausedFeed) {
   const absl::Status status = Collect(input, options, &got);
   camera.join();
   ASSERT_TRUE(status.ok()) << status;
-  ASSERT_EQ(got.size(), static_cast<size_t>(kFrames));
+  ASSERT_EQ(got.size(), static_cast<size_t>(kLiveFrames));
   int after_pause = 0;
   for (const Got& frame : got) {
     EXPECT_LE(frame.arrived, frame.handed_out) << "frame " << frame.index;
     if (frame.arrived >= resumed) ++after_pause;
   }
   EXPECT_GT(after_pause, 5);
-  EXPECT_LT(after_pause, kFrames);
+  EXPECT_LT(after_pause, kLiveFrames);
 }
 
 }  // namespace

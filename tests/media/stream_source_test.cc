@@ -32,7 +32,7 @@ namespace {
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-constexpr char kPattern[] = "-f lavfi -i testsrc2=size=96x64:rate=25 -frames:v 50 ";
+constexpr char kStreamPattern[] = "-f lavfi -i testsrc2=size=96x64:rate=25 -frames:v 50 ";
 
 ClipOptions Options(int num_frames) {
   ClipOptions options;
@@ -54,7 +54,7 @@ class StreamSourceTest : public ::testing::Test {
   // Makes (once per suite) the 2-second pattern video in `file` with ffmpeg output `options`.
   static std::string Video(const std::string& file, const std::string& options) {
     const std::string path = *dir_ + "/" + file;
-    if (!std::filesystem::exists(path)) testing::MakeVideo(kPattern + options, path);
+    if (!std::filesystem::exists(path)) testing::MakeVideo(kStreamPattern + options, path);
     return testing::ReadFile(path);
   }
 
@@ -62,13 +62,13 @@ class StreamSourceTest : public ::testing::Test {
 };
 std::string* StreamSourceTest::dir_ = nullptr;
 
-struct Container {
+struct StreamContainer {
   const char* file;
   const char* options;
   bool buffered;  // cannot be demuxed before its end
 };
 
-const Container kContainers[] = {
+const StreamContainer kStreamContainers[] = {
     {"h264.ts", "-c:v libx264 -g 10", false},
     {"h264.mkv", "-c:v libx264 -g 10", false},
     {"vp9.webm", "-c:v libvpx-vp9 -g 10", false},
@@ -113,7 +113,7 @@ class LogCapture {
 LogCapture* LogCapture::instance_ = nullptr;
 
 TEST_F(StreamSourceTest, StreamsWhatCanStreamAndBuffersTheRestWithTheSameFrames) {
-  for (const Container& container : kContainers) {
+  for (const StreamContainer& container : kStreamContainers) {
     SCOPED_TRACE(container.file);
     const std::string bytes = Video(container.file, container.options);
     ASSERT_FALSE(HasFatalFailure());

@@ -24,7 +24,7 @@ const Matrix kSeedConfusion = {
 
 double Round2(double x) { return std::round(x * 100) / 100; }
 
-std::vector<std::string> Split(const std::string& text, char separator) {
+std::vector<std::string> SplitText(const std::string& text, char separator) {
   std::vector<std::string> parts;
   std::stringstream stream(text);
   std::string part;
@@ -42,7 +42,7 @@ std::vector<std::string> Tokens(const std::string& line) {
 
 // The whitespace-separated tokens of the first line of text that starts with prefix.
 std::vector<std::string> RowTokens(const std::string& text, const std::string& prefix) {
-  for (const std::string& line : Split(text, '\n')) {
+  for (const std::string& line : SplitText(text, '\n')) {
     if (line.rfind(prefix, 0) == 0) return Tokens(line);
   }
   return {};
@@ -102,7 +102,7 @@ TEST(ClassificationReportTest, FormatReportReproducesSeedTable) {
             (Row{"weighted", "avg", "0.95", "0.94", "0.94", "224"}));
 
   // Aligned columns: every non-blank line has the same width and the numbers end in one column.
-  const std::vector<std::string> lines = Split(text, '\n');
+  const std::vector<std::string> lines = SplitText(text, '\n');
   const std::string& header = lines.front();
   for (const std::string& line : lines) {
     if (line.empty()) continue;
@@ -127,7 +127,7 @@ TEST(ClassificationReportTest, ClassColumnIsAsWideAsTheLongestLabel) {
   absl::StatusOr<ClassificationReport> report =
       ReportFromConfusion({"a", long_label}, {{1, 0}, {0, 1}});
   ASSERT_TRUE(report.ok()) << report.status();
-  const std::vector<std::string> lines = Split(FormatReport(*report), '\n');
+  const std::vector<std::string> lines = SplitText(FormatReport(*report), '\n');
   // "class" padded to the label's width, then the two-space column gap.
   EXPECT_EQ(lines[0].find("precision"), long_label.size() + 2);
   EXPECT_EQ(lines[2].rfind(long_label, 0), 0u);

@@ -17,7 +17,7 @@ using testing::MaxAbsDiff;
 using testing::LengthMask;
 using testing::NaiveNormalizedAttention;
 
-CausalLinearAttention Make() { return CausalLinearAttention(AttentionOptions{}); }
+CausalLinearAttention MakeCausal() { return CausalLinearAttention(AttentionOptions{}); }
 
 torch::Tensor Phi(const torch::Tensor& x) { return torch::elu(x) + 1; }
 
@@ -33,9 +33,9 @@ TEST(CausalLinearAttention, EqualsTheMaskedQuadraticReference) {
   const torch::Tensor mask = LengthMask({kLength, 30}, kLength);
   const torch::Tensor expected = NaiveNormalizedAttention(
       torch::matmul(Phi(q), Phi(k).transpose(-2, -1)), v, mask, AttentionOptions{}.epsilon, true);
-  EXPECT_LE(MaxAbsDiff(Make().forward(q, k, v, mask), expected), 1e-10);
+  EXPECT_LE(MaxAbsDiff(MakeCausal().forward(q, k, v, mask), expected), 1e-10);
   const torch::Tensor out32 =
-      Make().forward(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat), mask);
+      MakeCausal().forward(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat), mask);
   EXPECT_TRUE(torch::allclose(out32.to(f64), expected, 1e-5, 1e-6));
 }
 
@@ -44,13 +44,13 @@ TEST(CausalLinearAttention, OutputIDependsOnPositionsUpToIOnly) {
   const torch::Tensor q = torch::randn({1, 2, kLength, 4}, torch::kDouble);
   const torch::Tensor k = torch::randn({1, 2, kLength, 4}, torch::kDouble);
   const torch::Tensor v = torch::randn({1, 2, kLength, 3}, torch::kDouble);
-  const torch::Tensor out = Make().forward(q, k, v, torch::Tensor());
+  const torch::Tensor out = MakeCausal().forward(q, k, v, torch::Tensor());
   for (const int64_t i : {int64_t{0}, int64_t{5}, kCausalLinearBlock - 1, kCausalLinearBlock}) {
     const auto perturb = [&](const torch::Tensor& x) {
       return torch::cat({x.slice(2, 0, i + 1), 100 * torch::randn_like(x.slice(2, i + 1))}, 2);
     };
     const torch::Tensor changed =
-        Make().forward(perturb(q), perturb(k), perturb(v), torch::Tensor());
+        MakeCausal().forward(perturb(q), perturb(k), perturb(v), torch::Tensor());
     EXPECT_LE(MaxAbsDiff(changed.slice(2, 0, i + 1), out.slice(2, 0, i + 1)), 1e-12) << "i " << i;
   }
 }
@@ -61,7 +61,7 @@ TEST(CausalLinearAttention, ChunksWithCarriedStateEqualTheParallelForm) {
     const torch::Tensor q = torch::randn({2, 2, kLength, 4}, dtype);
     const torch::Tensor k = torch::randn({2, 2, kLength, 4}, dtype);
     const torch::Tensor v = torch::randn({2, 2, kLength, 3}, dtype);
-    CausalLinearAttention attention = Make();
+    CausalLinearAttention attention = MakeCausal();
     const torch::Tensor parallel = attention.forward(q, k, v, torch::Tensor());
     for (const int64_t chunk : {int64_t{1}, int64_t{3}, int64_t{7}, kLength}) {
       AttentionState state;
@@ -103,7 +103,7 @@ TEST(CausalLinearAttention, GradientsEqualCentralFiniteDifferences) {
   torch::manual_seed(24);
   constexpr double kStep = 1e-6;
   const auto f64 = torch::kDouble;
-  CausalLinearAttention attention = Make();
+  CausalLinearAttention attention = MakeCausal();
   const torch::Tensor weight = torch::randn({1, 2, 6, 4}, f64);
   const std::vector<int64_t> widths = {3, 3, 4};  // E for q and k, M for v
   for (const torch::Tensor& mask : {torch::Tensor(), LengthMask({4}, 6)}) {
@@ -144,7 +144,7 @@ TEST(CausalLinearAttention, GradientOfOutputIReachesPositionsUpToIOnly) {
     const torch::Tensor q = torch::randn({1, 2, 6, 3}, torch::kDouble).requires_grad_();
     const torch::Tensor k = torch::randn({1, 2, 6, 3}, torch::kDouble).requires_grad_();
     const torch::Tensor v = torch::randn({1, 2, 6, 4}, torch::kDouble).requires_grad_();
-    Make().forward(q, k, v, torch::Tensor()).select(2, i).sum().backward();
+    MakeCausal().forward(q, k, v, torch::Tensor()).select(2, i).sum().backward();
     for (const torch::Tensor& x : {k, v}) {
       // Exactly zero, not small: a later key or value must not enter out_i at all.
       EXPECT_EQ(abs_sum(x.grad().slice(2, i + 1)), 0) << "i " << i;
@@ -158,7 +158,7 @@ TEST(CausalLinearAttention, GradientOfOutputIReachesPositionsUpToIOnly) {
 }
 
 TEST(CausalLinearAttention, RefusesABatchSizeChangeBetweenChunks) {
-  CausalLinearAttention attention = Make();
+  CausalLinearAttention attention = MakeCausal();
   const AttentionState state =
       attention
           .forward_chunk(torch::randn({2, 1, 3, 4}), torch::randn({2, 1, 3, 4}),
@@ -174,8 +174,8 @@ TEST(CausalLinearAttention, RefusesABatchSizeChangeBetweenChunks) {
 }
 
 TEST(CausalLinearAttention, RejectsUnequalLengthsAndBadEpsilon) {
-  EXPECT_THROW(Make().forward(torch::randn({1, 1, 3, 4}), torch::randn({1, 1, 5, 4}),
-                              torch::randn({1, 1, 5, 2}), torch::Tensor()),
+  EXPECT_THROW(MakeCausal().forward(torch::randn({1, 1, 3, 4}), torch::randn({1, 1, 5, 4}),
+                                    torch::randn({1, 1, 5, 2}), torch::Tensor()),
                c10::Error);
   AttentionOptions options;
   options.epsilon = -1;

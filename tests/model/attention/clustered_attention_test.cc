@@ -12,7 +12,7 @@ namespace {
 
 using testing::MaxAbs;
 
-AttentionOptions Options(int64_t clusters, uint64_t seed = 0) {
+AttentionOptions ClusteredOptions(int64_t clusters, uint64_t seed = 0) {
   AttentionOptions options;
   options.type = AttentionType::kClustered;
   options.head_dim = 4;
@@ -31,11 +31,11 @@ TEST(ClusteredAttention, SingletonClustersEqualSoftmax) {
   const torch::Tensor expected = testing::NaiveSoftmaxAttention(q, k, v, mask, 0.5);
   // C = L; C = 100 > L; and C = 6, singleton only for the 6 real queries of the second sequence.
   for (const int64_t clusters : {9, 100}) {
-    const torch::Tensor out = ClusteredAttention(Options(clusters)).forward(q, k, v, mask);
+    const torch::Tensor out = ClusteredAttention(ClusteredOptions(clusters)).forward(q, k, v, mask);
     EXPECT_LT(MaxAbs(out[0] - expected[0]), 1e-12) << clusters << " clusters";
     EXPECT_LT(MaxAbs(out[1].slice(1, 0, 6) - expected[1].slice(1, 0, 6)), 1e-12) << clusters;
   }
-  const torch::Tensor out = ClusteredAttention(Options(6)).forward(q, k, v, mask);
+  const torch::Tensor out = ClusteredAttention(ClusteredOptions(6)).forward(q, k, v, mask);
   EXPECT_LT(MaxAbs(out[1].slice(1, 0, 6) - expected[1].slice(1, 0, 6)), 1e-12);
   EXPECT_GT(MaxAbs(out[0] - expected[0]), 1e-3);  // 9 queries, 6 clusters: approximate
 }
@@ -49,7 +49,7 @@ TEST(ClusteredAttention, IdenticalOrDuplicatedQueriesEqualSoftmaxWithoutNaN) {
   const torch::Tensor same = torch::randn({1, 2, 1, 4}, torch::kFloat64).expand({1, 2, 60, 4});
   const torch::Tensor repeated = torch::randn({1, 2, 3, 4}, torch::kFloat64).repeat({1, 1, 20, 1});
   for (const torch::Tensor& q : {same, repeated}) {
-    const torch::Tensor out = ClusteredAttention(Options(20)).forward(q, k, v, {});
+    const torch::Tensor out = ClusteredAttention(ClusteredOptions(20)).forward(q, k, v, {});
     EXPECT_TRUE(torch::isfinite(out).all().item<bool>());
     EXPECT_LT(MaxAbs(out - testing::NaiveSoftmaxAttention(q, k, v, {}, 0.5)), 1e-12);
   }
@@ -57,7 +57,7 @@ TEST(ClusteredAttention, IdenticalOrDuplicatedQueriesEqualSoftmaxWithoutNaN) {
 
 TEST(ClusteredAttention, QueriesOfOneClusterGetIdenticalOutputs) {
   torch::manual_seed(3);
-  const AttentionOptions options = Options(5);
+  const AttentionOptions options = ClusteredOptions(5);
   const torch::Tensor q = torch::randn({1, 2, 40, 4}, torch::kFloat64);
   const torch::Tensor k = torch::randn({1, 2, 30, 4}, torch::kFloat64);
   const torch::Tensor v = torch::randn({1, 2, 30, 3}, torch::kFloat64);
@@ -96,7 +96,7 @@ TEST(ClusteredAttention, TensorClusteringEqualsThePackedOne) {
       // Sequence 1 has 131 real queries: with 131 clusters or more, every one is its own.
       for (const int64_t clusters : {1, 3, 20, 100, 150}) {
         for (const int64_t iterations : {0, 1, 10}) {
-          AttentionOptions options = Options(clusters, /*seed=*/bits);
+          AttentionOptions options = ClusteredOptions(clusters, /*seed=*/bits);
           options.hash_bits = bits;
           options.lloyd_iterations = iterations;
           const torch::Tensor packed = ClusterQueries(q, valid, options).assignment;
@@ -125,31 +125,31 @@ TEST(ClusteredAttention, HashesAndClustersAreDeterministicForASeed) {
   EXPECT_FALSE(torch::equal(codes, HashQueries(q, 63, 8)));
   // Same seed: the same result in float32 and float64 and across instances.
   const torch::Tensor v = torch::randn({2, 2, 30, 3});
-  const torch::Tensor out = ClusteredAttention(Options(4, 7)).forward(q, q, v, {});
-  EXPECT_TRUE(torch::equal(out, ClusteredAttention(Options(4, 7)).forward(q, q, v, {})));
+  const torch::Tensor out = ClusteredAttention(ClusteredOptions(4, 7)).forward(q, q, v, {});
+  EXPECT_TRUE(torch::equal(out, ClusteredAttention(ClusteredOptions(4, 7)).forward(q, q, v, {})));
   EXPECT_EQ(out.scalar_type(), torch::kFloat32);
   EXPECT_LT(
       MaxAbs(out.to(torch::kFloat64) -
-             ClusteredAttention(Options(4, 7))
+             ClusteredAttention(ClusteredOptions(4, 7))
                  .forward(q.to(torch::kFloat64), q.to(torch::kFloat64), v.to(torch::kFloat64), {})),
       1e-5);
 }
 
 TEST(ClusteredAttention, PaddingIsInvisibleAndBatchEqualsSingle) {
   torch::manual_seed(5);
-  ClusteredAttention attention(Options(3));
+  ClusteredAttention attention(ClusteredOptions(3));
   testing::ExpectPaddingInvisibleAndBatchEqualsSingle(attention, /*head_dim=*/4);
 }
 
 TEST(ClusteredAttention, RejectsInvalidOptions) {
-  AttentionOptions options = Options(4);
+  AttentionOptions options = ClusteredOptions(4);
   for (const int64_t bits : {0, 64}) {
     options.hash_bits = bits;
     EXPECT_THROW(ClusteredAttention{options}, c10::Error) << bits << " bits";
   }
-  options = Options(0);
+  options = ClusteredOptions(0);
   EXPECT_THROW(ClusteredAttention{options}, c10::Error);
-  options = Options(4);
+  options = ClusteredOptions(4);
   options.lloyd_iterations = -1;
   EXPECT_THROW(ClusteredAttention{options}, c10::Error);
 }

@@ -17,7 +17,7 @@ using testing::NaiveNormalizedAttention;
 
 constexpr double kPi = 3.14159265358979323846;
 
-CosformerAttention Make(int64_t alpha, bool causal = false) {
+CosformerAttention MakeCosformer(int64_t alpha, bool causal = false) {
   AttentionOptions options;
   options.max_length = alpha;
   options.causal = causal;
@@ -42,9 +42,9 @@ TEST(CosformerAttention, EqualsItsQuadraticForm) {
   const torch::Tensor v = torch::randn({2, 2, 9, 5}, f64);
   const torch::Tensor mask = LengthMask({9, 4}, 9);
   const torch::Tensor expected = Quadratic(q, k, v, mask, 12, false);
-  EXPECT_LE(MaxAbsDiff(Make(12).forward(q, k, v, mask), expected), 1e-10);
-  const torch::Tensor out32 =
-      Make(12).forward(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat), mask);
+  EXPECT_LE(MaxAbsDiff(MakeCosformer(12).forward(q, k, v, mask), expected), 1e-10);
+  const torch::Tensor out32 = MakeCosformer(12).forward(q.to(torch::kFloat), k.to(torch::kFloat),
+                                                        v.to(torch::kFloat), mask);
   EXPECT_TRUE(torch::allclose(out32.to(f64), expected, 1e-5, 1e-6));
 }
 
@@ -54,7 +54,8 @@ TEST(CosformerAttention, CausalEqualsItsMaskedQuadraticForm) {
   const torch::Tensor q = torch::randn({2, 2, 77, 4}, f64), k = torch::randn({2, 2, 77, 4}, f64);
   const torch::Tensor v = torch::randn({2, 2, 77, 3}, f64);
   const torch::Tensor mask = LengthMask({77, 40}, 77);
-  EXPECT_LE(MaxAbsDiff(Make(80, true).forward(q, k, v, mask), Quadratic(q, k, v, mask, 80, true)),
+  EXPECT_LE(MaxAbsDiff(MakeCosformer(80, true).forward(q, k, v, mask),
+                       Quadratic(q, k, v, mask, 80, true)),
             1e-10);
 }
 
@@ -64,7 +65,7 @@ TEST(CosformerAttention, OutputsLieWithinTheColumnRangeOfValues) {
     const torch::Tensor q = torch::randn({2, 2, 16, 4}), k = torch::randn({2, 2, 16, 4});
     const torch::Tensor v = torch::randn({2, 2, 16, 3});
     // alpha == n, the smallest alpha allowed: the largest |i - j| still has cos > 0.
-    const torch::Tensor out = Make(16, causal).forward(q, k, v, torch::Tensor());
+    const torch::Tensor out = MakeCosformer(16, causal).forward(q, k, v, torch::Tensor());
     const torch::Tensor low = std::get<0>(v.min(2, true)), high = std::get<0>(v.max(2, true));
     EXPECT_TRUE((out >= low - 1e-5).all().item<bool>()) << "causal " << causal;
     EXPECT_TRUE((out <= high + 1e-5).all().item<bool>()) << "causal " << causal;
@@ -75,8 +76,8 @@ TEST(CosformerAttention, ZeroReluQueryRowGivesAFiniteZeroOutput) {
   torch::manual_seed(34);
   const torch::Tensor q = torch::randn({1, 1, 5, 4}).index_put_({0, 0, 2}, -torch::ones({4}));
   for (const bool causal : {false, true}) {
-    const torch::Tensor out = Make(8, causal).forward(q, torch::randn({1, 1, 5, 4}),
-                                                      torch::randn({1, 1, 5, 3}), torch::Tensor());
+    const torch::Tensor out = MakeCosformer(8, causal).forward(
+        q, torch::randn({1, 1, 5, 4}), torch::randn({1, 1, 5, 3}), torch::Tensor());
     EXPECT_TRUE(torch::isfinite(out).all().item<bool>());
     EXPECT_TRUE(torch::allclose(out[0][0][2], torch::zeros({3})));
   }
@@ -87,23 +88,23 @@ TEST(CosformerAttention, PaddedKeysNeverChangeValidOutputs) {
   const torch::Tensor q = torch::randn({1, 2, 5, 4}, torch::kDouble);
   const torch::Tensor k = torch::randn({1, 2, 5, 4}, torch::kDouble);
   const torch::Tensor v = torch::randn({1, 2, 5, 3}, torch::kDouble);
-  const torch::Tensor padded = Make(9).forward(
+  const torch::Tensor padded = MakeCosformer(9).forward(
       q, torch::cat({k, 1e3 * torch::randn({1, 2, 4, 4}, torch::kDouble)}, 2),
       torch::cat({v, 1e3 * torch::randn({1, 2, 4, 3}, torch::kDouble)}, 2), LengthMask({5}, 9));
-  EXPECT_LE(MaxAbsDiff(padded, Make(9).forward(q, k, v, torch::Tensor())), 1e-12);
+  EXPECT_LE(MaxAbsDiff(padded, MakeCosformer(9).forward(q, k, v, torch::Tensor())), 1e-12);
 }
 
 TEST(CosformerAttention, RejectsSequencesLongerThanAlpha) {
   try {
-    Make(8).forward(torch::randn({1, 1, 9, 4}), torch::randn({1, 1, 9, 4}),
-                    torch::randn({1, 1, 9, 2}), torch::Tensor());
+    MakeCosformer(8).forward(torch::randn({1, 1, 9, 4}), torch::randn({1, 1, 9, 4}),
+                             torch::randn({1, 1, 9, 2}), torch::Tensor());
     ADD_FAILURE() << "expected c10::Error";
   } catch (const c10::Error& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("length 9"), std::string::npos) << message;
     EXPECT_NE(message.find("= 8"), std::string::npos) << message;
   }
-  EXPECT_THROW(Make(0), c10::Error);
+  EXPECT_THROW(MakeCosformer(0), c10::Error);
 }
 
 }  // namespace

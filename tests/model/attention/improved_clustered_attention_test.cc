@@ -14,7 +14,7 @@ namespace {
 
 using testing::MaxAbs;
 
-AttentionOptions Options(int64_t clusters, int64_t topk) {
+AttentionOptions ImprovedOptions(int64_t clusters, int64_t topk) {
   AttentionOptions options;
   options.type = AttentionType::kImprovedClustered;
   options.head_dim = 4;
@@ -49,14 +49,14 @@ TEST(ImprovedClusteredAttention, WithEveryKeyInTheTopKEqualsSoftmaxForAnyCluster
   const torch::Tensor expected = testing::NaiveSoftmaxAttention(in.q, in.k, in.v, in.mask, 0.5);
   for (const int64_t topk : {24, 100}) {  // the second sequence has only 15 real keys
     for (const int64_t clusters : {1, 3}) {
-      const torch::Tensor out =
-          ImprovedClusteredAttention(Options(clusters, topk)).forward(in.q, in.k, in.v, in.mask);
+      const torch::Tensor out = ImprovedClusteredAttention(ImprovedOptions(clusters, topk))
+                                    .forward(in.q, in.k, in.v, in.mask);
       EXPECT_LT(MaxAbs(out - expected), 1e-12) << clusters << " clusters, k = " << topk;
     }
   }
   // Only the second sequence has all its real keys in a top-15.
   const torch::Tensor out =
-      ImprovedClusteredAttention(Options(3, 15)).forward(in.q, in.k, in.v, in.mask);
+      ImprovedClusteredAttention(ImprovedOptions(3, 15)).forward(in.q, in.k, in.v, in.mask);
   EXPECT_LT(MaxAbs(out[1] - expected[1]), 1e-12);
 }
 
@@ -72,7 +72,7 @@ TEST(ImprovedClusteredAttention, WithEveryKeyInTheTopKItsGradientsAreSoftmaxs) {
     (attend(qkv[0], qkv[1], qkv[2]) * weight).sum().backward();
     return std::vector<torch::Tensor>{qkv[0].grad(), qkv[1].grad(), qkv[2].grad()};
   };
-  ImprovedClusteredAttention attention(Options(3, 24));
+  ImprovedClusteredAttention attention(ImprovedOptions(3, 24));
   const std::vector<torch::Tensor> improved =
       gradients([&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
         return attention.forward(q, k, v, in.mask);
@@ -90,11 +90,12 @@ TEST(ImprovedClusteredAttention, WithEveryKeyInTheTopKItsGradientsAreSoftmaxs) {
 TEST(ImprovedClusteredAttention, IsNeverFartherFromSoftmaxThanClusteredPerQuery) {
   for (const int64_t seed : {2, 3, 4}) {
     const Inputs in = RandomInputs(seed);
-    const torch::Tensor exact = AttentionMatrix(
-        *std::make_shared<ImprovedClusteredAttention>(Options(100, 100)), in.q, in.k, in.mask);
+    const torch::Tensor exact =
+        AttentionMatrix(*std::make_shared<ImprovedClusteredAttention>(ImprovedOptions(100, 100)),
+                        in.q, in.k, in.mask);
     for (const int64_t topk : {1, 4}) {
-      ClusteredAttention clustered(Options(3, topk));  // the same clustering: same seed
-      ImprovedClusteredAttention improved(Options(3, topk));
+      ClusteredAttention clustered(ImprovedOptions(3, topk));  // the same clustering: same seed
+      ImprovedClusteredAttention improved(ImprovedOptions(3, topk));
       const torch::Tensor a_c = AttentionMatrix(clustered, in.q, in.k, in.mask);
       const torch::Tensor a_t = AttentionMatrix(improved, in.q, in.k, in.mask);
       // Proposition 2, per real query: ||A^t_i - A_i||_1 <= ||A^c_c(i) - A_i||_1.
@@ -123,7 +124,7 @@ TEST(ImprovedClusteredAttention, CpuInferenceLoopEqualsTheDifferentiableGather) 
     const Inputs in = RandomInputs(seed);
     for (const auto& [clusters, topk] :
          std::vector<std::pair<int64_t, int64_t>>{{3, 1}, {3, 5}, {5, 20}, {1, 7}}) {
-      ImprovedClusteredAttention attention(Options(clusters, topk));
+      ImprovedClusteredAttention attention(ImprovedOptions(clusters, topk));
       const torch::Tensor loop = attention.forward(in.q, in.k, in.v, in.mask);
       const torch::Tensor gather =
           attention.forward(in.q.clone().requires_grad_(), in.k, in.v, in.mask).detach();
@@ -138,7 +139,7 @@ TEST(ImprovedClusteredAttention, CpuInferenceLoopEqualsTheDifferentiableGather) 
 
 TEST(ImprovedClusteredAttention, PaddingIsInvisibleAndBatchEqualsSingle) {
   torch::manual_seed(5);
-  ImprovedClusteredAttention attention(Options(3, 2));
+  ImprovedClusteredAttention attention(ImprovedOptions(3, 2));
   testing::ExpectPaddingInvisibleAndBatchEqualsSingle(attention, /*head_dim=*/4);
 }
 
@@ -146,13 +147,13 @@ TEST(ImprovedClusteredAttention, RunsInFloat32WithGradientsAndRejectsInvalidOpti
   torch::manual_seed(6);
   const torch::Tensor q = torch::randn({1, 2, 20, 4}, torch::requires_grad());
   const torch::Tensor v = torch::randn({1, 2, 20, 3}, torch::requires_grad());
-  const torch::Tensor out = ImprovedClusteredAttention(Options(4, 3)).forward(q, q, v, {});
+  const torch::Tensor out = ImprovedClusteredAttention(ImprovedOptions(4, 3)).forward(q, q, v, {});
   EXPECT_EQ(out.scalar_type(), torch::kFloat32);
   out.pow(2).sum().backward();
   EXPECT_TRUE(torch::isfinite(q.grad()).all().item<bool>());
   EXPECT_GT(v.grad().abs().sum().item<double>(), 0);
-  EXPECT_THROW(ImprovedClusteredAttention(Options(4, 0)), c10::Error);
-  EXPECT_THROW(ImprovedClusteredAttention(Options(0, 4)), c10::Error);
+  EXPECT_THROW(ImprovedClusteredAttention(ImprovedOptions(4, 0)), c10::Error);
+  EXPECT_THROW(ImprovedClusteredAttention(ImprovedOptions(0, 4)), c10::Error);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ using testing::MaxAbsDiff;
 using testing::LengthMask;
 using testing::NaiveNormalizedAttention;
 
-LinearAttention Make() { return LinearAttention(AttentionOptions{}); }
+LinearAttention MakeLinear() { return LinearAttention(AttentionOptions{}); }
 
 // (phi(Q) phi(K)^T row-normalised) V, built as the explicit L x S matrix.
 torch::Tensor Quadratic(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -38,14 +38,14 @@ TEST(LinearAttention, EqualsItsQuadraticReference) {
   const torch::Tensor q = torch::randn({2, 3, 5, 4}, f64), k = torch::randn({2, 3, 7, 4}, f64);
   const torch::Tensor v = torch::randn({2, 3, 7, 6}, f64);
   const torch::Tensor mask = LengthMask({7, 3}, 7);
-  const torch::Tensor out = Make().forward(q, k, v, mask);
+  const torch::Tensor out = MakeLinear().forward(q, k, v, mask);
   EXPECT_EQ(out.sizes(), (std::vector<int64_t>{2, 3, 5, 6}));
   EXPECT_LE(MaxAbsDiff(out, Quadratic(q, k, v, mask)), 1e-10);
-  EXPECT_LE(
-      MaxAbsDiff(Make().forward(q, k, v, torch::Tensor()), Quadratic(q, k, v, torch::Tensor())),
-      1e-10);
+  EXPECT_LE(MaxAbsDiff(MakeLinear().forward(q, k, v, torch::Tensor()),
+                       Quadratic(q, k, v, torch::Tensor())),
+            1e-10);
   const torch::Tensor out32 =
-      Make().forward(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat), mask);
+      MakeLinear().forward(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat), mask);
   EXPECT_EQ(out32.scalar_type(), torch::kFloat);
   EXPECT_TRUE(torch::allclose(out32.to(f64), Quadratic(q, k, v, mask), 1e-5, 1e-6));
 }
@@ -55,15 +55,15 @@ TEST(LinearAttention, PaddedKeysNeverChangeValidOutputs) {
   const torch::Tensor q = torch::randn({1, 2, 5, 4}, torch::kDouble);
   const torch::Tensor k = torch::randn({1, 2, 5, 4}, torch::kDouble);
   const torch::Tensor v = torch::randn({1, 2, 5, 3}, torch::kDouble);
-  const torch::Tensor padded = Make().forward(
+  const torch::Tensor padded = MakeLinear().forward(
       q, torch::cat({k, 1e3 * torch::randn({1, 2, 4, 4}, torch::kDouble)}, 2),
       torch::cat(
           {v, torch::full({1, 2, 4, 3}, std::numeric_limits<double>::quiet_NaN(), torch::kDouble)},
           2),
       LengthMask({5}, 9));
-  EXPECT_LE(MaxAbsDiff(padded, Make().forward(q, k, v, torch::Tensor())), 1e-12);
+  EXPECT_LE(MaxAbsDiff(padded, MakeLinear().forward(q, k, v, torch::Tensor())), 1e-12);
   // No real key at all: zeros (epsilon keeps 0 / 0 away).
-  const torch::Tensor none = Make().forward(q, k, v, LengthMask({0}, 5));
+  const torch::Tensor none = MakeLinear().forward(q, k, v, LengthMask({0}, 5));
   EXPECT_TRUE(torch::allclose(none, torch::zeros_like(none)));
 }
 
@@ -72,10 +72,10 @@ TEST(LinearAttention, BatchEqualsSingleSequences) {
   const torch::Tensor q = torch::randn({3, 2, 6, 4}), k = torch::randn({3, 2, 6, 4});
   const torch::Tensor v = torch::randn({3, 2, 6, 5});
   const torch::Tensor mask = LengthMask({6, 2, 4}, 6);
-  const torch::Tensor together = Make().forward(q, k, v, mask);
+  const torch::Tensor together = MakeLinear().forward(q, k, v, mask);
   for (int64_t b = 0; b < 3; ++b) {
-    const torch::Tensor single = Make().forward(q.slice(0, b, b + 1), k.slice(0, b, b + 1),
-                                                v.slice(0, b, b + 1), mask.slice(0, b, b + 1));
+    const torch::Tensor single = MakeLinear().forward(
+        q.slice(0, b, b + 1), k.slice(0, b, b + 1), v.slice(0, b, b + 1), mask.slice(0, b, b + 1));
     EXPECT_TRUE(torch::allclose(single, together.slice(0, b, b + 1), 1e-5, 1e-6)) << "row " << b;
   }
 }
@@ -85,14 +85,14 @@ TEST(LinearAttention, PermutationsActOnRowsAsExpected) {
   const torch::Tensor q = torch::randn({2, 2, 6, 4}, torch::kDouble);
   const torch::Tensor k = torch::randn({2, 2, 8, 4}, torch::kDouble);
   const torch::Tensor v = torch::randn({2, 2, 8, 3}, torch::kDouble);
-  const torch::Tensor out = Make().forward(q, k, v, torch::Tensor());
+  const torch::Tensor out = MakeLinear().forward(q, k, v, torch::Tensor());
   const torch::Tensor key_order = torch::randperm(8), query_order = torch::randperm(6);
   // Permuting K and V rows together changes nothing; permuting Q permutes the output.
-  EXPECT_LE(MaxAbsDiff(Make().forward(q, k.index_select(2, key_order), v.index_select(2, key_order),
-                                      torch::Tensor()),
+  EXPECT_LE(MaxAbsDiff(MakeLinear().forward(q, k.index_select(2, key_order),
+                                            v.index_select(2, key_order), torch::Tensor()),
                        out),
             1e-12);
-  EXPECT_LE(MaxAbsDiff(Make().forward(q.index_select(2, query_order), k, v, torch::Tensor()),
+  EXPECT_LE(MaxAbsDiff(MakeLinear().forward(q.index_select(2, query_order), k, v, torch::Tensor()),
                        out.index_select(2, query_order)),
             1e-12);
 }

@@ -14,7 +14,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-AttentionOptions Options(int64_t k, int64_t max_length) {
+AttentionOptions LinformerOptions(int64_t k, int64_t max_length) {
   AttentionOptions options;
   options.type = AttentionType::kLinformer;
   options.head_dim = 4;
@@ -32,7 +32,7 @@ void SetProjections(LinformerAttention& attention, const torch::Tensor& e, const
 
 TEST(LinformerAttention, IdentityOrPermutationProjectionsEqualSoftmax) {
   torch::manual_seed(1);
-  LinformerAttention attention(Options(/*k=*/6, /*max_length=*/6));
+  LinformerAttention attention(LinformerOptions(/*k=*/6, /*max_length=*/6));
   const torch::Tensor q = torch::randn({2, 2, 5, 4}, torch::kFloat64);
   const torch::Tensor k = torch::randn({2, 2, 6, 4}, torch::kFloat64);
   const torch::Tensor v = torch::randn({2, 2, 6, 3}, torch::kFloat64);
@@ -48,7 +48,7 @@ TEST(LinformerAttention, IdentityOrPermutationProjectionsEqualSoftmax) {
 
 TEST(LinformerAttention, ShorterInputUsesTheFirstColumnsAndRowsAreStochastic) {
   torch::manual_seed(2);
-  LinformerAttention attention(Options(/*k=*/3, /*max_length=*/8));
+  LinformerAttention attention(LinformerOptions(/*k=*/3, /*max_length=*/8));
   torch::NoGradGuard no_grad;
   const torch::Tensor q = torch::randn({1, 2, 5, 4}, torch::kFloat64);
   const torch::Tensor k = torch::randn({1, 2, 5, 4}, torch::kFloat64);
@@ -67,7 +67,7 @@ TEST(LinformerAttention, ShorterInputUsesTheFirstColumnsAndRowsAreStochastic) {
 }
 
 TEST(LinformerAttention, RejectsInputsLongerThanMaxLengthNamingBothLengths) {
-  LinformerAttention attention(Options(/*k=*/3, /*max_length=*/6));
+  LinformerAttention attention(LinformerOptions(/*k=*/3, /*max_length=*/6));
   const torch::Tensor q = torch::randn({1, 1, 7, 4});
   const torch::Tensor v = torch::randn({1, 1, 7, 3});
   try {
@@ -80,13 +80,13 @@ TEST(LinformerAttention, RejectsInputsLongerThanMaxLengthNamingBothLengths) {
 
 TEST(LinformerAttention, PaddingIsInvisibleAndBatchEqualsSingle) {
   torch::manual_seed(3);
-  LinformerAttention attention(Options(/*k=*/3, /*max_length=*/9));
+  LinformerAttention attention(LinformerOptions(/*k=*/3, /*max_length=*/9));
   testing::ExpectPaddingInvisibleAndBatchEqualsSingle(attention, /*head_dim=*/4);
 }
 
 TEST(LinformerAttention, ProjectionsAreLearnedParametersWithJlInitialisation) {
   torch::manual_seed(4);
-  LinformerAttention attention(Options(/*k=*/16, /*max_length=*/512));
+  LinformerAttention attention(LinformerOptions(/*k=*/16, /*max_length=*/512));
   const auto named = attention.named_parameters();
   ASSERT_EQ(named.size(), 2u);
   EXPECT_EQ(named["key_projection"].sizes(), (std::vector<int64_t>{16, 512}));
@@ -144,8 +144,8 @@ TEST(LinformerAttention, ErrorToSoftmaxDoesNotIncreaseWithK) {
 }
 
 TEST(LinformerAttention, RejectsInvalidOptions) {
-  EXPECT_THROW(LinformerAttention(Options(/*k=*/0, /*max_length=*/8)), c10::Error);
-  EXPECT_THROW(LinformerAttention(Options(/*k=*/4, /*max_length=*/0)), c10::Error);
+  EXPECT_THROW(LinformerAttention(LinformerOptions(/*k=*/0, /*max_length=*/8)), c10::Error);
+  EXPECT_THROW(LinformerAttention(LinformerOptions(/*k=*/4, /*max_length=*/0)), c10::Error);
 }
 
 }  // namespace

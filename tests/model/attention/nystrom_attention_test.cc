@@ -9,7 +9,7 @@ namespace {
 
 using testing::MaxAbs;
 
-AttentionOptions Options(int64_t landmarks, int64_t iterations) {
+AttentionOptions NystromOptions(int64_t landmarks, int64_t iterations) {
   AttentionOptions options;
   options.type = AttentionType::kNystrom;
   options.head_dim = 16;
@@ -79,21 +79,21 @@ TEST(NystromAttention, WithALandmarkPerRowEqualsSoftmaxToPseudoInverseAccuracy) 
   const torch::Tensor mask = testing::LengthMask({8, 5}, 8);
   const torch::Tensor expected = testing::NaiveSoftmaxAttention(x, x, v, mask, 0.25);
   for (const int64_t landmarks : {8, 12}) {
-    NystromAttention attention(Options(landmarks, /*iterations=*/40));
+    NystromAttention attention(NystromOptions(landmarks, /*iterations=*/40));
     const torch::Tensor out = attention.forward(x, x, v, mask);
     EXPECT_LT(MaxAbs(out[0] - expected[0]), 1e-6) << landmarks << " landmarks";
     EXPECT_LT(MaxAbs(out[1].slice(1, 0, 5) - expected[1].slice(1, 0, 5)), 1e-6)
         << landmarks << " landmarks, padded";
   }
   // The default 6 iterations are only approximate, but close on this easy kernel.
-  EXPECT_LT(MaxAbs(NystromAttention(Options(8, 6)).forward(x, x, v, {}) -
+  EXPECT_LT(MaxAbs(NystromAttention(NystromOptions(8, 6)).forward(x, x, v, {}) -
                    testing::NaiveSoftmaxAttention(x, x, v, {}, 0.25)),
             0.1);
 }
 
 TEST(NystromAttention, ConstantValuesGiveTheConstantWhenThePseudoInverseConverges) {
   torch::manual_seed(4);
-  NystromAttention attention(Options(/*landmarks=*/3, /*iterations=*/40));
+  NystromAttention attention(NystromOptions(/*landmarks=*/3, /*iterations=*/40));
   const torch::Tensor q = torch::randn({1, 2, 10, 16}, torch::kFloat64);
   const torch::Tensor k = torch::randn({1, 2, 10, 16}, torch::kFloat64);
   const torch::Tensor out =
@@ -103,22 +103,22 @@ TEST(NystromAttention, ConstantValuesGiveTheConstantWhenThePseudoInverseConverge
 
 TEST(NystromAttention, PaddingIsInvisibleAndBatchEqualsSingle) {
   torch::manual_seed(5);
-  NystromAttention attention(Options(/*landmarks=*/3, /*iterations=*/6));
+  NystromAttention attention(NystromOptions(/*landmarks=*/3, /*iterations=*/6));
   testing::ExpectPaddingInvisibleAndBatchEqualsSingle(attention, /*head_dim=*/16);
 }
 
 TEST(NystromAttention, RunsInFloat32AndRejectsInvalidOptions) {
   torch::manual_seed(6);
   const torch::Tensor q = torch::randn({1, 2, 9, 16}), v = torch::randn({1, 2, 9, 3});
-  const torch::Tensor out = NystromAttention(Options(4, 6)).forward(q, q, v, {});
+  const torch::Tensor out = NystromAttention(NystromOptions(4, 6)).forward(q, q, v, {});
   EXPECT_EQ(out.scalar_type(), torch::kFloat32);
   EXPECT_LT(
       MaxAbs(out.to(torch::kFloat64) -
-             NystromAttention(Options(4, 6))
+             NystromAttention(NystromOptions(4, 6))
                  .forward(q.to(torch::kFloat64), q.to(torch::kFloat64), v.to(torch::kFloat64), {})),
       1e-4);
-  EXPECT_THROW(NystromAttention(Options(0, 6)), c10::Error);
-  EXPECT_THROW(NystromAttention(Options(4, -1)), c10::Error);
+  EXPECT_THROW(NystromAttention(NystromOptions(0, 6)), c10::Error);
+  EXPECT_THROW(NystromAttention(NystromOptions(4, -1)), c10::Error);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ using ::testing::HasSubstr;
 constexpr int64_t kInputSize = 12;
 constexpr int64_t kFrames = 20;
 
-double MaxAbsDifference(const torch::Tensor& a, const torch::Tensor& b) {
+double LargestDifference(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).abs().max().item<double>();
 }
 
@@ -81,7 +81,7 @@ void ExpectStepsEqualPrefixes(TemporalHead& head, const torch::Tensor& embedding
     const int64_t end = std::min(start + chunk, embeddings.size(1));
     auto [logits, next] = head.step(embeddings.slice(1, start, end), state);
     ASSERT_EQ(next.frames_seen, end);
-    EXPECT_LT(MaxAbsDifference(logits, PrefixLogits(head, embeddings, end)), 1e-5)
+    EXPECT_LT(LargestDifference(logits, PrefixLogits(head, embeddings, end)), 1e-5)
         << "chunk " << chunk << ", after " << end << " frames";
     state = std::move(next);
   }
@@ -147,16 +147,16 @@ TEST_P(RecurrentHeads, StreamsSteppedTogetherEqualEachSteppedAlone) {
     ASSERT_EQ(next.size(), 4u);
     for (int64_t b = 0; b < 4; ++b) {
       auto [alone_logits, alone_next] = head->step(embeddings.narrow(0, b, 1), states[b]);
-      EXPECT_LT(MaxAbsDifference(logits.narrow(0, b, 1), alone_logits), 1e-5)
+      EXPECT_LT(LargestDifference(logits.narrow(0, b, 1), alone_logits), 1e-5)
           << "stream " << b << ", chunk " << chunk;
       EXPECT_EQ(next[b].frames_seen, alone_next.frames_seen);
       ASSERT_EQ(next[b].tensors.size(), alone_next.tensors.size());
       for (size_t k = 0; k < alone_next.tensors.size(); ++k) {
-        EXPECT_LT(MaxAbsDifference(next[b].tensors[k], alone_next.tensors[k]), 1e-5);
+        EXPECT_LT(LargestDifference(next[b].tensors[k], alone_next.tensors[k]), 1e-5);
       }
       const torch::Tensor more = torch::randn({1, 2, kInputSize});
       EXPECT_LT(
-          MaxAbsDifference(head->step(more, next[b]).first, head->step(more, alone_next).first),
+          LargestDifference(head->step(more, next[b]).first, head->step(more, alone_next).first),
           1e-5)
           << "stream " << b << " went on differently";
     }
@@ -210,7 +210,7 @@ TEST(HeadStream, OneFrameWrittenOutEqualsTheJoinedStep) {
     ASSERT_TRUE(head->StepsOneFrameWrittenOut(frame));
     EXPECT_FALSE(head->StepsOneFrameWrittenOut(torch::randn({4, 2, kInputSize})));
     auto [logits, written] = head->StepEach(frame, states);
-    EXPECT_LT(MaxAbsDifference(logits, joined_logits.detach()), 1e-5) << "pre-norm " << pre_norm;
+    EXPECT_LT(LargestDifference(logits, joined_logits.detach()), 1e-5) << "pre-norm " << pre_norm;
     ASSERT_EQ(written.size(), joined.size());
     for (size_t b = 0; b < written.size(); ++b) {
       EXPECT_EQ(written[b].frames_seen, joined[b].frames_seen);
@@ -219,7 +219,7 @@ TEST(HeadStream, OneFrameWrittenOutEqualsTheJoinedStep) {
         const torch::Tensor want = joined[b].tensors[k].detach();
         ASSERT_EQ(written[b].tensors[k].sizes(), want.sizes())
             << "stream " << b << ", tensor " << k;
-        EXPECT_LT(MaxAbsDifference(written[b].tensors[k], want),
+        EXPECT_LT(LargestDifference(written[b].tensors[k], want),
                   1e-5 * (1 + want.abs().max().item<double>()))
             << "stream " << b << ", tensor " << k << ", pre-norm " << pre_norm;
       }
@@ -248,10 +248,10 @@ TEST(HeadStream, Int8StepWeightsRoundOnlyTheOneFrameStep) {
     ASSERT_TRUE(head->UseInt8StepWeights());
     EXPECT_TRUE(head->int8_step_weights());
     const double bound = 0.02 * (1 + float_logits.abs().max().item<double>());
-    const double moved = MaxAbsDifference(head->StepEach(frame, states).first, float_logits);
+    const double moved = LargestDifference(head->StepEach(frame, states).first, float_logits);
     EXPECT_GT(moved, 0.0) << "pre-norm " << pre_norm << ": the step kept float32 weights";
     EXPECT_LT(moved, bound) << "pre-norm " << pre_norm;
-    EXPECT_LT(MaxAbsDifference(head->step(frame.narrow(0, 3, 1), states[3]).first, float_alone),
+    EXPECT_LT(LargestDifference(head->step(frame.narrow(0, 3, 1), states[3]).first, float_alone),
               bound);
     EXPECT_TRUE(torch::equal(head->StepEach(chunk, states).first, float_chunk));
   }
@@ -276,7 +276,7 @@ TEST(HeadStream, RecurrentHeadsIgnoreTheWindow) {
   const torch::Tensor embeddings = torch::randn({1, 9, kInputSize});
   const SlidingWindowOptions window{/*window_frames=*/2, /*stride_frames=*/2};
   auto [logits, state] = StepHead(*head, window, embeddings, {});
-  EXPECT_LT(MaxAbsDifference(logits, PrefixLogits(*head, embeddings, 9)), 1e-5);
+  EXPECT_LT(LargestDifference(logits, PrefixLogits(*head, embeddings, 9)), 1e-5);
 }
 
 // Without a recurrent step, the logits come from the last window evaluated: at the first step and
@@ -299,7 +299,7 @@ TEST(HeadStream, SlidingWindowReevaluatesTheLatestFramesEveryStride) {
         expected = head->forward(embeddings.slice(1, first, end),
                                  torch::full({2}, end - first, torch::kLong));
       }
-      EXPECT_LT(MaxAbsDifference(logits, expected), 1e-6) << "chunk " << chunk << ", " << end;
+      EXPECT_LT(LargestDifference(logits, expected), 1e-6) << "chunk " << chunk << ", " << end;
       EXPECT_LE(next.tensors.front().size(1), window.window_frames);
       state = std::move(next);
     }
@@ -320,7 +320,7 @@ TEST(HeadStream, SlidingWindowStreamsSteppedTogetherEqualEachSteppedAlone) {
   for (int64_t b = 0; b < 2; ++b) {
     auto [alone_logits, alone_next] =
         StepHead(*head, window, embeddings.narrow(0, b, 1), states[b]);
-    EXPECT_LT(MaxAbsDifference(logits.narrow(0, b, 1), alone_logits), 1e-6) << "stream " << b;
+    EXPECT_LT(LargestDifference(logits.narrow(0, b, 1), alone_logits), 1e-6) << "stream " << b;
     EXPECT_EQ(next[b].frames_seen, alone_next.frames_seen);
   }
 }
