@@ -96,8 +96,9 @@ void ClassifyCall::Decode() {
   const int threads = decoding == 1 ? 2 * cores : cores / decoding;
   const media::ClipOptions clip = ClipOptionsFor(std::clamp(threads, 1, 16));
   absl::StatusOr<media::DecodedClip> decoded = media::DecodeClip(input_.source, clip);
-  if (input_.source.stream() != nullptr)
+  if (input_.source.stream() != nullptr) {
     input_.source.stream()->SetWaitListener(nullptr);  // nobody reads any more
+  }
   ReleaseDecodingCores();
   ReleaseFrames();
   const double decode_seconds = absl::ToDoubleSeconds(absl::Now() - started);
