@@ -589,8 +589,9 @@ TEST_F(StreamServerTest, CallsThatNeverProgressAreCountedAndEndWhenIdle) {
     auto page = testing::HttpGet(server->metrics_port(), "/metrics");
     return page.ok() ? testing::MetricValue(*page, name) : -1;
   };
+  // The stream with a config counts as "unknown" too until its config has been read.
   double awaiting_config = 0;
-  for (int i = 0; i < 100 && awaiting_config < kSilentStreams; ++i) {
+  for (int i = 0; i < 100 && awaiting_config != kSilentStreams; ++i) {
     awaiting_config = metric("vidclf_active_streams{model=\"unknown\"}");
     absl::SleepFor(absl::Milliseconds(10));
   }
