@@ -84,6 +84,9 @@ struct Level {
   double p50_ms = 0, p95_ms = 0, p99_ms = 0;
   double server_rss_bytes = NAN;
   double batch_frames_mean = NAN;
+  // The server's CPU time per answered call, and the share of calls it decoded on a GPU.
+  double server_cpu_seconds_per_clip = NAN;
+  double gpu_decoded_share = NAN;
 };
 
 double Percentile(std::vector<double> sorted, double q) {
@@ -159,6 +162,18 @@ Level RunLevel(const BenchOptions& options, vidclf::v1::VideoClassifier::Stub& s
     const double batched =
         MetricSum(after, "vidclf_batch_frames_sum") - MetricSum(before, "vidclf_batch_frames_sum");
     if (batches > 0) level.batch_frames_mean = batched / batches;
+    const auto grown = [&](const std::string& name) {
+      return MetricSum(after, name) - MetricSum(before, name);
+    };
+    if (!latencies_ms.empty()) {
+      level.server_cpu_seconds_per_clip =
+          grown("process_cpu_seconds_total") / static_cast<double>(latencies_ms.size());
+    }
+    const double decoded = grown("vidclf_decoded_clips_total");
+    if (decoded > 0) {
+      const double on_cpu = grown("vidclf_decoded_clips_total{device=\"cpu\"}");
+      level.gpu_decoded_share = 1 - (std::isnan(on_cpu) ? 0 : on_cpu) / decoded;
+    }
   }
   return level;
 }
@@ -177,7 +192,9 @@ nlohmann::json ToJson(const Level& level) {
                          {"p95_ms", level.p95_ms},
                          {"p99_ms", level.p99_ms},
                          {"server_rss_bytes", number(level.server_rss_bytes)},
-                         {"batch_frames_mean", number(level.batch_frames_mean)}};
+                         {"batch_frames_mean", number(level.batch_frames_mean)},
+                         {"server_cpu_seconds_per_clip", number(level.server_cpu_seconds_per_clip)},
+                         {"gpu_decoded_share", number(level.gpu_decoded_share)}};
   if (level.errors > 0) json["first_error"] = level.first_error;
   return json;
 }

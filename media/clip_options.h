@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "common/cancellation.h"
 #include "media/frame_converter.h"
 #include "media/frame_sampler.h"
+#include "media/nvdec_device.h"
 #include "media/uri_allowlist.h"
 
 namespace vidclf::media {
@@ -78,6 +80,9 @@ struct ClipOptions {
   // The URIs a VideoSource::Uri may name (Demuxer::OpenUri's rules); null allows none. Must
   // outlive the call.
   const UriAllowlist* uri_allowlist = nullptr;
+  // Decodes on this GPU where it can (NvdecDevice::Attach); null: on the CPU. Must outlive the
+  // call.
+  const NvdecDevice* nvdec = nullptr;
 };
 
 // Allocates without zeroing what a vector grows by. Every float of a clip is written by the
@@ -127,7 +132,12 @@ struct DecodedClip {
   // Frames the decoder produced (fewer than total_frames when seeking and skipping paid off),
   // and seeks to keyframes.
   int64_t frames_decoded = 0;
+  int64_t frames_decoded_on_gpu = 0;
   int64_t seeks = 0;
+  // Where the frames were decoded: "cpu", or the GPU's name (NvdecDevice::name) when any frame
+  // was decoded there; and, with ClipOptions::nvdec set, why it was the CPU (nvdec_device.h).
+  std::string decoded_on = "cpu";
+  std::string gpu_fallback;
   // Decoders that ran side by side (ClipOptions::split_at_keyframes).
   int decoders = 1;
   // Sources that arrive in a stream only: the container could not be demuxed before its end (an MP4

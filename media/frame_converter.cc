@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 
 extern "C" {
+#include <libavutil/hwcontext.h>
 #include <libavutil/pixdesc.h>
 }
 
@@ -185,6 +186,21 @@ int64_t FrameConverter::output_floats() const {
 }
 
 absl::Status FrameConverter::Convert(const AVFrame& frame, float* out) {
+  if (frame.hw_frames_ctx == nullptr) return ConvertHostFrame(frame, out);
+  if (!downloaded_) downloaded_.reset(av_frame_alloc());
+  if (!downloaded_) return absl::ResourceExhaustedError("out of memory");
+  av_frame_unref(downloaded_.get());
+  const int copied = av_hwframe_transfer_data(downloaded_.get(), &frame, 0);
+  if (copied < 0) {
+    return AvError(absl::StatusCode::kInternal, "cannot copy a decoded frame from the GPU", copied);
+  }
+  if (const int result = av_frame_copy_props(downloaded_.get(), &frame); result < 0) {
+    return AvError(absl::StatusCode::kResourceExhausted, "cannot copy a frame's details", result);
+  }
+  return ConvertHostFrame(*downloaded_, out);
+}
+
+absl::Status FrameConverter::ConvertHostFrame(const AVFrame& frame, float* out) {
   if (frame.width <= 0 || frame.height <= 0) {
     return absl::InvalidArgumentError("decoded frame has no pixels");
   }

@@ -36,8 +36,8 @@ absl::Status ValidatePreprocessOptions(const PreprocessOptions& options);
 // Only the stored pixels that the crop shows are resized, straight to the crop's size; the result
 // is that of resizing the whole frame and cropping, shifted by at most one stored pixel for 4:2:0
 // (the region's edges are rounded to whole pixels, its left and top ones to the chroma grid).
-// Formats whose planes cannot be addressed from an offset (bitstream, paletted, Bayer, hardware
-// frames) take the whole-frame path.
+// Formats whose planes cannot be addressed from an offset (bitstream, paletted, Bayer) take the
+// whole-frame path. Frames in GPU memory (NVDEC's) are copied to the host first.
 //
 // Keeps a scaling context and an RGB buffer between calls, reused while the frame size and format
 // stay the same. Not thread-safe: use one converter per thread.
@@ -67,12 +67,15 @@ class FrameConverter {
   PreprocessOptions options_;
   SwsContext* scaler_ = nullptr;  // owned; sws_getCachedContext reuses or replaces it
   std::vector<uint8_t> rgb_;      // RGBA: the resized region, or the whole resized frame
+  FramePtr downloaded_;           // the host copy of a frame in GPU memory
   std::array<float, 3> scale_;    // 1 / (255 * std)
   std::array<float, 3> offset_;   // -mean / std
   int quarter_turns_ = 0;         // clockwise, 0..3
   bool whole_frame_resize_ = false;
   // Tells scaler_ the frame's YUV matrix and range.
   void SetColourspace(const AVFrame& frame);
+  // Writes a frame in host memory.
+  absl::Status ConvertHostFrame(const AVFrame& frame, float* out);
 };
 
 }  // namespace vidclf::media

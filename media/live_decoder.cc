@@ -227,8 +227,8 @@ class LiveDecode {
 };
 
 // Finds the video stream of an open demuxer and opens its decoder.
-absl::StatusOr<std::pair<int, CodecContextPtr>> OpenLiveVideo(const Demuxer& demuxer,
-                                                              const LiveDecodeOptions& options) {
+absl::StatusOr<std::pair<int, VideoDecoder>> OpenLiveVideo(const Demuxer& demuxer,
+                                                           const LiveDecodeOptions& options) {
   AVFormatContext* format = demuxer.format();
   // Matroska's header describes its streams. Probing for a second would wait for H.264's decoder
   // to have output 7 frames (280 ms at 25 fps) to guess how far it reorders, which the decoder
@@ -241,7 +241,7 @@ absl::StatusOr<std::pair<int, CodecContextPtr>> OpenLiveVideo(const Demuxer& dem
   if (auto status = demuxer.ReadError(); !status.ok()) return status;
   if (!stream.ok()) return stream.status();
   auto decoder = OpenVideoDecoder(*format->streams[stream->index], stream->codec,
-                                  options.decoder_threads, options.max_frame_side);
+                                  options.decoder_threads, options.max_frame_side, options.nvdec);
   if (!decoder.ok()) return decoder.status();
   return std::make_pair(stream->index, *std::move(decoder));
 }

@@ -13,6 +13,7 @@
 #include "common/cancellation.h"
 #include "media/byte_stream.h"
 #include "media/frame_converter.h"
+#include "media/nvdec_device.h"
 #include "media/uri_allowlist.h"
 
 namespace vidclf::media {
@@ -36,6 +37,9 @@ struct LiveDecodeOptions {
   // waiting for bytes sees it when bytes come or the input is aborted: whoever cancels should
   // also abort the input. Must outlive the call.
   const CancellationToken* cancellation = nullptr;
+  // Decodes on this GPU where it can (NvdecDevice::Attach); null: on the CPU. Must outlive the
+  // call.
+  const NvdecDevice* nvdec = nullptr;
 };
 
 // INVALID_ARGUMENT naming the field when `options` cannot be used.

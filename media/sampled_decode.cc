@@ -220,6 +220,7 @@ class SampledDecode {
         return AvError(absl::StatusCode::kInvalidArgument, "video decoding failed", result);
       }
       ++clip_.frames_decoded;
+      if (frame->hw_frames_ctx != nullptr) ++clip_.frames_decoded_on_gpu;
       const int64_t index = by_timestamp_ ? IndexOf(frame->best_effort_timestamp) : decoded_++;
       absl::Status status = Keep(*frame, index);
       av_frame_unref(frame);
@@ -284,11 +285,11 @@ absl::StatusOr<DecoderRun> RunDecoder(const ListedVideo& listed, const AVStream&
                                       bool by_timestamp, Clock::time_point deadline,
                                       const ClipOptions& options, const Partner& partner,
                                       float* frames_out) {
-  auto decoder =
-      OpenVideoDecoder(video, listed.stream.codec, options.decoder_threads, options.max_frame_side);
+  auto decoder = OpenVideoDecoder(video, listed.stream.codec, options.decoder_threads,
+                                  options.max_frame_side, options.nvdec);
   if (!decoder.ok()) return decoder.status();
   // Frame threads copy it into their contexts with each packet.
-  if (options.sampling.skip_loop_filter) (*decoder)->skip_loop_filter = AVDISCARD_ALL;
+  if (options.sampling.skip_loop_filter) decoder->get()->skip_loop_filter = AVDISCARD_ALL;
 
   FrameConverter converter(options.preprocess);
   converter.set_rotation(ClockwiseRotation(video));
@@ -309,6 +310,11 @@ absl::StatusOr<DecoderRun> RunDecoder(const ListedVideo& listed, const AVStream&
                        own_pixels ? clip.pixels.data() : frames_out, clip, options, partner);
   if (auto status = decode.Run(decoder->get(), by_timestamp, deadline, options); !status.ok()) {
     return status;
+  }
+  if (clip.frames_decoded_on_gpu > 0) {
+    clip.decoded_on = options.nvdec->name();
+  } else if (options.nvdec != nullptr) {
+    clip.gpu_fallback = decoder->nvdec.active() ? kFormatFallback : decoder->nvdec.cpu_reason();
   }
   run.done = decode.done();
   run.conversion_waiting_seconds = decode.conversion_waiting_seconds();
@@ -412,6 +418,11 @@ absl::StatusOr<DecoderRun> RunSideBySide(const ListedVideo& listed, const AVStre
   clip.timestamps_seconds.insert(clip.timestamps_seconds.end(), rest.timestamps_seconds.begin(),
                                  rest.timestamps_seconds.end());
   clip.frames_decoded += rest.frames_decoded;
+  clip.frames_decoded_on_gpu += rest.frames_decoded_on_gpu;
+  if (rest.frames_decoded_on_gpu > 0) {
+    clip.decoded_on = rest.decoded_on;
+    clip.gpu_fallback.clear();
+  }
   clip.seeks += rest.seeks;
   // The conversions overlap as the decoders do: the longer stands for both.
   clip.preprocess_seconds = std::max(clip.preprocess_seconds, rest.preprocess_seconds);

@@ -153,19 +153,23 @@ double ClockwiseRotation(const AVStream& stream) {
   return std::isnan(counter_clockwise) ? 0 : -counter_clockwise;
 }
 
-absl::StatusOr<CodecContextPtr> OpenVideoDecoder(const AVStream& stream, const AVCodec* codec,
-                                                 int threads, int max_frame_side) {
-  CodecContextPtr decoder(avcodec_alloc_context3(codec));
-  if (!decoder) return absl::ResourceExhaustedError("out of memory for the decoder");
-  int result = avcodec_parameters_to_context(decoder.get(), stream.codecpar);
+absl::StatusOr<VideoDecoder> OpenVideoDecoder(const AVStream& stream, const AVCodec* codec,
+                                              int threads, int max_frame_side,
+                                              const NvdecDevice* nvdec) {
+  VideoDecoder decoder;
+  decoder.context.reset(avcodec_alloc_context3(codec));
+  AVCodecContext* context = decoder.get();
+  if (context == nullptr) return absl::ResourceExhaustedError("out of memory for the decoder");
+  int result = avcodec_parameters_to_context(context, stream.codecpar);
   if (result < 0) {
     return AvError(absl::StatusCode::kInvalidArgument, "bad video stream parameters", result);
   }
-  decoder->thread_count = threads;
-  decoder->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
-  decoder->max_pixels = static_cast<int64_t>(max_frame_side) * max_frame_side;
-  decoder->pkt_timebase = stream.time_base;
-  result = avcodec_open2(decoder.get(), codec, nullptr);
+  context->thread_count = threads;
+  context->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
+  context->max_pixels = static_cast<int64_t>(max_frame_side) * max_frame_side;
+  context->pkt_timebase = stream.time_base;
+  if (nvdec != nullptr) decoder.nvdec = nvdec->Attach(*context, *codec);
+  result = avcodec_open2(context, codec, nullptr);
   if (result < 0) {
     return AvError(absl::StatusCode::kInvalidArgument,
                    absl::StrCat("cannot open the ", codec->name, " decoder"), result);

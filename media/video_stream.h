@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "media/av_util.h"
 #include "media/demuxer.h"
+#include "media/nvdec_device.h"
 
 namespace vidclf::media {
 
@@ -49,10 +50,19 @@ absl::StatusOr<VideoStream> FindVideoStream(AVFormatContext* format, int max_fra
 // (a phone held sideways writes one); 0 when there is none. For FrameConverter::set_rotation.
 double ClockwiseRotation(const AVStream& stream);
 
+// An opened decoder, and the NVDEC session it holds when it decodes on a GPU.
+struct VideoDecoder {
+  CodecContextPtr context;
+  NvdecDevice::Session nvdec;  // inactive: decodes on the CPU, for nvdec.cpu_reason()
+  AVCodecContext* get() const { return context.get(); }
+};
+
 // Opens `codec` for `stream` with `threads` threads (0: libavcodec chooses) and pictures of at
-// most max_frame_side² pixels. INVALID_ARGUMENT when the stream's parameters do not open it.
-absl::StatusOr<CodecContextPtr> OpenVideoDecoder(const AVStream& stream, const AVCodec* codec,
-                                                 int threads, int max_frame_side);
+// most max_frame_side² pixels, on `nvdec` where it can decode the stream (null: on the CPU).
+// INVALID_ARGUMENT when the stream's parameters do not open it.
+absl::StatusOr<VideoDecoder> OpenVideoDecoder(const AVStream& stream, const AVCodec* codec,
+                                              int threads, int max_frame_side,
+                                              const NvdecDevice* nvdec = nullptr);
 
 }  // namespace vidclf::media
 

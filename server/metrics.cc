@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "media/nvdec_device.h"
 #include "model/device_memory.h"
 
 namespace vidclf {
@@ -103,6 +104,12 @@ class EngineCollector : public prometheus::Collectable {
               static_cast<double>(load.inflight_bytes)),
         info,
     };
+    if (const media::NvdecDevice* nvdec = engine_->options().decode.nvdec; nvdec != nullptr) {
+      prometheus::MetricFamily sessions =
+          Family("vidclf_nvdec_sessions", "NVDEC decoders open, by GPU (--max-nvdec-sessions).");
+      AddSample(sessions, nvdec->sessions_in_use(), {{"device", nvdec->name()}});
+      families.push_back(sessions);
+    }
     const std::vector<model::DeviceMemory> devices = model::CudaMemoryInUse();
     if (!devices.empty()) {
       prometheus::MetricFamily memory = Family(
@@ -205,6 +212,18 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
                           .Help("Frames the decoders produced.")
                           .Register(registry)
                           .Add({})),
+      decoded_clips_(prometheus::BuildCounter()
+                         .Name("vidclf_decoded_clips_total")
+                         .Help("Calls whose frames were decoded, by device: cpu, or cuda:N "
+                               "(NVDEC).")
+                         .Register(registry)),
+      decode_fallbacks_(prometheus::BuildCounter()
+                            .Name("vidclf_decode_fallbacks_total")
+                            .Help("Calls decoded on the CPU where --decode-device asked for a "
+                                  "GPU, by reason: no_gpu (none could be opened), codec "
+                                  "(NVDEC has no decoder for it), sessions (all in use), format "
+                                  "(the stream's profile, chroma or bit depth).")
+                            .Register(registry)),
       frames_embedded_(prometheus::BuildCounter()
                            .Name("vidclf_frames_embedded_total")
                            .Help("Frames the backbone embedded.")
@@ -298,6 +317,21 @@ void ServerMetrics::StreamFrames(int64_t frames) {
 void ServerMetrics::HeadStepped(int streams) { stream_head_step_streams_.Observe(streams); }
 
 void ServerMetrics::SourceReconnect() { source_reconnects_.Increment(); }
+
+void ServerMetrics::ClipDecoded(absl::string_view device, absl::string_view gpu_fallback) {
+  decoded_clips_.Add({{"device", std::string(device)}}).Increment();
+  if (gpu_fallback.empty()) return;
+  decode_fallbacks_.Add({{"reason", std::string(gpu_fallback)}}).Increment();
+  absl::MutexLock lock(&fallbacks_logged_mutex_);
+  if (fallbacks_logged_.emplace(gpu_fallback).second) {
+    // Every call of a server without a GPU falls back; its start said so already.
+    spdlog::log(
+        gpu_fallback == media::kNoGpuFallback ? spdlog::level::info : spdlog::level::warn,
+        "a call was decoded on the CPU where --decode-device asked for a GPU: {} (said once "
+        "per reason; counted in vidclf_decode_fallbacks_total{{reason=\"{}\"}})",
+        std::string(media::DescribeGpuFallback(gpu_fallback)), std::string(gpu_fallback));
+  }
+}
 
 void ServerMetrics::ThreadBindingFailed(const absl::Status& why) {
   thread_binding_failures_.Increment();

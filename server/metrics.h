@@ -12,9 +12,12 @@
 
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "server/engine/classify_engine.h"
 #include "server/engine/engine_observer.h"
 
@@ -35,6 +38,8 @@ class ServerMetrics : public engine::EngineObserver {
   void StageDone(absl::string_view model, engine::Stage stage, double seconds) override;
   void BatchDone(int frames) override;
   void FramesDecoded(int64_t frames) override;
+  // Counts the clip by device, and a fallback by reason, logging the first of each reason.
+  void ClipDecoded(absl::string_view device, absl::string_view gpu_fallback) override;
   void FramesEmbedded(int64_t frames) override;
   void Refused(engine::Refusal refusal) override;
   void StreamFrames(int64_t frames) override;
@@ -55,6 +60,10 @@ class ServerMetrics : public engine::EngineObserver {
   prometheus::Family<prometheus::Histogram>& stage_duration_;
   prometheus::Histogram& batch_frames_;
   prometheus::Counter& frames_decoded_;
+  prometheus::Family<prometheus::Counter>& decoded_clips_;
+  prometheus::Family<prometheus::Counter>& decode_fallbacks_;
+  absl::Mutex fallbacks_logged_mutex_;
+  std::set<std::string> fallbacks_logged_ ABSL_GUARDED_BY(fallbacks_logged_mutex_);
   prometheus::Counter& frames_embedded_;
   prometheus::Family<prometheus::Counter>& refused_;
   prometheus::Counter& stream_frames_;
@@ -68,8 +77,8 @@ class ServerMetrics : public engine::EngineObserver {
 
 // Reads the engine's gauges at each scrape: vidclf_queue_depth{stage},
 // vidclf_active_streams{model}, vidclf_inflight_requests, vidclf_inflight_bytes,
-// vidclf_model_info{model,version,head,attention} and vidclf_device_memory_bytes{device,kind}
-// (CUDA only). `engine` must outlive it.
+// vidclf_model_info{model,version,head,attention}, and with CUDA vidclf_device_memory_bytes{device,
+// kind} and vidclf_nvdec_sessions{device}. `engine` must outlive it.
 std::shared_ptr<prometheus::Collectable> MakeEngineCollector(const engine::ClassifyEngine* engine);
 
 // Reports this process's resident and virtual memory, CPU time, start time and file descriptors

@@ -12,9 +12,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "media/nvdec_device.h"
 #include "model/tensor_heap.h"
 #include "model/thread_affinity.h"
 #include "model/torch_threads.h"
@@ -106,6 +109,38 @@ void ApplyConnectionOptions(const GrpcConnectionOptions& options, grpc::ServerBu
   }
 }
 
+// The GPU that decodes video, as `options` ask, for models that run on `model_device`; null: the
+// CPU. FAILED_PRECONDITION when a named GPU cannot decode.
+absl::StatusOr<std::unique_ptr<media::NvdecDevice>> OpenDecodeDevice(
+    const DecodeDeviceOptions& options, absl::string_view model_device) {
+  using Kind = DecodeDeviceOptions::Kind;
+  if (options.kind == Kind::kCpu) {
+    spdlog::info("video decodes on the CPU (--decode-device cpu)");
+    return nullptr;
+  }
+  int cuda_index = options.cuda_index;
+  if (options.kind == Kind::kAuto && (!absl::ConsumePrefix(&model_device, "cuda:") ||
+                                      !absl::SimpleAtoi(model_device, &cuda_index))) {
+    spdlog::info("video decodes on the CPU: --decode-device auto and the models run on the CPU");
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<media::NvdecDevice>> device =
+      media::NvdecDevice::Open(cuda_index, options.max_sessions);
+  if (!device.ok() && options.kind == Kind::kCuda) {
+    return absl::Status(device.status().code(),
+                        absl::StrCat("--decode-device: ", device.status().message()));
+  }
+  if (!device.ok()) {
+    spdlog::warn("video decodes on the CPU: {}", std::string(device.status().message()));
+    return nullptr;
+  }
+  spdlog::info(
+      "video decodes on {} by NVDEC where the codec and profile allow, up to {} "
+      "decoders at once",
+      (*device)->name(), options.max_sessions);
+  return device;
+}
+
 }  // namespace
 
 // Declared in the order they are made: each may use those above it, and goes before them.
@@ -115,6 +150,7 @@ struct Server::Parts {
   std::unique_ptr<security::BearerTokens> metrics_tokens;
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   ServerMetrics metrics{*registry};
+  std::unique_ptr<media::NvdecDevice> nvdec;
   std::shared_ptr<security::CallGate> gate;
   std::unique_ptr<engine::ClassifyEngine> engine;
   std::unique_ptr<MetricsHttpServer> metrics_server;
@@ -138,6 +174,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                inference.winograd_convolutions ? "fused (Winograd where it runs)"
                : inference.fuse_backbone       ? "fused"
                                                : "eager");
+  media::ConfigureLibav(options.libav);  // before any thread decodes
+  // Before the models, which would otherwise make the GPU's primary context first.
+  absl::StatusOr<std::unique_ptr<media::NvdecDevice>> nvdec =
+      OpenDecodeDevice(options.decode_device, inference.device);
+  if (!nvdec.ok()) return nvdec.status();
+  parts->nvdec = *std::move(nvdec);
   absl::StatusOr<std::unique_ptr<ModelRepository>> repository =
       ModelRepository::Load(options.model_repository, options.default_model, inference);
   if (!repository.ok()) return repository.status();
@@ -161,10 +203,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       security::MakeServerCredentials(options.tls, parts->gate);
   if (!credentials.ok()) return credentials.status();
-  media::ConfigureLibav(options.libav);  // before any thread decodes
-
+  engine::EngineOptions engine_options = options.engine;
+  engine_options.decode.nvdec = parts->nvdec.get();
+  engine_options.decode_on_gpu = options.decode_device.kind != DecodeDeviceOptions::Kind::kCpu;
   absl::StatusOr<std::unique_ptr<engine::ClassifyEngine>> engine =
-      engine::ClassifyEngine::Create(options.engine, *std::move(repository), &parts->metrics);
+      engine::ClassifyEngine::Create(engine_options, *std::move(repository), &parts->metrics);
   if (!engine.ok()) return engine.status();
   parts->engine = *std::move(engine);
   LogBackboneThreads(*parts->engine);

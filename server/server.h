@@ -35,11 +35,28 @@ struct GrpcConnectionOptions {
   absl::Duration max_connection_age_grace = absl::ZeroDuration();
 };
 
+// Where video is decoded (--decode-device).
+struct DecodeDeviceOptions {
+  enum class Kind {
+    kAuto,  // NVDEC on the GPU the models run on, where it opens; else the CPU
+    kCpu,
+    kCuda,  // NVDEC on GPU cuda_index, or the server does not start
+  };
+  // The CPU until NVDEC pays: a call decoded by NVDEC took about 0.3 s however few its frames,
+  // 1.6 to 14 times as long as on 16 cores, and the server stalled under load
+  // (docs/gpu-serving-benchmark.md).
+  Kind kind = Kind::kCpu;
+  int cuda_index = 0;
+  // NVDEC decoders open at once; past them, calls and streams decode on the CPU.
+  int max_sessions = 64;
+};
+
 struct ServerOptions {
   // REPOSITORY/<model>/<version>/ bundles, and the model that calls naming none get.
   std::string model_repository;
   std::string default_model;
   model::InferenceOptions inference;
+  DecodeDeviceOptions decode_device;
   engine::EngineOptions engine;
   media::LibavSettings libav;
   // gRPC's address; port 0 takes a free one (grpc_port() says which).

@@ -5,7 +5,9 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 extern "C" {
 #include <libavutil/log.h>
@@ -35,6 +37,25 @@ absl::StatusOr<model::InferenceOptions> InferenceOptionsFromFlags(const ServerFl
   options.winograd_convolutions = flags.backbone_kernels == "winograd";
   options.cuda_graph_step = flags.stream_step == "cuda-graph";
   options.int8_step_weights = flags.stream_step_weights == "int8";
+  return options;
+}
+
+absl::StatusOr<DecodeDeviceOptions> DecodeDeviceFromFlags(const ServerFlags& flags) {
+  DecodeDeviceOptions options;
+  options.max_sessions = flags.max_nvdec_sessions;
+  absl::string_view device = flags.decode_device;
+  if (device == "cpu") return options;
+  if (device == "auto") {
+    options.kind = DecodeDeviceOptions::Kind::kAuto;
+    return options;
+  }
+  options.kind = DecodeDeviceOptions::Kind::kCuda;
+  if (device == "cuda") return options;
+  if (!absl::ConsumePrefix(&device, "cuda:") || !absl::SimpleAtoi(device, &options.cuda_index) ||
+      options.cuda_index < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--decode-device: \"", flags.decode_device,
+                                                   "\" is none of auto, cpu, cuda:N"));
+  }
   return options;
 }
 
@@ -95,6 +116,17 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
   app.add_option("--device", flags->device,
                  "auto (the first CUDA GPU if any, else the CPU), cpu or cuda:N.")
       ->capture_default_str();
+  app.add_option("--decode-device", flags->decode_device,
+                 "Where video is decoded: cpu; auto (on the GPU the models run on, by its NVDEC "
+                 "video engines, where the codec and profile allow; else on the CPU, counted in "
+                 "vidclf_decode_fallbacks_total); or cuda:N (the server does not start without "
+                 "it). NVDEC is slower than the CPU so far: a call decoded there takes about "
+                 "0.3 s however few its frames (docs/gpu-serving-benchmark.md).")
+      ->capture_default_str();
+  app.add_option("--max-nvdec-sessions", flags->max_nvdec_sessions,
+                 "NVDEC decoders open at once; past them, video decodes on the CPU.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--precision", flags->precision,
                  "Backbone precision: fp32, or on CUDA fp16 or bf16.")
       ->capture_default_str()
@@ -261,6 +293,9 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(const ServerFlags& flags) {
   absl::StatusOr<model::InferenceOptions> inference = InferenceOptionsFromFlags(flags);
   if (!inference.ok()) return inference.status();
   options.inference = *std::move(inference);
+  absl::StatusOr<DecodeDeviceOptions> decode_device = DecodeDeviceFromFlags(flags);
+  if (!decode_device.ok()) return decode_device.status();
+  options.decode_device = *decode_device;
   options.engine = EngineOptionsFromFlags(flags);
   absl::StatusOr<media::UriAllowlist> allowlist = media::UriAllowlist::Parse(flags.allow_uri);
   if (!allowlist.ok()) {

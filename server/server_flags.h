@@ -22,6 +22,8 @@ struct ServerFlags {
   std::string metrics_tls_key;
   std::string metrics_token_file;
   std::string device = "auto";
+  std::string decode_device = "cpu";
+  int max_nvdec_sessions = 64;
   std::string precision = "fp32";
   std::string memory_format = "channels-last";
   std::string backbone_kernels = "winograd";

@@ -4,12 +4,21 @@
 # in-process benchmark against the LibTorch inside this machine's PyTorch (no cameras, no
 # vidclf-train, no tests), makes a repository of the demo models' configurations with seeded
 # weights (vidclf-seeded-repository), then on each VIDEO measures:
-#   - the engine in-process (vidclf-e2e-bench), one call at a time, on cuda:0 in fp16 and fp32
-#     and on the CPU;
-#   - the server over gRPC at rising concurrency (vidclf bench), on cuda:0 in fp16 and on the CPU.
-# Every log and result goes into OUTPUT_DIR, which bench/gpu/serving_report.py reads.
+#   - libavcodec alone (vidclf-decode-rate): every frame decoded and dropped, on the CPU and on
+#     NVDEC, with decoders side by side: the decoders' own ceiling; and NVDEC's clips against the
+#     CPU's (vidclf-decode-compare);
+#   - the engine in-process (vidclf-e2e-bench), one call at a time;
+#   - the server over gRPC at rising concurrency (vidclf bench) on SERVING_VIDEOS (default: every
+#     VIDEO), with the GPU's utilisation sampled by nvidia-smi;
+#   - with LIVE_VIDEO, that file sent as each of N live feeds at once in real time (vidclf stream
+#     --realtime), for each N of LIVE_FEEDS.
+# A variant is "MODEL_DEVICE PRECISION [DECODE_DEVICE]" (decode device cpu when left out). Every
+# log and result goes into OUTPUT_DIR, which bench/gpu/serving_report.py reads. PREBUILT=1 takes
+# the binaries already in BUILD_DIR, to try the script on a machine without a GPU.
 #
-#   [INPROCESS_VARIANTS="cuda:0 fp16,cpu fp32"] [SERVING_VARIANTS="cpu fp32"] \
+#   [INPROCESS_VARIANTS="cuda:0 fp16 cuda:0,cpu fp32"] [SERVING_VARIANTS="cpu fp32"] \
+#   [SERVING_VIDEOS="A.mp4 B.mp4"] [CONCURRENCY=1,4,16,32] [DECODE_RATE_DEVICES="cpu cuda:0"] \
+#   [LIVE_VIDEO=C.mp4 LIVE_FEEDS="16 64"] \
 #   bench/gpu/serve.sh DEPS.tar.xz CONFIGS_DIR OUTPUT_DIR VIDEO...
 set -uo pipefail
 
@@ -36,71 +45,115 @@ source "$(dirname "$0")/step.sh"
 } >"$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 
-step unpack tar -C "$prefix" -xJf "$deps" || exit 1
-# The carried programs find the carried libraries (grpc_cpp_plugin inherits protoc's); this
-# machine's own programs (the compiler, CMake, Python) keep theirs.
-for program in pkgconf protoc; do
-  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$lib" "$prefix/usr/bin/$program" \
-    >"$tools/$program"
-  chmod +x "$tools/$program"
-done
 run() { LD_LIBRARY_PATH=$lib "$@"; }
-# The carried headers go first on every compiler command line: PyTorch's include directory holds
-# a Protobuf of its own, which must not stand in for the one protoc generated code for.
-printf '#!/bin/sh\nexec %s -isystem %s -isystem %s "$@"\n' "$(command -v c++)" \
-  "$prefix/usr/include" "$prefix/usr/include/$arch" >"$tools/c++"
-chmod +x "$tools/c++"
+if [ -z "${PREBUILT:-}" ]; then
+  step unpack tar -C "$prefix" -xJf "$deps" || exit 1
+  # The carried programs find the carried libraries (grpc_cpp_plugin inherits protoc's); this
+  # machine's own programs (the compiler, CMake, Python) keep theirs.
+  for program in pkgconf protoc; do
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$lib" "$prefix/usr/bin/$program" \
+      >"$tools/$program"
+    chmod +x "$tools/$program"
+  done
+  # The carried headers go first on every compiler command line: PyTorch's include directory holds
+  # a Protobuf of its own, which must not stand in for the one protoc generated code for.
+  printf '#!/bin/sh\nexec %s -isystem %s -isystem %s "$@"\n' "$(command -v c++)" \
+    "$prefix/usr/include" "$prefix/usr/include/$arch" >"$tools/c++"
+  chmod +x "$tools/c++"
 
-# PyTorch's CMake package defines protobuf::libprotobuf before FindProtobuf can, as a target
-# with no library (its own Protobuf is linked into libtorch): every link names the carried one.
-torch_cmake=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
-export PKG_CONFIG_LIBDIR=$lib/pkgconfig:$prefix/usr/share/pkgconfig
-export PKG_CONFIG_SYSROOT_DIR=$prefix
-step configure cmake --fresh -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DVIDCLF_BUILD_TESTS=OFF -DVIDCLF_CAMERAS=OFF -DVIDCLF_TRAINING=OFF \
-  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
-  -DCMAKE_PREFIX_PATH="$torch_cmake;$prefix/usr" -DPKG_CONFIG_EXECUTABLE="$tools/pkgconf" \
-  -DProtobuf_PROTOC_EXECUTABLE="$tools/protoc" -DCMAKE_CXX_COMPILER="$tools/c++" \
-  -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$lib" \
-  -DCMAKE_CXX_STANDARD_LIBRARIES="$lib/libprotobuf.so" || exit 1
-step build cmake --build "$build" --parallel "$(nproc)" --target vidclf-server vidclf \
-  vidclf-e2e-bench vidclf-seeded-repository -- -k 0 || exit 1
+  # PyTorch's CMake package defines protobuf::libprotobuf before FindProtobuf can, as a target
+  # with no library (its own Protobuf is linked into libtorch): every link names the carried one.
+  torch_cmake=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+  export PKG_CONFIG_LIBDIR=$lib/pkgconfig:$prefix/usr/share/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=$prefix
+  step configure cmake --fresh -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DVIDCLF_BUILD_TESTS=OFF -DVIDCLF_CAMERAS=OFF -DVIDCLF_TRAINING=OFF \
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
+    -DCMAKE_PREFIX_PATH="$torch_cmake;$prefix/usr" -DPKG_CONFIG_EXECUTABLE="$tools/pkgconf" \
+    -DProtobuf_PROTOC_EXECUTABLE="$tools/protoc" -DCMAKE_CXX_COMPILER="$tools/c++" \
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$lib" \
+    -DCMAKE_CXX_STANDARD_LIBRARIES="$lib/libprotobuf.so" || exit 1
+  step build cmake --build "$build" --parallel "$(nproc)" --target vidclf-server vidclf \
+    vidclf-e2e-bench vidclf-seeded-repository vidclf-decode-rate vidclf-decode-compare -- -k 0 ||
+    exit 1
+fi
 bin=$build/bin
 repository=$build/seeded-repository
 rm -rf "$repository"
 step repository run "$bin/vidclf-seeded-repository" --configs "$configs" --output "$repository" ||
   exit 1
 
+# The decoders alone: each file decoded whole by 1 to 64 decoders side by side; and a GPU's clips
+# against the CPU's.
+for decode_device in ${DECODE_RATE_DEVICES-cpu cuda:0}; do
+  parallel=1,4,16,64
+  [ "$decode_device" = cpu ] && parallel=1,16
+  step "decode-rate-${decode_device%%:*}" run "$bin/vidclf-decode-rate" --rounds 1 \
+    --decode_device "$decode_device" --parallel "$parallel" "${videos[@]}"
+  if [ "$decode_device" != cpu ]; then
+    step decode-compare run "$bin/vidclf-decode-compare" --decode_device "$decode_device" \
+      "${videos[@]}"
+  fi
+done
+
+# "MODEL_DEVICE PRECISION [DECODE_DEVICE]" as a file name: cuda-fp16-nvdec, cpu-fp32.
+variant_name() {
+  local name=${1%%:*}-$2
+  [ -n "$3" ] && [ "$3" != cpu ] && name=$name-nvdec
+  echo "$name"
+}
+
 # In-process: two untimed calls on each file, then seven rounds over the files.
 requests() {
   for _ in 1 2; do printf '%s\n' "${videos[@]}"; done
   for _ in $(seq 7); do printf '%s\n' "${videos[@]}"; done
 }
-IFS=, read -r -a inprocess_variants <<<"${INPROCESS_VARIANTS-cuda:0 fp16,cuda:0 fp32,cpu fp32}"
+default_variants="cuda:0 fp16 cuda:0,cuda:0 fp16,cpu fp32"
+IFS=, read -r -a inprocess_variants <<<"${INPROCESS_VARIANTS-$default_variants}"
 for variant in "${inprocess_variants[@]}"; do
-  read -r device precision <<<"$variant"
-  name=inprocess-${device%%:*}-$precision
+  read -r device precision decode_device <<<"$variant"
+  name=inprocess-$(variant_name "$device" "$precision" "$decode_device")
   requests | step "$name" run "$bin/vidclf-e2e-bench" --repository "$repository" \
-    --device "$device" --precision "$precision"
+    --device "$device" --precision "$precision" --decode_device "${decode_device:-cpu}"
 done
 
-# Over gRPC: a server per device, loaded by the C++ client at rising concurrency. The server is
-# started directly, not through run(), so that $! is its process and TERM reaches it.
+# Over gRPC: a server per variant, loaded by the C++ client at rising concurrency, with the GPU
+# sampled every 500 ms. The server is started directly, not through run(), so that $! is its
+# process and TERM reaches it.
+read -r -a serving_videos <<<"${SERVING_VIDEOS-${videos[*]}}"
 metrics=http://127.0.0.1:9151/metrics
-IFS=, read -r -a serving_variants <<<"${SERVING_VARIANTS-cuda:0 fp16,cpu fp32}"
+IFS=, read -r -a serving_variants <<<"${SERVING_VARIANTS-$default_variants}"
 for variant in "${serving_variants[@]}"; do
-  read -r device precision <<<"$variant"
-  name=serving-${device%%:*}-$precision
+  read -r device precision decode_device <<<"$variant"
+  name=serving-$(variant_name "$device" "$precision" "$decode_device")
   LD_LIBRARY_PATH=$lib "$bin/vidclf-server" --model-repository "$repository" \
     --host 127.0.0.1 --grpc-port 50151 --metrics-port 9151 --device "$device" \
-    --precision "$precision" >"$out/$name-server.txt" 2>&1 &
+    --precision "$precision" --decode-device "${decode_device:-cpu}" --max-streams 128 \
+    >"$out/$name-server.txt" 2>&1 &
   server=$!
   for _ in $(seq 120); do
     grep -q "gRPC listening on" "$out/$name-server.txt" && break
     sleep 0.5
   done
+  sampler=
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.decoder,memory.used \
+      --format=csv,noheader,nounits -lms 500 >"$out/$name-gpu.csv" 2>&1 &
+    sampler=$!
+  fi
   step "$name" run "$bin/vidclf" bench --server 127.0.0.1:50151 --json --warmup 8 \
-    --concurrency 1,4,16,32 --metrics-url "$metrics" "${videos[@]}"
+    --concurrency "${CONCURRENCY-1,4,16,32}" --metrics-url "$metrics" "${serving_videos[@]}"
+  for feeds in ${LIVE_FEEDS-}; do
+    echo "== $name: $feeds live feeds of $LIVE_VIDEO"
+    feeders=()
+    for feed in $(seq "$feeds"); do
+      run "$bin/vidclf" stream --server 127.0.0.1:50151 --realtime --json --top-k 1 \
+        "$LIVE_VIDEO" >"$out/$name-live$feeds-$feed.txt" 2>&1 &
+      feeders+=($!)
+    done
+    wait "${feeders[@]}"
+  done
+  [ -n "$sampler" ] && kill "$sampler"
   python3 -c 'import sys, urllib.request as r; print(r.urlopen(sys.argv[1]).read().decode())' \
     "$metrics" >"$out/$name-metrics.txt" 2>&1
   kill -TERM "$server"

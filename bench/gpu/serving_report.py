@@ -1,156 +1,275 @@
 #!/usr/bin/env python3
 """Writes docs/gpu-serving-benchmark.md from the outputs of bench/gpu/serve.sh.
 
-Usage: serving_report.py OUTPUT_DIR docs/gpu-serving-benchmark.md
+Usage: serving_report.py RUN_DIR... docs/gpu-serving-benchmark.md
 
-Every figure comes from the files in OUTPUT_DIR, which bench/gpu/serve.sh wrote; a notes.txt
-there, if any, is copied in under "Notes on this run".
+Each RUN_DIR holds what serve.sh wrote on one machine (several serve.sh calls on the same machine
+may share one); each becomes a section of its own, since figures compare only within a machine.
+Every figure comes from those files; a notes.txt in a RUN_DIR is copied in at the end of its
+section.
 """
+import csv
 import datetime
+import glob
 import json
 import os
 import re
 import statistics
 import sys
 
-INPROCESS = (("cuda fp16", "inprocess-cuda-fp16"), ("cuda fp32", "inprocess-cuda-fp32"),
-             ("cpu fp32", "inprocess-cpu-fp32"))
-SERVING = (("cuda fp16", "serving-cuda-fp16"), ("cpu fp32", "serving-cpu-fp32"))
-STAGES = ("wall_s", "decode_s", "embed_s", "head_s")
+STAGES = ("wall_s", "decode_s", "preprocess_s", "embed_s", "head_s")
 
 
 def read(directory, name):
-    path = os.path.join(directory, name + ".txt")
+    path = os.path.join(directory, name)
     if not os.path.exists(path):
         return ""
     with open(path, encoding="utf-8") as file:
         return file.read()
 
 
-def inprocess_calls(directory, name, videos):
-    """{video: [answer, ...]} of the timed calls (the first two rounds over the files are not)."""
-    answers = [json.loads(line) for line in read(directory, name).splitlines()
-               if line.startswith("{") and "ready" not in line]
-    calls = {video: [] for video in videos}
-    for index, answer in enumerate(answers[2 * len(videos):]):
-        calls[videos[index % len(videos)]].append(answer)
-    return calls
+def json_lines(text):
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{\"")]
 
 
-def median_ms(answers, key):
-    values = [answer[key] for answer in answers if key in answer]
-    return statistics.median(values) * 1000 if values else float("nan")
+def variants(directory, prefix):
+    """The variant names of the result files `prefix`-VARIANT.txt, fp16 and NVDEC first."""
+    names = set()
+    for path in glob.glob(os.path.join(directory, prefix + "-*.txt")):
+        name = os.path.basename(path)[len(prefix) + 1:-len(".txt")]
+        if not re.search(r"-(server|metrics|live\d+-\d+)$", name):
+            names.add(name)
+    return sorted(names, key=lambda name: ("nvdec" not in name, name))
 
 
-def serving_levels(directory, name):
-    text = read(directory, name)
-    start = text.find("{")
-    return json.loads(text[start:])["levels"] if start >= 0 else []
+def label(variant):
+    """cuda-fp16-nvdec -> models on cuda fp16, NVDEC decoding."""
+    parts = variant.split("-")
+    decode = "NVDEC" if parts[-1] == "nvdec" else "CPU"
+    return f"models {parts[0]} {parts[1]}, decoding on {decode}"
 
 
-def device_memory_mib(directory, name):
-    """{kind: MiB} of the server's device memory at the end of its run."""
-    found = re.findall(r'^vidclf_device_memory_bytes\{[^}]*kind="(\w+)"[^}]*\} (\S+)$',
-                       read(directory, name + "-metrics"), re.MULTILINE)
-    return {kind: float(value) / 2**20 for kind, value in found}
+def median(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def decoders_section(directory):
+    rates = {}
+    for device in ("cpu", "cuda"):
+        for line in json_lines(read(directory, f"decode-rate-{device}.txt")):
+            rates[(os.path.basename(line["file"]), line["parallel"], device)] = line
+    if not rates:
+        return []
+    lines = [
+        "### The decoders alone (`vidclf-decode-rate`)",
+        "",
+        "Every frame of each file decoded and dropped, by N decoders side by side (each its own "
+        "copy of the file), as `ffmpeg -f null` does: frames decoded per second by all of them "
+        "together, one round. CPU: libavcodec's software decoders, libavcodec's choice of "
+        "threads each; NVDEC: libavcodec's cuda hwaccel, frames left in GPU memory. A file "
+        "NVDEC does not decode is decoded on the CPU in the NVDEC column (marked).",
+        "",
+        "| file | decoders | CPU frames/s | NVDEC frames/s |",
+        "|---|---|---|---|",
+    ]
+    for file, parallel in sorted({(file, parallel) for file, parallel, _ in rates}):
+        cells = []
+        for device in ("cpu", "cuda"):
+            line = rates.get((file, parallel, device))
+            if line is None:
+                cells.append("")
+                continue
+            fallback = " (on the CPU)" if device == "cuda" and line["frames_on_gpu"] == 0 else ""
+            cells.append(f"{line['frames_per_second']:.0f}{fallback}")
+        lines.append(f"| `{file}` | {parallel} | {cells[0]} | {cells[1]} |")
+    compared = json_lines(read(directory, "decode-compare.txt"))
+    if compared:
+        lines += [
+            "",
+            "NVDEC's clips against the CPU's (`vidclf-decode-compare`: 16 frames sampled, 224x224 "
+            "crops, the same frames chosen; differences in 8-bit levels after conversion):",
+            "",
+            "| file | decoded on | why on the CPU | frames decoded on the GPU | max | mean |",
+            "|---|---|---|---|---|---|",
+        ]
+        for line in compared:
+            if "error" in line:
+                lines.append(f"| `{os.path.basename(line['file'])}` | error: {line['error']} "
+                             "| | | | |")
+                continue
+            lines.append(
+                f"| `{os.path.basename(line['file'])}` | {line['decoded_on']} | "
+                f"{line['gpu_fallback'] or '-'} | {line['frames_decoded_on_gpu']} | "
+                f"{line['max_levels']:.2f} | {line['mean_levels']:.3f} |")
+    return lines + [""]
+
+
+def inprocess_section(directory, videos):
+    names = variants(directory, "inprocess")
+    if not names:
+        return []
+    lines = [
+        "### One call at a time, in-process (`vidclf-e2e-bench`)",
+        "",
+        "Medians of seven calls per file, after two untimed rounds, in ms.",
+        "",
+        "| file | variant | decoded on | call | decode | preprocess | embed | head "
+        "| top label, score |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for video in videos:
+        for name in names:
+            answers = json_lines(read(directory, f"inprocess-{name}.txt"))
+            answers = [a for a in answers if "ready" not in a]
+            timed = answers[2 * len(videos):][videos.index(video)::len(videos)]
+            errors = [a["error"] for a in answers if "error" in a]
+            if errors or not timed:
+                lines.append(f"| `{os.path.basename(video)}` | {label(name)} | "
+                             f"{'error: ' + errors[0] if errors else 'no result'} "
+                             "| | | | | | |")
+                continue
+            cells = " | ".join(f"{median([a[key] for a in timed]) * 1000:.1f}" for key in STAGES)
+            lines.append(f"| `{os.path.basename(video)}` | {label(name)} | "
+                         f"{timed[-1].get('decoded_on', '')} | {cells} | "
+                         f"{timed[-1]['top']}, {timed[-1]['score']:.4f} |")
+    return lines + [""]
+
+
+def gpu_samples(directory, name):
+    """Median GPU and decoder utilisation (%) and the most GPU memory (MiB) nvidia-smi saw."""
+    path = os.path.join(directory, f"serving-{name}-gpu.csv")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as file:
+        rows = [row for row in csv.reader(file) if len(row) == 4]
+    if not rows:
+        return None
+    column = lambda i: [float(row[i]) for row in rows]  # noqa: E731
+    return median(column(1)), median(column(2)), max(column(3)), len(rows)
+
+
+def serving_section(directory):
+    names = variants(directory, "serving")
+    if not names:
+        return []
+    lines = [
+        "### Over gRPC at rising concurrency (`vidclf bench`)",
+        "",
+        "One server per variant, loaded by `vidclf bench --warmup 8 --metrics-url ...` with "
+        "max(16, 8 x concurrency) calls per level. CPU s per call: the server's "
+        "`process_cpu_seconds_total` over the level, divided by its calls.",
+        "",
+        "| variant | concurrency | calls | errors | clips/s | p50 ms | p99 ms | CPU s per call "
+        "| decoded on GPU | frames per batch | RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        text = read(directory, f"serving-{name}.txt")
+        start = text.find("{\n")
+        levels = json.loads(text[start:])["levels"] if start >= 0 else []
+        if not levels:
+            log = read(directory, f"serving-{name}-server.txt").strip().splitlines()
+            lines.append(f"| {label(name)} | no result; the server's last line: "
+                         f"`{log[-1].strip() if log else 'nothing'}` | | | | | | | | | |")
+        for level in levels:
+            def number(key, digits, scale=1.0):
+                value = level.get(key)
+                return "" if value is None else f"{value * scale:.{digits}f}"
+            lines.append(
+                f"| {label(name)} | {level['concurrency']} | {level['requests']} | "
+                f"{level['errors']} | {level['clips_per_s']:.2f} | {level['p50_ms']:.0f} | "
+                f"{level['p99_ms']:.0f} | {number('server_cpu_seconds_per_clip', 3)} | "
+                f"{number('gpu_decoded_share', 0, 100)}% | {number('batch_frames_mean', 1)} | "
+                f"{number('server_rss_bytes', 0, 2**-20)} |")
+    sampled = [(name, gpu_samples(directory, name)) for name in names]
+    sampled = [(name, samples) for name, samples in sampled if samples]
+    if sampled:
+        lines += ["", "nvidia-smi every 500 ms while each server was loaded (median utilisation; "
+                  "the most memory used on the GPU by every process):", ""]
+        for name, (gpu, decoder, memory, count) in sampled:
+            lines.append(f"- {label(name)}: GPU {gpu:.0f}%, NVDEC {decoder:.0f}%, at most "
+                         f"{memory:.0f} MiB ({count} samples)")
+    return lines + [""]
+
+
+def live_section(directory):
+    feeds = {}
+    for path in glob.glob(os.path.join(directory, "serving-*-live*-*.txt")):
+        match = re.search(r"serving-(.+)-live(\d+)-\d+\.txt$", path)
+        feeds.setdefault((match.group(1), int(match.group(2))), []).append(path)
+    if not feeds:
+        return []
+    lines = [
+        "### Live feeds (`vidclf stream --realtime`)",
+        "",
+        "N clients at once, each sending the same file as a live feed no faster than it plays; "
+        "every frame embedded and answered. Latency: from a frame's arrival to its prediction "
+        "(the prediction's `latency_ms`), over every prediction of every feed.",
+        "",
+        "| variant | feeds | predictions / frames sent | dropped | latency p50 ms | p99 ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (name, count), paths in sorted(feeds.items()):
+        predictions, latencies, dropped, sent = 0, [], 0, 0
+        for path in paths:
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
+            answers = json_lines(text)
+            predictions += len(answers)
+            latencies += [answer["latency_ms"] for answer in answers]
+            summary = re.search(r"(\d+) frames seen, (\d+) embedded; (\d+) dropped", text)
+            if summary:
+                sent += int(summary.group(1))
+                dropped += int(summary.group(3))
+        if not latencies:
+            lines.append(f"| {label(name)} | {len(paths)} | no prediction | | | |")
+            continue
+        latencies.sort()
+        p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
+        lines.append(f"| {label(name)} | {len(paths)} | {predictions} / {sent} | {dropped} | "
+                     f"{median(latencies):.0f} | {p99:.0f} |")
+    return lines + [""]
 
 
 def main():
-    directory, output = sys.argv[1], sys.argv[2]
-    videos = [line.split()[0] for line in read(directory, "videos").splitlines() if line.strip()]
-    machine = read(directory, "machine").strip().splitlines()
+    *directories, output = sys.argv[1:]
     lines = [
         "# GPU serving benchmark: vidclf's server and engine on one NVIDIA GPU",
         "",
-        f"Written by `bench/gpu/serving_report.py` on {datetime.date.today().isoformat()} from the "
-        "outputs of `bench/gpu/serve.sh` (the notes at the end say which runs), which unpacks the Debian libraries that "
-        "`bench/gpu/pack-deps.sh` packed (gRPC, Protobuf, Abseil, FFmpeg, prometheus-cpp and what "
-        "they load), builds `vidclf-server`, `vidclf` and `vidclf-e2e-bench` against the LibTorch "
-        "inside the machine's PyTorch, and runs them on the same files on `cuda:0` and on the "
-        "machine's CPU. Regenerate with `python3 bench/gpu/serving_report.py OUTPUT_DIR "
-        "docs/gpu-serving-benchmark.md`.",
+        f"Written by `bench/gpu/serving_report.py` on {datetime.date.today().isoformat()} from "
+        "the outputs of `bench/gpu/serve.sh`, which unpacks the Debian libraries that "
+        "`bench/gpu/pack-deps.sh` packed, builds vidclf's server, client and benchmarks "
+        "against the LibTorch inside the machine's PyTorch, and measures them there. Each "
+        "section below is one machine: compare figures within a section only.",
         "",
         "The run: on a Debian machine with vidclf's dependencies, `bench/gpu/pack-deps.sh "
         "DEPS.tar.xz`, and the demo repository's `NAME/1/model.json` files copied into "
         "CONFIGS_DIR; on the GPU machine, from the repository's root, `bench/gpu/serve.sh "
-        "DEPS.tar.xz CONFIGS_DIR OUTPUT_DIR VIDEO...`.",
+        "DEPS.tar.xz CONFIGS_DIR OUTPUT_DIR VIDEO...` with the variants each section names. "
+        "Regenerate with `python3 bench/gpu/serving_report.py OUTPUT_DIR... "
+        "docs/gpu-serving-benchmark.md`.",
         "",
-    ]
-    lines += [f"- {line}" for line in machine]
-    lines += [
-        "- Models: the demo repository's three configurations (ResNet18 at 112x112, 16 frames; "
+        "Models: the demo repository's three configurations (ResNet18 at 112x112, 16 frames; "
         "GRU, softmax-transformer and causal-linear heads) with seeded random weights "
         "(`vidclf-seeded-repository`): the same computation as the demo models, predictions "
         "that mean nothing. The default model (`demo`, GRU head) answers every call.",
-        "- Files: " + ", ".join(f"`{os.path.basename(video)}`" for video in videos) + ".",
-        "- Decoding runs on the CPU in every variant (libavcodec, all the machine's cores); on "
-        "the GPU variants the backbone and head run on `cuda:0`.",
         "",
-        "## One call at a time, in-process (`vidclf-e2e-bench`)",
-        "",
-        "Medians of seven calls per file, after two untimed rounds, in ms.",
-        "",
-        "| file | variant | call | decode | embed | head | top label, score |",
-        "|---|---|---|---|---|---|---|",
     ]
-    calls = {label: inprocess_calls(directory, name, videos) for label, name in INPROCESS}
-    for video in videos:
-        for label, _ in INPROCESS:
-            answers = calls[label][video]
-            if not answers:
-                lines.append(f"| `{os.path.basename(video)}` | {label} | no result | | | | |")
-                continue
-            errors = [answer["error"] for answer in answers if "error" in answer]
-            if errors:
-                lines.append(f"| `{os.path.basename(video)}` | {label} | error: {errors[0]} "
-                             "| | | | |")
-                continue
-            cells = " | ".join(f"{median_ms(answers, key):.1f}" for key in STAGES)
-            top = f"{answers[-1]['top']}, {answers[-1]['score']:.4f}"
-            lines.append(f"| `{os.path.basename(video)}` | {label} | {cells} | {top} |")
-    lines += [
-        "",
-        "## Over gRPC at rising concurrency (`vidclf bench`)",
-        "",
-        "One server per variant (`vidclf-server --device cuda:0 --precision fp16`, then "
-        "`--device cpu`), loaded by `vidclf bench --concurrency 1,4,16,32 --warmup 8` over the "
-        "files in turn.",
-        "",
-        "| variant | concurrency | calls | errors | clips/s | p50 ms | p95 ms | frames per batch "
-        "| server RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    throughput = {}
-    for label, name in SERVING:
-        levels = serving_levels(directory, name)
-        if not levels:
-            log = read(directory, name + "-server").strip().splitlines()
-            lines.append(f"| {label} | no result: the server's last line was "
-                         f"`{log[-1].strip() if log else 'nothing'}` | | | | | | | |")
-        for level in levels:
-            throughput[(label, level["concurrency"])] = level["clips_per_s"]
-            rss = level.get("server_rss_bytes")
-            batch = level.get("batch_frames_mean")
-            lines.append(
-                f"| {label} | {level['concurrency']} | {level['requests']} | {level['errors']} | "
-                f"{level['clips_per_s']:.2f} | {level['p50_ms']:.0f} | {level['p95_ms']:.0f} | "
-                f"{'' if batch is None else f'{batch:.1f}'} | "
-                f"{'' if rss is None else f'{rss / 2**20:.0f}'} |")
-    ratios = [f"{concurrency}: {throughput[('cuda fp16', concurrency)] / cpu:.2f}x"
-              for (label, concurrency), cpu in sorted(throughput.items())
-              if label == "cpu fp32" and ("cuda fp16", concurrency) in throughput and cpu > 0]
-    if ratios:
-        lines += ["", "Throughput on the GPU over the CPU's, by concurrency: " +
-                  ", ".join(ratios) + "."]
-    memory = device_memory_mib(directory, "serving-cuda-fp16")
-    if memory:
-        lines += ["", "GPU memory of the GPU server after its run (`vidclf_device_memory_bytes`): " +
-                  ", ".join(f"{kind} {mib:.0f} MiB" for kind, mib in sorted(memory.items())) + "."]
-    notes = read(directory, "notes").strip()
-    if notes:
-        lines += ["", "## Notes on this run", "", notes]
+    for number, directory in enumerate(directories, 1):
+        videos = [line.split()[0] for line in read(directory, "videos.txt").splitlines()
+                  if line.strip()]
+        lines += [f"## Machine {number}", ""]
+        lines += [f"- {line}" for line in read(directory, "machine.txt").strip().splitlines()]
+        lines += ["- Files: " + ", ".join(f"`{os.path.basename(v)}`" for v in videos) + ".", ""]
+        lines += decoders_section(directory)
+        lines += inprocess_section(directory, videos)
+        lines += serving_section(directory)
+        lines += live_section(directory)
+        notes = read(directory, "notes.txt").strip()
+        if notes:
+            lines += ["### Notes on this machine's run", "", notes, ""]
     with open(output, "w", encoding="utf-8") as file:
-        file.write("\n".join(lines) + "\n")
+        file.write("\n".join(lines).rstrip("\n") + "\n")
 
 
 if __name__ == "__main__":

@@ -378,6 +378,10 @@ function checkGpu(s, name, errors) {
   if (!(pod.tolerations ?? []).some((t) => t.key === "nvidia.com/gpu")) errors.push(`${name}: no toleration for nvidia.com/gpu`);
   if (!pod.nodeSelector || Object.keys(pod.nodeSelector).length === 0) errors.push(`${name}: no nodeSelector for GPU nodes`);
   if (!/vidclf-server-cuda(:|@|$)/.test(c.image)) errors.push(`${name}: image must be vidclf-server-cuda, is ${c.image}`);
+  const capabilities = (c.env ?? []).find((e) => e.name === "NVIDIA_DRIVER_CAPABILITIES")?.value ?? "";
+  if (!capabilities.split(",").includes("video")) {
+    errors.push(`${name}: NVIDIA_DRIVER_CAPABILITIES must include video (libnvcuvid.so.1, for NVDEC), is "${capabilities}"`);
+  }
 }
 
 function checkCpu(s, name, errors) {

@@ -105,7 +105,12 @@ void ClassifyCall::Decode() {
   const double recent = engine_->recent_decode_seconds_.load();
   engine_->recent_decode_seconds_ =
       recent == 0 ? decode_seconds : 0.8 * recent + 0.2 * decode_seconds;
-  if (decoded.ok()) engine_->observer_->FramesDecoded(decoded->frames_decoded);
+  if (decoded.ok()) {
+    engine_->observer_->FramesDecoded(decoded->frames_decoded);
+    const bool no_gpu = engine_->options().decode_on_gpu && clip.nvdec == nullptr;
+    engine_->observer_->ClipDecoded(decoded->decoded_on,
+                                    no_gpu ? media::kNoGpuFallback : decoded->gpu_fallback);
+  }
 
   bool move_on = false;
   {
@@ -230,6 +235,7 @@ void ClassifyCall::RunHead() {
     absl::MutexLock lock(&mutex_);
     result = timings_;
     result.frame_timestamps_seconds = clip_.timestamps_seconds;
+    result.decoded_on = clip_.decoded_on;
     const int64_t frames = clip_.num_frames;
     const bool complete = frames > 0 && static_cast<int64_t>(embeddings_.size()) >= frames &&
                           std::all_of(embeddings_.begin(), embeddings_.begin() + frames,

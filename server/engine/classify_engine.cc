@@ -214,6 +214,7 @@ absl::StatusOr<std::shared_ptr<StreamSession>> ClassifyEngine::OpenStream(
   resources.head_stepper = &head_stepper_;
   resources.observer = observer_;
   resources.uri_allowlist = &options_.uri_allowlist;
+  resources.nvdec = options_.decode.nvdec;
   StreamOptions resolved = options;
   if (resolved.max_reconnects < 0 || resolved.max_reconnects > resources.max_source_reconnects) {
     resolved.max_reconnects = resources.max_source_reconnects;

@@ -79,6 +79,9 @@ struct EngineOptions {
     clip.decode_timeout_ms = 30000;
     return clip;
   }();
+  // A GPU was asked to decode (decode.nvdec, or none could be opened): calls decoded on the CPU
+  // count as fallbacks (EngineObserver::ClipDecoded).
+  bool decode_on_gpu = false;
   // URIs that calls may ask the server to pull video from; empty: none.
   media::UriAllowlist uri_allowlist;
   // Live streams followed at once, counted from their first byte (ReserveStream); past it, a new
@@ -119,6 +122,7 @@ struct ClassifyResult {
   std::string model_version;
   std::vector<std::pair<std::string, float>> top_k;  // highest score first
   std::vector<double> frame_timestamps_seconds;
+  std::string decoded_on;  // "cpu", or the GPU whose NVDEC decoded the frames ("cuda:0")
   double queue_seconds = 0;
   double decode_seconds = 0;
   double preprocess_seconds = 0;

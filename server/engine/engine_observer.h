@@ -36,6 +36,9 @@ class EngineObserver {
   // The backbone ran one batch of `frames` frames, from any number of calls.
   virtual void BatchDone(int frames) = 0;
   virtual void FramesDecoded(int64_t frames) = 0;
+  // A call's frames were decoded on `device` ("cpu", "cuda:0"); `gpu_fallback` says why on the
+  // CPU where a GPU was asked for (media/nvdec_device.h), and is empty otherwise.
+  virtual void ClipDecoded(absl::string_view device, absl::string_view gpu_fallback) = 0;
   virtual void FramesEmbedded(int64_t frames) = 0;
   virtual void Refused(Refusal refusal) = 0;
   // Frames of live streams handed to the backbone.
@@ -56,6 +59,7 @@ class NullObserver : public EngineObserver {
   void StageDone(absl::string_view, Stage, double) override {}
   void BatchDone(int) override {}
   void FramesDecoded(int64_t) override {}
+  void ClipDecoded(absl::string_view, absl::string_view) override {}
   void FramesEmbedded(int64_t) override {}
   void Refused(Refusal) override {}
   void StreamFrames(int64_t) override {}

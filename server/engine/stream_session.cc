@@ -183,6 +183,7 @@ absl::Status StreamSession::FeedContainer() {
   decode.max_frame_side = resources_.max_frame_side;
   decode.max_fragment_samples = resources_.max_fragment_samples;
   decode.cancellation = &cancellation_;
+  decode.nvdec = resources_.nvdec;
   return media::DecodeLive(*bytes_, decode, [this](const media::LiveFrame& frame) {
     {
       absl::MutexLock lock(&mutex_);
@@ -201,6 +202,7 @@ absl::Status StreamSession::FeedSource() {
   decode.max_frame_side = resources_.max_frame_side;
   decode.max_fragment_samples = resources_.max_fragment_samples;
   decode.cancellation = &cancellation_;
+  decode.nvdec = resources_.nvdec;
   media::LiveSourceOptions source;
   source.stall_timeout = absl::ToChronoNanoseconds(resources_.source_stall_timeout);
   int connections = 0;

@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "common/cancellation.h"
 #include "media/byte_stream.h"
+#include "media/nvdec_device.h"
 #include "media/uri_allowlist.h"
 #include "model/video_model.h"
 #include "server/engine/backbone_batcher.h"
@@ -130,6 +131,8 @@ struct StreamResources {
   // Input::kUri: the URIs allowed (must outlive the session), the silence after which a source
   // has dropped, and the most failed attempts in a row to follow it again.
   const media::UriAllowlist* uri_allowlist = nullptr;
+  // Decodes feeds on this GPU where it can; null: on the CPU.
+  const media::NvdecDevice* nvdec = nullptr;
   absl::Duration source_stall_timeout = absl::Seconds(10);
   int max_source_reconnects = 5;
 };

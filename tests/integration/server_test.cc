@@ -31,6 +31,7 @@ namespace {
 using ::testing::DoubleNear;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ServerTest : public ::testing::Test {
  protected:
@@ -54,8 +55,9 @@ class ServerTest : public ::testing::Test {
     // On the CPU on every machine. Where a GPU is visible this is also the CPU server beside an
     // unused GPU, whose first /metrics scrape once ended the process (model/device_memory.cc).
     auto server = testing::ServerProcess::Start(
-        VIDCLF_SERVER_BINARY, {"--model-repository", *dir_ + "/repo", "--allow-uri",
-                               "file://" + *dir_ + "/pullable/", "--device", "cpu"});
+        VIDCLF_SERVER_BINARY,
+        {"--model-repository", *dir_ + "/repo", "--allow-uri", "file://" + *dir_ + "/pullable/",
+         "--device", "cpu", "--decode-device", "auto"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
   }
@@ -596,6 +598,63 @@ TEST_F(ServerTest, LogsWhereTheBackbonesThreadsRun) {
   } else {
     EXPECT_THAT(server_->output(), HasSubstr("backbone intra-op threads left to the kernel"));
   }
+}
+
+// The suite's server runs its models on the CPU with --decode-device auto: it decodes on the CPU,
+// says why once, and counts each call as a fallback; a server with the default, --decode-device
+// cpu, counts none, and both give the same scores.
+TEST_F(ServerTest, DecodesOnTheCpuWhereNoGpuDecodesAndSaysWhy) {
+  int exit_code = 0;
+  const std::string classify = "classify " + *dir_ + "/clip.mp4 --json --top-k 3";
+  const auto top_k = [](const std::string& json) { return nlohmann::json::parse(json)["top_k"]; };
+  const std::string first = Client(classify, &exit_code);
+  ASSERT_EQ(exit_code, 0) << first;
+  ASSERT_EQ(top_k(Client(classify, &exit_code)), top_k(first));
+  EXPECT_THAT(server_->output(), HasSubstr("video decodes on the CPU: --decode-device auto and "
+                                           "the models run on the CPU"));
+  const std::string told = "no GPU decodes video for this server";
+  ASSERT_TRUE(server_->WaitForOutput(told, 10)) << server_->output();
+  const size_t said = server_->output().find(told);
+  EXPECT_EQ(server_->output().find(told, said + 1), std::string::npos) << server_->output();
+  auto metrics = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_THAT(*metrics, HasSubstr("vidclf_decoded_clips_total{device=\"cpu\"}"));
+  EXPECT_THAT(*metrics, HasSubstr("vidclf_decode_fallbacks_total{reason=\"no_gpu\"}"));
+  EXPECT_THAT(*metrics, Not(HasSubstr("vidclf_nvdec_sessions")));
+
+  auto on_cpu = testing::ServerProcess::Start(
+      VIDCLF_SERVER_BINARY, {"--model-repository", *dir_ + "/repo", "--device", "cpu"});
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status();
+  EXPECT_THAT((*on_cpu)->output(), HasSubstr("video decodes on the CPU (--decode-device cpu)"));
+  const std::string answer =
+      testing::RunCommand(std::string(VIDCLF_CLIENT_BINARY) + " " + classify + " --server " +
+                              (*on_cpu)->grpc_address() + " 2>&1",
+                          &exit_code);
+  ASSERT_EQ(exit_code, 0) << answer;
+  EXPECT_EQ(top_k(answer), top_k(first));
+  metrics = testing::HttpGet((*on_cpu)->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_THAT(*metrics, HasSubstr("vidclf_decoded_clips_total{device=\"cpu\"} 1"));
+  EXPECT_THAT(*metrics, Not(HasSubstr("vidclf_decode_fallbacks_total{")));
+}
+
+// A GPU named for decoding that cannot decode stops the start, naming the flag; a value that is
+// no device is refused as a flag error.
+TEST_F(ServerTest, RefusesToStartWhereTheNamedDecodeDeviceCannotDecode) {
+  auto server = testing::ServerProcess::Start(
+      VIDCLF_SERVER_BINARY,
+      {"--model-repository", *dir_ + "/repo", "--device", "cpu", "--decode-device", "cuda:0"});
+  if (server.ok()) GTEST_SKIP() << "cuda:0 decodes on this machine";
+  EXPECT_THAT(std::string(server.status().message()),
+              HasSubstr("--decode-device: cannot open cuda:0 for decoding (it needs an NVIDIA GPU "
+                        "and the driver's libcuda.so.1 and libnvcuvid.so.1)"));
+  int exit_code = 0;
+  const std::string output =
+      testing::RunCommand(std::string(VIDCLF_SERVER_BINARY) + " --model-repository " + *dir_ +
+                              "/repo --grpc-port 0 --metrics-port 0 --decode-device gpu0 2>&1",
+                          &exit_code);
+  EXPECT_EQ(exit_code, 2) << output;
+  EXPECT_THAT(output, HasSubstr("--decode-device: \"gpu0\" is none of auto, cpu, cuda:N"));
 }
 
 TEST_F(ServerTest, MetricsPassPromtoolAndCountRequestsByCode) {

@@ -21,6 +21,7 @@ class CountingObserver : public engine::EngineObserver {
     batch_sizes_.push_back(frames);
   }
   void FramesDecoded(int64_t) override {}
+  void ClipDecoded(absl::string_view, absl::string_view) override {}
   void FramesEmbedded(int64_t frames) override { embedded_ += frames; }
   void StreamFrames(int64_t) override {}
   void HeadStepped(int streams) override {

@@ -1,0 +1,85 @@
+// A GPU's video decoders (NVDEC), reached through libavcodec's cuda hwaccel. libavcodec loads
+// libcuda.so.1 and libnvcuvid.so.1 from the NVIDIA driver when a device is opened, so the same
+// build decodes on the CPU where they are missing.
+#ifndef VIDCLF_MEDIA_NVDEC_DEVICE_H_
+#define VIDCLF_MEDIA_NVDEC_DEVICE_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "media/av_util.h"
+
+namespace vidclf::media {
+
+// Why a decoder that could have used a GPU decodes on the CPU (metric label values).
+inline constexpr char kNoGpuFallback[] = "no_gpu";       // no device could be opened
+inline constexpr char kCodecFallback[] = "codec";        // NVDEC has no decoder for the codec
+inline constexpr char kSessionsFallback[] = "sessions";  // the device's sessions are all in use
+inline constexpr char kFormatFallback[] = "format";      // the stream's profile, chroma or depth
+
+// What a fallback reason above means, for the log.
+absl::string_view DescribeGpuFallback(absl::string_view reason);
+
+// Thread-safe. Must outlive the decoders it was attached to.
+class NvdecDevice {
+ public:
+  // A place among the device's decoding sessions, held while a decoder uses it. Inactive (a
+  // decoder on the CPU) when default-constructed or when Attach gives none.
+  class Session {
+   public:
+    Session() = default;
+    ~Session();
+    Session(Session&& other) noexcept;
+    Session& operator=(Session&& other) noexcept;
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    bool active() const { return device_ != nullptr; }
+    // Why the decoder decodes on the CPU; empty when active.
+    const std::string& cpu_reason() const { return cpu_reason_; }
+
+   private:
+    friend class NvdecDevice;
+    const NvdecDevice* device_ = nullptr;
+    std::string cpu_reason_;
+  };
+
+  // Opens CUDA device `cuda_index` for decoding in its primary context, the one LibTorch uses,
+  // so that the frames it decodes are addressable by the models' kernels: open it before
+  // LibTorch first uses the device, as it otherwise takes a context of its own. At most
+  // `max_sessions` decoders use it at once; past that, decoders stay on the CPU.
+  // FAILED_PRECONDITION with libav's reason when there is no such device or the driver cannot be
+  // loaded.
+  static absl::StatusOr<std::unique_ptr<NvdecDevice>> Open(int cuda_index, int max_sessions);
+  // Open for a device named "cuda:N" ("cuda": cuda:0); INVALID_ARGUMENT for another name.
+  static absl::StatusOr<std::unique_ptr<NvdecDevice>> Open(absl::string_view name,
+                                                           int max_sessions);
+  ~NvdecDevice();
+  NvdecDevice(const NvdecDevice&) = delete;
+  NvdecDevice& operator=(const NvdecDevice&) = delete;
+
+  // "cuda:0".
+  const std::string& name() const { return name_; }
+  int sessions_in_use() const { return sessions_in_use_.load(); }
+
+  // Sets up `decoder` (allocated for `codec`, not yet opened) to decode on this device when
+  // libavcodec has an NVDEC path for the codec and a session is free. The stream's own profile
+  // may still turn NVDEC down when the decoder opens or meets its first frame; libavcodec then
+  // decodes on the CPU (DecodedClip::frames_decoded_on_gpu stays 0).
+  Session Attach(AVCodecContext& decoder, const AVCodec& codec) const;
+
+ private:
+  NvdecDevice(AVBufferRef* context, std::string name, int max_sessions);
+
+  AVBufferRef* context_;  // owned: the hwdevice context
+  const std::string name_;
+  const int max_sessions_;
+  mutable std::atomic<int> sessions_in_use_{0};
+};
+
+}  // namespace vidclf::media
+
+#endif  // VIDCLF_MEDIA_NVDEC_DEVICE_H_

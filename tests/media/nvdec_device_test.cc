@@ -1,0 +1,75 @@
+// Decoding on a GPU's NVDEC: where no GPU can decode, opening one fails with a message that says
+// what is missing; where one can, its clips equal the CPU's (run in bench/gpu on a GPU machine).
+#include "media/nvdec_device.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "media/clip_decoder.h"
+#include "tests/test_util/test_files.h"
+
+namespace vidclf::media {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(NvdecDeviceTest, SaysWhatIsMissingWhereNoGpuDecodes) {
+  auto device = NvdecDevice::Open(0, /*max_sessions=*/1);
+  if (device.ok()) GTEST_SKIP() << "cuda:0 decodes on this machine";
+  EXPECT_EQ(device.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(device.status().message()),
+              HasSubstr("cannot open cuda:0 for decoding (it needs an NVIDIA GPU and the "
+                        "driver's libcuda.so.1 and libnvcuvid.so.1)"));
+}
+
+TEST(NvdecDeviceTest, ExplainsEachFallback) {
+  EXPECT_EQ(DescribeGpuFallback(kCodecFallback), "NVDEC has no decoder for the video's codec");
+  EXPECT_EQ(DescribeGpuFallback(kSessionsFallback),
+            "every NVDEC session this server allows was in use");
+  EXPECT_EQ(DescribeGpuFallback("unknown"), "unknown");
+}
+
+// Without a device a clip decodes on the CPU and says so, with no fallback: none was asked for.
+TEST(NvdecDeviceTest, AClipSaysWhereItWasDecoded) {
+  const std::string video = testing::ReadFile(testing::CachedVideo(
+      "-f lavfi -i testsrc2=size=320x240:rate=10 -frames:v 20 -c:v libx264", ".mp4"));
+  auto clip = DecodeClip(VideoSource::Bytes(video), ClipOptions());
+  ASSERT_TRUE(clip.ok()) << clip.status();
+  EXPECT_EQ(clip->decoded_on, "cpu");
+  EXPECT_EQ(clip->gpu_fallback, "");
+  EXPECT_EQ(clip->frames_decoded_on_gpu, 0);
+}
+
+// H.264 decodes to the same pixels everywhere, and NVDEC's NV12 planes convert as the CPU's
+// YUV 4:2:0 do. H.264 4:4:4, which the H100's and H200's NVDEC does not decode, falls back with
+// its reason where NVDEC turns it down.
+TEST(NvdecDeviceTest, GivesTheCpusFramesAndFallsBackOnWhatItCannotDecode) {
+  auto device = NvdecDevice::Open(0, /*max_sessions=*/4);
+  if (!device.ok()) GTEST_SKIP() << device.status();
+  ClipOptions on_gpu;
+  on_gpu.nvdec = device->get();
+  const std::string video = testing::ReadFile(testing::CachedVideo(
+      "-f lavfi -i testsrc2=size=640x360:rate=25 -frames:v 50 -c:v libx264 -pix_fmt yuv420p",
+      ".mp4"));
+  auto cpu = DecodeClip(VideoSource::Bytes(video), ClipOptions());
+  auto gpu = DecodeClip(VideoSource::Bytes(video), on_gpu);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ(gpu->decoded_on, "cuda:0");
+  EXPECT_GT(gpu->frames_decoded_on_gpu, 0);
+  EXPECT_EQ(gpu->frame_indices, cpu->frame_indices);
+  EXPECT_EQ(gpu->pixels, cpu->pixels);
+
+  const std::string chroma444 = testing::ReadFile(testing::CachedVideo(
+      "-f lavfi -i testsrc2=size=320x240:rate=10 -frames:v 20 -c:v libx264 -pix_fmt yuv444p",
+      ".mp4"));
+  auto fallback = DecodeClip(VideoSource::Bytes(chroma444), on_gpu);
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  if (fallback->decoded_on == "cpu") EXPECT_EQ(fallback->gpu_fallback, kFormatFallback);
+  EXPECT_EQ(device->get()->sessions_in_use(), 0);
+}
+
+}  // namespace
+}  // namespace vidclf::media
