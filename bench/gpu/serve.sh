@@ -83,14 +83,17 @@ rm -rf "$repository"
 step repository run "$bin/vidclf-seeded-repository" --configs "$configs" --output "$repository" ||
   exit 1
 
-# The decoders alone: each file decoded whole by 1 to 64 decoders side by side; and a GPU's clips
-# against the CPU's.
+# The decoders alone: each file decoded whole by 1 to 64 decoders side by side; on a GPU also four
+# times by each decoder, as a decoder kept open between calls would; and a GPU's clips against the
+# CPU's.
 for decode_device in ${DECODE_RATE_DEVICES-cpu cuda:0}; do
   parallel=1,4,16,64
   [ "$decode_device" = cpu ] && parallel=1,16
   step "decode-rate-${decode_device%%:*}" run "$bin/vidclf-decode-rate" --rounds 1 \
     --decode_device "$decode_device" --parallel "$parallel" "${videos[@]}"
   if [ "$decode_device" != cpu ]; then
+    step decode-reuse run "$bin/vidclf-decode-rate" --rounds 1 --passes 4 \
+      --decode_device "$decode_device" --parallel 1,16 "${videos[@]}"
     step decode-compare run "$bin/vidclf-decode-compare" --decode_device "$decode_device" \
       "${videos[@]}"
   fi

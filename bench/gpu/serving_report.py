@@ -69,8 +69,13 @@ def decoders_section(directory):
         "threads each; NVDEC: libavcodec's cuda hwaccel, frames left in GPU memory. A file "
         "NVDEC does not decode is decoded on the CPU in the NVDEC column (marked).",
         "",
-        "| file | decoders | CPU frames/s | NVDEC frames/s |",
-        "|---|---|---|---|",
+    ]
+    # Runs before the decoders' opening and closing were timed have no such column.
+    timed = any("open_ms" in line for line in rates.values())
+    lines += [
+        "| file | decoders | CPU frames/s | NVDEC frames/s |" +
+        (" NVDEC's first decoder: open, first frame, close (ms) |" if timed else ""),
+        "|---|---|---|---|" + ("---|" if timed else ""),
     ]
     for file, parallel in sorted({(file, parallel) for file, parallel, _ in rates}):
         cells = []
@@ -81,7 +86,27 @@ def decoders_section(directory):
                 continue
             fallback = " (on the CPU)" if device == "cuda" and line["frames_on_gpu"] == 0 else ""
             cells.append(f"{line['frames_per_second']:.0f}{fallback}")
-        lines.append(f"| `{file}` | {parallel} | {cells[0]} | {cells[1]} |")
+        nvdec = rates.get((file, parallel, "cuda"), {})
+        costs = (", ".join(f"{nvdec[key]:.0f}" for key in ("open_ms", "first_frame_ms", "close_ms"))
+                 if "open_ms" in nvdec else "")
+        lines.append(f"| `{file}` | {parallel} | {cells[0]} | {cells[1]} |" +
+                     (f" {costs} |" if timed else ""))
+    reused = json_lines(read(directory, "decode-reuse.txt"))
+    if reused:
+        lines += [
+            "",
+            "Each NVDEC decoder kept open for four passes over its file, rewound and flushed in "
+            "between (`vidclf-decode-rate --passes 4`): frames decoded per second by all.",
+            "",
+            "| file | decoders | NVDEC frames/s, 4 passes each | one pass (above) |",
+            "|---|---|---|---|",
+        ]
+        for line in reused:
+            file = os.path.basename(line["file"])
+            once = rates.get((file, line["parallel"], "cuda"))
+            single = "" if once is None else f"{once['frames_per_second']:.0f}"
+            lines.append(f"| `{file}` | {line['parallel']} | {line['frames_per_second']:.0f} | "
+                         f"{single} |")
     compared = json_lines(read(directory, "decode-compare.txt"))
     if compared:
         lines += [

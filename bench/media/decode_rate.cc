@@ -4,10 +4,13 @@
 // through media::OpenVideoDecoder, the decoders' own opening. It measures the decoder, not vidclf:
 // the ceiling that the server's figures are read against (docs/gpu-serving-benchmark.md).
 //
-// One JSON line per file and number of decoders side by side.
+// One JSON line per file and number of decoders side by side, with what the first decoder's
+// opening, first frame and closing took (medians over rounds): where a decoder's fixed cost lies.
+// With --passes N each decoder decodes its file N times, flushed and rewound in between, as a
+// decoder kept open between calls would.
 //
 //   vidclf-decode-rate [--decode_device cpu|cuda:N] [--threads 0] [--parallel 1,4] [--rounds 3]
-//                      FILE...
+//                      [--passes 1] FILE...
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -30,19 +33,29 @@ ABSL_FLAG(std::string, decode_device, "cpu", "cpu, or cuda:N for that GPU's NVDE
 ABSL_FLAG(int, threads, 0, "Threads of each decoder; 0: libavcodec's choice (NVDEC: at most 4).");
 ABSL_FLAG(std::string, parallel, "1", "Numbers of decoders side by side, comma-separated.");
 ABSL_FLAG(int, rounds, 3, "Timed rounds; the median is reported.");
+ABSL_FLAG(int, passes, 1, "Times each decoder decodes its file, rewound and flushed in between.");
 
 namespace {
 
 using vidclf::media::NvdecDevice;
 
+using Clock = std::chrono::steady_clock;
+
+double MillisecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
 struct Decoded {
   int64_t frames = 0;
   int64_t on_gpu = 0;
+  double open_ms = 0;         // OpenVideoDecoder
+  double first_frame_ms = 0;  // from the decoder's opening to its first frame
+  double close_ms = 0;        // freeing the decoder
   std::string error;
 };
 
-// Decodes every frame of `path` once.
-Decoded DecodeAll(const std::string& path, const NvdecDevice* nvdec, int threads) {
+// Decodes every frame of `path` `passes` times with one decoder.
+Decoded DecodeAll(const std::string& path, const NvdecDevice* nvdec, int threads, int passes) {
   Decoded decoded;
   AVFormatContext* format = nullptr;
   if (avformat_open_input(&format, path.c_str(), nullptr, nullptr) < 0) {
@@ -56,8 +69,10 @@ Decoded DecodeAll(const std::string& path, const NvdecDevice* nvdec, int threads
     decoded.error = stream.status().ToString();
     return decoded;
   }
+  const Clock::time_point opening = Clock::now();
   auto decoder = vidclf::media::OpenVideoDecoder(*format->streams[stream->index], stream->codec,
                                                  threads, 8192, nvdec);
+  decoded.open_ms = MillisecondsSince(opening);
   if (!decoder.ok()) {
     decoded.error = decoder.status().ToString();
     return decoded;
@@ -66,18 +81,27 @@ Decoded DecodeAll(const std::string& path, const NvdecDevice* nvdec, int threads
   vidclf::media::FramePtr frame(av_frame_alloc());
   const auto drain = [&] {
     while (avcodec_receive_frame(decoder->get(), frame.get()) >= 0) {
-      ++decoded.frames;
+      if (decoded.frames++ == 0) decoded.first_frame_ms = MillisecondsSince(opening);
       if (frame->hw_frames_ctx != nullptr) ++decoded.on_gpu;
       av_frame_unref(frame.get());
     }
   };
-  while (av_read_frame(format, packet.get()) >= 0) {
-    if (packet->stream_index == stream->index) avcodec_send_packet(decoder->get(), packet.get());
-    av_packet_unref(packet.get());
+  for (int pass = 0; pass < passes; ++pass) {
+    if (pass > 0) {
+      av_seek_frame(format, stream->index, 0, AVSEEK_FLAG_BACKWARD);
+      avcodec_flush_buffers(decoder->get());
+    }
+    while (av_read_frame(format, packet.get()) >= 0) {
+      if (packet->stream_index == stream->index) avcodec_send_packet(decoder->get(), packet.get());
+      av_packet_unref(packet.get());
+      drain();
+    }
+    avcodec_send_packet(decoder->get(), nullptr);
     drain();
   }
-  avcodec_send_packet(decoder->get(), nullptr);
-  drain();
+  const Clock::time_point closing = Clock::now();
+  decoder->context.reset();
+  decoded.close_ms = MillisecondsSince(closing);
   return decoded;
 }
 
@@ -100,30 +124,38 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> parallels = vidclf::bench::ParseList(absl::GetFlag(FLAGS_parallel));
   for (const char* file : files) {
     for (const int64_t parallel : parallels) {
-      std::vector<double> rates;
+      std::vector<double> rates, open_ms, first_frame_ms, close_ms;
       Decoded last;
       for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
         std::vector<Decoded> results(parallel);
-        const auto start = std::chrono::steady_clock::now();
+        const auto start = Clock::now();
         std::vector<std::thread> decoders;
         for (int i = 0; i < parallel; ++i) {
-          decoders.emplace_back(
-              [&, i] { results[i] = DecodeAll(file, nvdec.get(), absl::GetFlag(FLAGS_threads)); });
+          decoders.emplace_back([&, i] {
+            results[i] = DecodeAll(file, nvdec.get(), absl::GetFlag(FLAGS_threads),
+                                   absl::GetFlag(FLAGS_passes));
+          });
         }
         for (std::thread& decoder : decoders) decoder.join();
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const double seconds = MillisecondsSince(start) / 1000;
         int64_t frames = 0;
         for (const Decoded& result : results) frames += result.frames;
         rates.push_back(static_cast<double>(frames) / seconds);
         last = results.front();
+        open_ms.push_back(last.open_ms);
+        first_frame_ms.push_back(last.first_frame_ms);
+        close_ms.push_back(last.close_ms);
       }
       nlohmann::json line = {{"file", file},
                              {"decode_device", device},
                              {"parallel", parallel},
+                             {"passes", absl::GetFlag(FLAGS_passes)},
                              {"frames_per_decoder", last.frames},
                              {"frames_on_gpu", last.on_gpu},
-                             {"frames_per_second", vidclf::bench::Median(rates)}};
+                             {"frames_per_second", vidclf::bench::Median(rates)},
+                             {"open_ms", vidclf::bench::Median(open_ms)},
+                             {"first_frame_ms", vidclf::bench::Median(first_frame_ms)},
+                             {"close_ms", vidclf::bench::Median(close_ms)}};
       if (!last.error.empty()) line["error"] = last.error;
       std::cout << line.dump() << std::endl;
     }
