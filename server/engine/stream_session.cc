@@ -2,30 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "media/image_decoder.h"
-#include "media/live_decoder.h"
 #include "pipeline/video_pipeline.h"
+#include "server/engine/container_source.h"
 
 namespace vidclf::engine {
-namespace {
-
-// Pictures that carry no timestamp are spaced as a 25 fps camera's.
-constexpr double kDefaultPictureRate = 25;
-
-// Back-off between attempts to follow a dropped source again: the first after half a second,
-// each next one twice as late, up to 8 s, each spread by up to 20% either way so that the
-// watchers of one camera that restarts do not all knock at once (gRPC's connection back-off).
-absl::Duration ReconnectDelay(int attempt) {
-  const double base = std::min(0.5 * std::pow(2.0, attempt - 1), 8.0);
-  thread_local std::mt19937 random(std::random_device{}());
-  return absl::Seconds(base * std::uniform_real_distribution<double>(0.8, 1.2)(random));
-}
-
-}  // namespace
 
 absl::Status ValidateStreamOptions(const StreamOptions& options) {
   if (options.top_k < 0) return absl::InvalidArgumentError("top_k cannot be negative");
@@ -158,24 +141,47 @@ bool StreamSession::ended() const {
 }
 
 void StreamSession::Feed() {
-  absl::Status status;
-  switch (options_.input) {
-    case StreamOptions::Input::kContainer:
-      status = FeedContainer();
-      break;
-    case StreamOptions::Input::kUri:
-      status = FeedSource();
-      break;
-    default:
-      status = FeedPictures();
-  }
+  const absl::Status status =
+      MakeSource()->Run([this](const SourceFrame& frame) { return Take(frame); });
   if (!status.ok()) Fail(status);
   absl::MutexLock lock(&mutex_);
   feed_over_ = true;
   ScheduleHead();
 }
 
-absl::Status StreamSession::FeedContainer() {
+std::unique_ptr<FrameSource> StreamSession::MakeSource() {
+  switch (options_.input) {
+    case StreamOptions::Input::kContainer:
+      return std::make_unique<ContainerSource>(*bytes_, LiveDecoding());
+    case StreamOptions::Input::kUri: {
+      UriSource::Options source;
+      source.uri = options_.uri;
+      source.allowlist = resources_.uri_allowlist;
+      source.decode = LiveDecoding();
+      source.stall_timeout = resources_.source_stall_timeout;
+      source.max_reconnects = options_.max_reconnects;
+      UriSource::Callbacks callbacks;
+      callbacks.on_event = [this](const SourceEvent& event) { listener_->OnSourceEvent(event); };
+      callbacks.wait = [this](absl::Duration delay) { return WaitUnlessFailed(delay); };
+      callbacks.on_reconnect = [this] { resources_.observer->SourceReconnect(); };
+      return std::make_unique<UriSource>(std::move(source), std::move(callbacks));
+    }
+    default: {
+      PictureSource::Options pictures;
+      pictures.preprocess =
+          pipeline::WithModelPreprocessing(*model_, media::ClipOptions{}).preprocess;
+      pictures.max_frame_side = resources_.max_frame_side;
+      pictures.raw_rgb24 = options_.input == StreamOptions::Input::kRawRgb24;
+      pictures.width = options_.width;
+      pictures.height = options_.height;
+      pictures.embed_stride = options_.embed_stride;
+      return std::make_unique<PictureSource>(pictures,
+                                             [this](int64_t index) { return NextPicture(index); });
+    }
+  }
+}
+
+media::LiveDecodeOptions StreamSession::LiveDecoding() const {
   media::LiveDecodeOptions decode;
   decode.preprocess = pipeline::WithModelPreprocessing(*model_, media::ClipOptions{}).preprocess;
   decode.embed_stride = options_.embed_stride;
@@ -184,82 +190,28 @@ absl::Status StreamSession::FeedContainer() {
   decode.max_fragment_samples = resources_.max_fragment_samples;
   decode.cancellation = &cancellation_;
   decode.nvdec = resources_.nvdec;
-  return media::DecodeLive(*bytes_, decode, [this](const media::LiveFrame& frame) {
-    {
-      absl::MutexLock lock(&mutex_);
-      frames_seen_ = frame.index + 1;
-    }
-    if (frame.pixels == nullptr) return absl::OkStatus();  // off the embed stride
-    return Submit(FrameInfo{frame.index, frame.timestamp_seconds, frame.arrived}, frame.pixels);
-  });
+  return decode;
 }
 
-absl::Status StreamSession::FeedSource() {
-  media::LiveDecodeOptions decode;
-  decode.preprocess = pipeline::WithModelPreprocessing(*model_, media::ClipOptions{}).preprocess;
-  decode.embed_stride = options_.embed_stride;
-  decode.decoder_threads = 1;
-  decode.max_frame_side = resources_.max_frame_side;
-  decode.max_fragment_samples = resources_.max_fragment_samples;
-  decode.cancellation = &cancellation_;
-  decode.nvdec = resources_.nvdec;
-  media::LiveSourceOptions source;
-  source.stall_timeout = absl::ToChronoNanoseconds(resources_.source_stall_timeout);
-  int connections = 0;
-  int failed_attempts = 0;
-  // Frame indices and times go on from one connection to the next: each connection's frames
-  // are placed after the last one's, one frame period later.
-  int64_t first_index = 0;
-  double first_seconds = 0;
-  double last_seconds = 0;
-  double period = 1 / kDefaultPictureRate;
-  source.on_connected = [&](absl::string_view description) {
-    SourceEvent event;
-    event.kind = SourceEvent::Kind::kConnected;
-    event.attempt = ++connections;
-    event.message = std::string(description);
-    event.frames_seen = first_index;
-    listener_->OnSourceEvent(event);
-  };
-  while (true) {
-    int64_t frames = 0;
-    const absl::Status status = media::DecodeLiveUri(
-        options_.uri, *resources_.uri_allowlist, source, decode,
-        [&](const media::LiveFrame& frame) {
-          frames = frame.index + 1;
-          const double seconds = first_seconds + frame.timestamp_seconds;
-          if (frame.index > 0) period = seconds - last_seconds;
-          last_seconds = seconds;
-          {
-            absl::MutexLock lock(&mutex_);
-            frames_seen_ = first_index + frames;
-          }
-          if (frame.pixels == nullptr) return absl::OkStatus();
-          return Submit(FrameInfo{first_index + frame.index, seconds, frame.arrived}, frame.pixels);
-        });
-    if (!absl::IsUnavailable(status) || cancellation_.cancelled()) return status;
-    if (frames > 0) {
-      failed_attempts = 0;
-      first_index += frames;
-      first_seconds = last_seconds + period;
-    }
-    if (options_.max_reconnects == 0) return status;
-    if (failed_attempts >= options_.max_reconnects) {
-      return absl::UnavailableError(
-          absl::StrCat("gave up on the source after ", failed_attempts,
-                       " attempts in a row to follow it again failed: ", status.message()));
-    }
-    SourceEvent event;
-    event.kind = SourceEvent::Kind::kDropped;
-    event.attempt = ++failed_attempts;
-    event.message = std::string(status.message());
-    const absl::Duration delay = ReconnectDelay(failed_attempts);
-    event.retry_in_seconds = absl::ToDoubleSeconds(delay);
-    event.frames_seen = first_index;
-    listener_->OnSourceEvent(event);
-    if (!WaitUnlessFailed(delay)) return absl::OkStatus();  // Feed reports the failure
-    resources_.observer->SourceReconnect();
+absl::StatusOr<std::optional<Picture>> StreamSession::NextPicture(int64_t index) {
+  Picture picture;
+  std::function<void()> room;
+  {
+    absl::MutexLock lock(&mutex_);
+    mutex_.Await(absl::Condition(
+        +[](StreamSession* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mutex_) {
+          return !self->pictures_.empty() || self->input_over_ || !self->failure_.ok();
+        },
+        this));
+    if (!failure_.ok()) return failure_;
+    if (pictures_.empty()) return std::nullopt;  // the feed ended
+    picture = std::move(pictures_.front());
+    pictures_.pop_front();
+    frames_seen_ = index + 1;
+    room = TakeRoomCallback();
   }
+  if (room) room();
+  return picture;
 }
 
 bool StreamSession::WaitUnlessFailed(absl::Duration delay) {
@@ -273,46 +225,13 @@ bool StreamSession::WaitUnlessFailed(absl::Duration delay) {
   return failure_.ok();
 }
 
-absl::Status StreamSession::FeedPictures() {
-  const media::PreprocessOptions preprocess =
-      pipeline::WithModelPreprocessing(*model_, media::ClipOptions{}).preprocess;
-  media::ImageFrameDecoder decoder(preprocess, resources_.max_frame_side);
-  std::vector<float> pixels(decoder.output_floats());
-  for (int64_t index = 0;; ++index) {
-    Picture picture;
-    std::function<void()> room;
-    {
-      absl::MutexLock lock(&mutex_);
-      mutex_.Await(absl::Condition(
-          +[](StreamSession* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mutex_) {
-            return !self->pictures_.empty() || self->input_over_ || !self->failure_.ok();
-          },
-          this));
-      if (!failure_.ok()) return failure_;
-      if (pictures_.empty()) return absl::OkStatus();  // the feed ended
-      picture = std::move(pictures_.front());
-      pictures_.pop_front();
-      frames_seen_ = index + 1;
-      room = TakeRoomCallback();
-    }
-    if (room) room();
-    if (index % options_.embed_stride != 0) continue;  // not embedded: not even decoded
-    const absl::Status converted =
-        options_.input == StreamOptions::Input::kEncodedImages
-            ? decoder.DecodeEncoded(picture.data, pixels.data())
-            : decoder.ConvertRgb24(picture.data, options_.width, options_.height, pixels.data());
-    if (!converted.ok()) {
-      return absl::Status(converted.code(),
-                          absl::StrCat("frame ", index, " of the stream: ", converted.message()));
-    }
-    const double seconds = picture.timestamp_seconds != 0 || index == 0
-                               ? picture.timestamp_seconds
-                               : static_cast<double>(index) / kDefaultPictureRate;
-    if (auto status = Submit(FrameInfo{index, seconds, picture.arrived}, pixels.data());
-        !status.ok()) {
-      return status;
-    }
+absl::Status StreamSession::Take(const SourceFrame& frame) {
+  {
+    absl::MutexLock lock(&mutex_);
+    frames_seen_ = std::max(frames_seen_, frame.index + 1);
   }
+  if (frame.pixels == nullptr) return absl::OkStatus();  // off the embed stride
+  return Submit(FrameInfo{frame.index, frame.seconds, frame.arrived}, frame.pixels);
 }
 
 absl::Status StreamSession::Submit(const FrameInfo& info, const float* pixels) {

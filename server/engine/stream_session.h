@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -34,12 +35,16 @@
 #include "absl/time/time.h"
 #include "common/cancellation.h"
 #include "media/byte_stream.h"
+#include "media/live_decoder.h"
 #include "media/nvdec_device.h"
 #include "media/uri_allowlist.h"
 #include "model/video_model.h"
 #include "server/engine/backbone_batcher.h"
 #include "server/engine/engine_observer.h"
+#include "server/engine/frame_source.h"
 #include "server/engine/head_stepper.h"
+#include "server/engine/picture_source.h"
+#include "server/engine/uri_source.h"
 
 namespace vidclf::engine {
 
@@ -88,19 +93,6 @@ struct StreamPrediction {
   int64_t frames_embedded = 0;
   // When the bytes of the newest frame it covers arrived.
   StreamClock::time_point newest_arrival;
-};
-
-// What became of a source the stream pulls (Input::kUri).
-struct SourceEvent {
-  enum class Kind { kConnected, kDropped };
-  Kind kind = Kind::kConnected;
-  // kConnected: connections so far, from 1. kDropped: the number of the attempt to follow the
-  // source again that comes next, from 1 (it restarts once a connection brings frames).
-  int attempt = 0;
-  // kConnected: what the source holds. kDropped: why it dropped.
-  std::string message;
-  double retry_in_seconds = 0;
-  int64_t frames_seen = 0;
 };
 
 // Hears one stream. Predictions come from engine threads, one at a time, in order; source events
@@ -192,19 +184,17 @@ class StreamSession : public FrameOwner,
     torch::Tensor embedding;
     FrameInfo info;
   };
-  struct Picture {
-    std::string data;
-    double timestamp_seconds = 0;
-    StreamClock::time_point arrived;
-  };
-
-  // The feeder thread's body, and its kinds of input.
+  // The feeder thread's body: runs the source the input asks for.
   void Feed();
-  absl::Status FeedContainer();
-  absl::Status FeedPictures();
-  absl::Status FeedSource();
+  std::unique_ptr<FrameSource> MakeSource();
+  // How container and URI feeds are decoded.
+  media::LiveDecodeOptions LiveDecoding() const;
+  // PictureSource::NextPicture: waits for picture `index` and makes room for the next.
+  absl::StatusOr<std::optional<Picture>> NextPicture(int64_t index);
   // Waits `delay`, or less when the stream fails meanwhile; false then.
   bool WaitUnlessFailed(absl::Duration delay);
+  // Counts a frame of the feed and hands it to the batcher when it was converted.
+  absl::Status Take(const SourceFrame& frame);
   // Hands one converted frame to the batcher, once there is room between decoder and head.
   absl::Status Submit(const FrameInfo& info, const float* pixels);
   // Makes sure the head stepper has this session scheduled. `mutex_` held.

@@ -1,0 +1,82 @@
+#include "server/engine/uri_source.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+
+namespace vidclf::engine {
+namespace {
+
+// Back-off between attempts to follow a dropped source again: the first after half a second,
+// each next one twice as late, up to 8 s, each spread by up to 20% either way so that the
+// watchers of one camera that restarts do not all knock at once (gRPC's connection back-off).
+absl::Duration ReconnectDelay(int attempt) {
+  const double base = std::min(0.5 * std::pow(2.0, attempt - 1), 8.0);
+  thread_local std::mt19937 random(std::random_device{}());
+  return absl::Seconds(base * std::uniform_real_distribution<double>(0.8, 1.2)(random));
+}
+
+}  // namespace
+
+absl::Status UriSource::Run(const FrameHandler& on_frame) {
+  media::LiveSourceOptions source;
+  source.stall_timeout = absl::ToChronoNanoseconds(options_.stall_timeout);
+  int connections = 0;
+  int failed_attempts = 0;
+  // Frame indices and times go on from one connection to the next: each connection's frames
+  // are placed after the last one's, one frame period later.
+  int64_t first_index = 0;
+  double first_seconds = 0;
+  double last_seconds = 0;
+  double period = 1 / kDefaultPictureRate;
+  source.on_connected = [&](absl::string_view description) {
+    SourceEvent event;
+    event.kind = SourceEvent::Kind::kConnected;
+    event.attempt = ++connections;
+    event.message = std::string(description);
+    event.frames_seen = first_index;
+    callbacks_.on_event(event);
+  };
+  const CancellationToken* cancellation = options_.decode.cancellation;
+  while (true) {
+    int64_t frames = 0;
+    const absl::Status status =
+        media::DecodeLiveUri(options_.uri, *options_.allowlist, source, options_.decode,
+                             [&](const media::LiveFrame& frame) {
+                               frames = frame.index + 1;
+                               const double seconds = first_seconds + frame.timestamp_seconds;
+                               if (frame.index > 0) period = seconds - last_seconds;
+                               last_seconds = seconds;
+                               return on_frame(SourceFrame{first_index + frame.index, seconds,
+                                                           frame.arrived, frame.pixels});
+                             });
+    if (!absl::IsUnavailable(status) || (cancellation != nullptr && cancellation->cancelled())) {
+      return status;
+    }
+    if (frames > 0) {
+      failed_attempts = 0;
+      first_index += frames;
+      first_seconds = last_seconds + period;
+    }
+    if (options_.max_reconnects == 0) return status;
+    if (failed_attempts >= options_.max_reconnects) {
+      return absl::UnavailableError(
+          absl::StrCat("gave up on the source after ", failed_attempts,
+                       " attempts in a row to follow it again failed: ", status.message()));
+    }
+    SourceEvent event;
+    event.kind = SourceEvent::Kind::kDropped;
+    event.attempt = ++failed_attempts;
+    event.message = std::string(status.message());
+    const absl::Duration delay = ReconnectDelay(failed_attempts);
+    event.retry_in_seconds = absl::ToDoubleSeconds(delay);
+    event.frames_seen = first_index;
+    callbacks_.on_event(event);
+    if (!callbacks_.wait(delay)) return absl::OkStatus();
+    callbacks_.on_reconnect();
+  }
+}
+
+}  // namespace vidclf::engine
