@@ -67,7 +67,9 @@ TEST(NvdecDeviceTest, GivesTheCpusFramesAndFallsBackOnWhatItCannotDecode) {
       ".mp4"));
   auto fallback = DecodeClip(VideoSource::Bytes(chroma444), on_gpu);
   ASSERT_TRUE(fallback.ok()) << fallback.status();
-  if (fallback->decoded_on == "cpu") EXPECT_EQ(fallback->gpu_fallback, kFormatFallback);
+  if (fallback->decoded_on == "cpu") {
+    EXPECT_EQ(fallback->gpu_fallback, kFormatFallback);
+  }
   EXPECT_EQ(device->get()->sessions_in_use(), 0);
 }
 
