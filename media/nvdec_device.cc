@@ -38,6 +38,16 @@ bool HasCudaPath(const AVCodec& codec) {
 
 }  // namespace
 
+absl::StatusOr<int> CudaDeviceIndex(absl::string_view name) {
+  absl::string_view index = name;
+  int cuda_index = 0;
+  if (name != "cuda" && (!absl::ConsumePrefix(&index, "cuda:") ||
+                         !absl::SimpleAtoi(index, &cuda_index) || cuda_index < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", name, "\" names no GPU; cuda:N does"));
+  }
+  return cuda_index;
+}
+
 absl::string_view DescribeGpuFallback(absl::string_view reason) {
   if (reason == kNoGpuFallback) return "no GPU decodes video for this server";
   if (reason == kCodecFallback) return "NVDEC has no decoder for the video's codec";
@@ -87,13 +97,9 @@ absl::StatusOr<std::unique_ptr<NvdecDevice>> NvdecDevice::Open(int cuda_index, i
 
 absl::StatusOr<std::unique_ptr<NvdecDevice>> NvdecDevice::Open(absl::string_view name,
                                                                int max_sessions) {
-  absl::string_view index = name;
-  int cuda_index = 0;
-  if (name != "cuda" &&
-      (!absl::ConsumePrefix(&index, "cuda:") || !absl::SimpleAtoi(index, &cuda_index))) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", name, "\" names no GPU; cuda:N does"));
-  }
-  return Open(cuda_index, max_sessions);
+  absl::StatusOr<int> cuda_index = CudaDeviceIndex(name);
+  if (!cuda_index.ok()) return cuda_index.status();
+  return Open(*cuda_index, max_sessions);
 }
 
 NvdecDevice::NvdecDevice(AVBufferRef* context, std::string name, int max_sessions)

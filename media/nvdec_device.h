@@ -20,6 +20,9 @@ inline constexpr char kCodecFallback[] = "codec";        // NVDEC has no decoder
 inline constexpr char kSessionsFallback[] = "sessions";  // the device's sessions are all in use
 inline constexpr char kFormatFallback[] = "format";      // the stream's profile, chroma or depth
 
+// The index N of a device named "cuda:N" ("cuda": 0); INVALID_ARGUMENT for any other name.
+absl::StatusOr<int> CudaDeviceIndex(absl::string_view name);
+
 // What a fallback reason above means, for the log.
 absl::string_view DescribeGpuFallback(absl::string_view reason);
 

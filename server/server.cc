@@ -12,10 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "media/nvdec_device.h"
 #include "model/tensor_heap.h"
@@ -118,14 +116,14 @@ absl::StatusOr<std::unique_ptr<media::NvdecDevice>> OpenDecodeDevice(
     spdlog::info("video decodes on the CPU (--decode-device cpu)");
     return nullptr;
   }
-  int cuda_index = options.cuda_index;
-  if (options.kind == Kind::kAuto && (!absl::ConsumePrefix(&model_device, "cuda:") ||
-                                      !absl::SimpleAtoi(model_device, &cuda_index))) {
+  const absl::StatusOr<int> cuda_index =
+      options.kind == Kind::kAuto ? media::CudaDeviceIndex(model_device) : options.cuda_index;
+  if (!cuda_index.ok()) {
     spdlog::info("video decodes on the CPU: --decode-device auto and the models run on the CPU");
     return nullptr;
   }
   absl::StatusOr<std::unique_ptr<media::NvdecDevice>> device =
-      media::NvdecDevice::Open(cuda_index, options.max_sessions);
+      media::NvdecDevice::Open(*cuda_index, options.max_sessions);
   if (!device.ok() && options.kind == Kind::kCuda) {
     return absl::Status(device.status().code(),
                         absl::StrCat("--decode-device: ", device.status().message()));

@@ -5,9 +5,8 @@
 #include <thread>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "media/nvdec_device.h"
 
 extern "C" {
 #include <libavutil/log.h>
@@ -49,13 +48,13 @@ absl::StatusOr<DecodeDeviceOptions> DecodeDeviceFromFlags(const ServerFlags& fla
     options.kind = DecodeDeviceOptions::Kind::kAuto;
     return options;
   }
-  options.kind = DecodeDeviceOptions::Kind::kCuda;
-  if (device == "cuda") return options;
-  if (!absl::ConsumePrefix(&device, "cuda:") || !absl::SimpleAtoi(device, &options.cuda_index) ||
-      options.cuda_index < 0) {
+  absl::StatusOr<int> cuda_index = media::CudaDeviceIndex(device);
+  if (!cuda_index.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--decode-device: \"", flags.decode_device,
                                                    "\" is none of auto, cpu, cuda:N"));
   }
+  options.kind = DecodeDeviceOptions::Kind::kCuda;
+  options.cuda_index = *cuda_index;
   return options;
 }
 

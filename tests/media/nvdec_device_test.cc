@@ -24,6 +24,14 @@ TEST(NvdecDeviceTest, SaysWhatIsMissingWhereNoGpuDecodes) {
                         "driver's libcuda.so.1 and libnvcuvid.so.1)"));
 }
 
+TEST(NvdecDeviceTest, ReadsTheIndexOfACudaDeviceOnly) {
+  EXPECT_EQ(CudaDeviceIndex("cuda:3").value(), 3);
+  EXPECT_EQ(CudaDeviceIndex("cuda").value(), 0);
+  for (const char* name : {"cpu", "cuda:", "cuda:-1", "cuda:x", "gpu0", ""}) {
+    EXPECT_EQ(CudaDeviceIndex(name).status().code(), absl::StatusCode::kInvalidArgument) << name;
+  }
+}
+
 TEST(NvdecDeviceTest, ExplainsEachFallback) {
   EXPECT_EQ(DescribeGpuFallback(kCodecFallback), "NVDEC has no decoder for the video's codec");
   EXPECT_EQ(DescribeGpuFallback(kSessionsFallback),
