@@ -66,7 +66,8 @@ struct ClipOptions {
   // Matroska and WebM, or a single-pass source's kept packets; not MPEG-TS).
   // Frame threads of one decoder wait on each other's rows; the runs of two decoders share
   // nothing. Frames up to 4K UHD only, as each decoder holds its own references. Same output
-  // either way.
+  // either way. Neither splits nor near seeks on NVDEC, where a decoder's setting up costs more
+  // (sampled_decode.cc).
   bool split_at_keyframes = true;
   // Convert kept frames on a thread of their own while the next ones decode (one thread more
   // than decoder_threads). Off: on the decoding thread, between frames.

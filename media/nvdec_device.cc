@@ -25,17 +25,6 @@ constexpr int kMaxNvdecThreads = 4;
 // Decoded frames that the conversion holds while the decoder goes on (ConversionWorker).
 constexpr int kExtraFrames = 4;
 
-bool HasCudaPath(const AVCodec& codec) {
-  for (int i = 0;; ++i) {
-    const AVCodecHWConfig* config = avcodec_get_hw_config(&codec, i);
-    if (config == nullptr) return false;
-    if (config->device_type == AV_HWDEVICE_TYPE_CUDA &&
-        (config->methods & AV_CODEC_HW_CONFIG_METHOD_HW_DEVICE_CTX) != 0) {
-      return true;
-    }
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<int> CudaDeviceIndex(absl::string_view name) {
@@ -105,11 +94,30 @@ absl::StatusOr<std::unique_ptr<NvdecDevice>> NvdecDevice::Open(absl::string_view
 NvdecDevice::NvdecDevice(AVBufferRef* context, std::string name, int max_sessions)
     : context_(context), name_(std::move(name)), max_sessions_(max_sessions) {}
 
-NvdecDevice::~NvdecDevice() { av_buffer_unref(&context_); }
+NvdecDevice::~NvdecDevice() {
+  {
+    std::lock_guard<std::mutex> lock(closing_mutex_);
+    stopping_ = true;
+  }
+  closing_wanted_.notify_all();
+  for (std::thread& closer : closers_) closer.join();
+  av_buffer_unref(&context_);
+}
+
+bool NvdecDevice::CanDecode(const AVCodec& codec) {
+  for (int i = 0;; ++i) {
+    const AVCodecHWConfig* config = avcodec_get_hw_config(&codec, i);
+    if (config == nullptr) return false;
+    if (config->device_type == AV_HWDEVICE_TYPE_CUDA &&
+        (config->methods & AV_CODEC_HW_CONFIG_METHOD_HW_DEVICE_CTX) != 0) {
+      return true;
+    }
+  }
+}
 
 NvdecDevice::Session NvdecDevice::Attach(AVCodecContext& decoder, const AVCodec& codec) const {
   Session session;
-  if (!HasCudaPath(codec)) {
+  if (!CanDecode(codec)) {
     session.cpu_reason_ = kCodecFallback;
     return session;
   }
@@ -127,6 +135,32 @@ NvdecDevice::Session NvdecDevice::Attach(AVCodecContext& decoder, const AVCodec&
                              ? kMaxNvdecThreads
                              : std::min(decoder.thread_count, kMaxNvdecThreads);
   return session;
+}
+
+void NvdecDevice::Close(CodecContextPtr decoder, Session session) const {
+  std::lock_guard<std::mutex> lock(closing_mutex_);
+  to_close_.emplace_back(std::move(decoder), std::move(session));
+  if (idle_closers_ == 0) {
+    closers_.emplace_back([this] { CloseDecoders(); });
+  } else {
+    closing_wanted_.notify_one();
+  }
+}
+
+void NvdecDevice::CloseDecoders() const {
+  std::unique_lock<std::mutex> lock(closing_mutex_);
+  while (true) {
+    ++idle_closers_;
+    closing_wanted_.wait(lock, [this] { return !to_close_.empty() || stopping_; });
+    --idle_closers_;
+    if (to_close_.empty()) return;  // stopping, with nothing left
+    auto [decoder, session] = std::move(to_close_.front());
+    to_close_.pop_front();
+    lock.unlock();
+    decoder.reset();
+    session = Session();
+    lock.lock();
+  }
 }
 
 }  // namespace vidclf::media

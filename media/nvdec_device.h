@@ -5,8 +5,14 @@
 #define VIDCLF_MEDIA_NVDEC_DEVICE_H_
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -41,6 +47,8 @@ class NvdecDevice {
     Session& operator=(const Session&) = delete;
 
     bool active() const { return device_ != nullptr; }
+    // The device of an active session.
+    const NvdecDevice* device() const { return device_; }
     // Why the decoder decodes on the CPU; empty when active.
     const std::string& cpu_reason() const { return cpu_reason_; }
 
@@ -68,19 +76,37 @@ class NvdecDevice {
   const std::string& name() const { return name_; }
   int sessions_in_use() const { return sessions_in_use_.load(); }
 
+  // Whether libavcodec has an NVDEC path for `codec` (the stream's profile may still have none).
+  static bool CanDecode(const AVCodec& codec);
+
   // Sets up `decoder` (allocated for `codec`, not yet opened) to decode on this device when
   // libavcodec has an NVDEC path for the codec and a session is free. The stream's own profile
   // may still turn NVDEC down when the decoder opens or meets its first frame; libavcodec then
   // decodes on the CPU (DecodedClip::frames_decoded_on_gpu stays 0).
   Session Attach(AVCodecContext& decoder, const AVCodec& codec) const;
 
+  // Frees `decoder`, attached with `session`, on a thread of the device's and then gives the
+  // session back. Freeing an NVDEC decoder waits for the GPU to take it down (up to 0.25 s on an
+  // H200, docs/gpu-serving-benchmark.md), which a call need not wait for. Decoders are freed side
+  // by side, as the driver takes them down side by side.
+  void Close(CodecContextPtr decoder, Session session) const;
+
  private:
   NvdecDevice(AVBufferRef* context, std::string name, int max_sessions);
+  // A closing thread: frees the decoders handed to Close until the device goes.
+  void CloseDecoders() const;
 
   AVBufferRef* context_;  // owned: the hwdevice context
   const std::string name_;
   const int max_sessions_;
   mutable std::atomic<int> sessions_in_use_{0};
+
+  mutable std::mutex closing_mutex_;
+  mutable std::condition_variable closing_wanted_;
+  mutable std::deque<std::pair<CodecContextPtr, Session>> to_close_;
+  mutable int idle_closers_ = 0;
+  mutable bool stopping_ = false;
+  mutable std::vector<std::thread> closers_;  // one more whenever none is idle
 };
 
 }  // namespace vidclf::media

@@ -32,6 +32,10 @@ using Clock = DecodeClock;
 constexpr double kMaxLargerShare = 0.75;
 // Nor for frames larger than 4K UHD: each decoder holds its own reference frames.
 constexpr int64_t kMaxSplitFramePixels = 3840 * 2160;
+// A seek flushes the decoder, and a flushed H.264 decoder on NVDEC sets its GPU decoder up anew,
+// which took 0.2-0.3 s on an H200, about what NVDEC takes to decode 300 frames of 720p
+// (docs/gpu-serving-benchmark.md): there, seek only past at least that many frames.
+constexpr int64_t kNvdecH264FramesPerSeek = 300;
 
 // Another decoder decoding the same pass beside this one.
 struct Partner {
@@ -83,6 +87,9 @@ class SampledDecode {
                       const ClipOptions& options) {
     by_timestamp_ = by_timestamp;
     can_seek_ = by_timestamp && options.seek_to_keyframes;
+    if (decoder->hw_device_ctx != nullptr && decoder->codec_id == AV_CODEC_ID_H264) {
+      min_frames_skipped_ = kNvdecH264FramesPerSeek;
+    }
     PacketPtr packet(av_packet_alloc());
     FramePtr frame(av_frame_alloc());
     if (!packet || !frame) return absl::ResourceExhaustedError("out of memory");
@@ -169,14 +176,14 @@ class SampledDecode {
     return true;
   }
 
-  // Moves the reader to the keyframe before frame `target` when that keyframe lies past
-  // everything sent so far and the reader can seek there; true when it did. The caller deals with
-  // the decoder.
+  // Moves the reader to the keyframe before frame `target` when that keyframe lies at least
+  // min_frames_skipped_ frames past everything sent so far and the reader can seek there; true
+  // when it did. The caller deals with the decoder.
   bool SeekToKeyframeBefore(int64_t target, int64_t& highest_sent) {
     const auto after = std::upper_bound(table_.keyframes.begin(), table_.keyframes.end(), target);
     if (after == table_.keyframes.begin()) return false;
     const int64_t keyframe = *std::prev(after);
-    if (keyframe <= highest_sent + 1) return false;
+    if (keyframe - (highest_sent + 1) < min_frames_skipped_) return false;
     if (!reader_.SeekToKeyframe(table_.pts[keyframe])) return false;  // keep decoding through
     highest_sent = keyframe - 1;
     seek_target_ = keyframe;
@@ -264,7 +271,8 @@ class SampledDecode {
   DecodedClip& clip_;
   bool by_timestamp_ = false;
   bool can_seek_ = false;
-  int64_t seek_target_ = -1;  // keyframe sought, until the first packet after the seek
+  int64_t min_frames_skipped_ = 1;  // by a seek
+  int64_t seek_target_ = -1;        // keyframe sought, until the first packet after the seek
   size_t next_wanted_ = 0;
   int64_t decoded_ = 0;
 };
@@ -436,10 +444,12 @@ absl::StatusOr<DecoderRun> RunSideBySide(const ListedVideo& listed, const AVStre
 }
 
 // Where the pass splits between two decoders (ClipOptions::split_at_keyframes); 0: it does not.
+// Not on NVDEC, where each decoder costs a GPU decoder's setting up.
 size_t SplitPoint(const ListedVideo& listed, const AVStream& video, bool by_timestamp,
                   const ClipOptions& options) {
   if (!by_timestamp || !options.seek_to_keyframes || !options.split_at_keyframes ||
       options.decoder_threads < 2 ||
+      (options.nvdec != nullptr && options.nvdec->CanDecode(*listed.stream.codec)) ||
       static_cast<int64_t>(video.codecpar->width) * video.codecpar->height > kMaxSplitFramePixels) {
     return 0;
   }

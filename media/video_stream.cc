@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -151,6 +152,12 @@ double ClockwiseRotation(const AVStream& stream) {
   const double counter_clockwise =
       av_display_rotation_get(reinterpret_cast<const int32_t*>(matrix));
   return std::isnan(counter_clockwise) ? 0 : -counter_clockwise;
+}
+
+VideoDecoder::~VideoDecoder() {
+  if (!nvdec.active()) return;
+  const NvdecDevice* device = nvdec.device();
+  device->Close(std::move(context), std::move(nvdec));
 }
 
 absl::StatusOr<VideoDecoder> OpenVideoDecoder(const AVStream& stream, const AVCodec* codec,

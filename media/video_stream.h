@@ -50,8 +50,14 @@ absl::StatusOr<VideoStream> FindVideoStream(AVFormatContext* format, int max_fra
 // (a phone held sideways writes one); 0 when there is none. For FrameConverter::set_rotation.
 double ClockwiseRotation(const AVStream& stream);
 
-// An opened decoder, and the NVDEC session it holds when it decodes on a GPU.
+// An opened decoder, and the NVDEC session it holds when it decodes on a GPU. One on a GPU is
+// freed by its device (NvdecDevice::Close), off the thread that drops it.
 struct VideoDecoder {
+  VideoDecoder() = default;
+  ~VideoDecoder();
+  VideoDecoder(VideoDecoder&&) = default;
+  VideoDecoder& operator=(VideoDecoder&&) = delete;
+
   CodecContextPtr context;
   NvdecDevice::Session nvdec;  // inactive: decodes on the CPU, for nvdec.cpu_reason()
   AVCodecContext* get() const { return context.get(); }

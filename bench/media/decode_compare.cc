@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     line["decoded_on"] = on_gpu->decoded_on;
     line["gpu_fallback"] = on_gpu->gpu_fallback;
     line["frames_decoded_on_gpu"] = on_gpu->frames_decoded_on_gpu;
+    line["seeks"] = {{"cpu", on_cpu->seeks}, {"gpu", on_gpu->seeks}};
     line["same_frames"] = on_cpu->frame_indices == on_gpu->frame_indices;
     if (on_cpu->pixels.size() == on_gpu->pixels.size() && !on_cpu->pixels.empty()) {
       const int64_t plane = static_cast<int64_t>(on_cpu->crop_size) * on_cpu->crop_size;

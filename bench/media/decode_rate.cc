@@ -7,7 +7,8 @@
 // One JSON line per file and number of decoders side by side, with what the first decoder's
 // opening, first frame and closing took (medians over rounds): where a decoder's fixed cost lies.
 // With --passes N each decoder decodes its file N times, flushed and rewound in between, as a
-// decoder kept open between calls would.
+// decoder kept open between calls would; the first decoder's first pass (its opening included)
+// and its later passes are timed apart.
 //
 //   vidclf-decode-rate [--decode_device cpu|cuda:N] [--threads 0] [--parallel 1,4] [--rounds 3]
 //                      [--passes 1] FILE...
@@ -48,9 +49,10 @@ double MillisecondsSince(Clock::time_point start) {
 struct Decoded {
   int64_t frames = 0;
   int64_t on_gpu = 0;
-  double open_ms = 0;         // OpenVideoDecoder
-  double first_frame_ms = 0;  // from the decoder's opening to its first frame
-  double close_ms = 0;        // freeing the decoder
+  double open_ms = 0;           // OpenVideoDecoder
+  double first_frame_ms = 0;    // from the decoder's opening to its first frame
+  double close_ms = 0;          // freeing the decoder
+  std::vector<double> pass_ms;  // each pass over the file; the first one includes the opening
   std::string error;
 };
 
@@ -86,8 +88,10 @@ Decoded DecodeAll(const std::string& path, const NvdecDevice* nvdec, int threads
       av_frame_unref(frame.get());
     }
   };
+  Clock::time_point pass_start = opening;
   for (int pass = 0; pass < passes; ++pass) {
     if (pass > 0) {
+      pass_start = Clock::now();
       av_seek_frame(format, stream->index, 0, AVSEEK_FLAG_BACKWARD);
       avcodec_flush_buffers(decoder->get());
     }
@@ -98,6 +102,7 @@ Decoded DecodeAll(const std::string& path, const NvdecDevice* nvdec, int threads
     }
     avcodec_send_packet(decoder->get(), nullptr);
     drain();
+    decoded.pass_ms.push_back(MillisecondsSince(pass_start));
   }
   const Clock::time_point closing = Clock::now();
   decoder->context.reset();
@@ -124,7 +129,7 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> parallels = vidclf::bench::ParseList(absl::GetFlag(FLAGS_parallel));
   for (const char* file : files) {
     for (const int64_t parallel : parallels) {
-      std::vector<double> rates, open_ms, first_frame_ms, close_ms;
+      std::vector<double> rates, open_ms, first_frame_ms, close_ms, first_pass_ms, later_pass_ms;
       Decoded last;
       for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
         std::vector<Decoded> results(parallel);
@@ -145,6 +150,10 @@ int main(int argc, char** argv) {
         open_ms.push_back(last.open_ms);
         first_frame_ms.push_back(last.first_frame_ms);
         close_ms.push_back(last.close_ms);
+        if (!last.pass_ms.empty()) first_pass_ms.push_back(last.pass_ms.front());
+        for (size_t pass = 1; pass < last.pass_ms.size(); ++pass) {
+          later_pass_ms.push_back(last.pass_ms[pass]);
+        }
       }
       nlohmann::json line = {{"file", file},
                              {"decode_device", device},
@@ -156,6 +165,8 @@ int main(int argc, char** argv) {
                              {"open_ms", vidclf::bench::Median(open_ms)},
                              {"first_frame_ms", vidclf::bench::Median(first_frame_ms)},
                              {"close_ms", vidclf::bench::Median(close_ms)}};
+      if (!first_pass_ms.empty()) line["first_pass_ms"] = vidclf::bench::Median(first_pass_ms);
+      if (!later_pass_ms.empty()) line["later_pass_ms"] = vidclf::bench::Median(later_pass_ms);
       if (!last.error.empty()) line["error"] = last.error;
       std::cout << line.dump() << std::endl;
     }

@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "media/clip_decoder.h"
 #include "tests/test_util/test_files.h"
@@ -14,6 +16,14 @@ namespace vidclf::media {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Decoders on a GPU are freed on the device's own threads: waits until every session is back.
+bool SessionsComeBack(const NvdecDevice& device) {
+  for (int i = 0; i < 6000 && device.sessions_in_use() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return device.sessions_in_use() == 0;
+}
 
 TEST(NvdecDeviceTest, SaysWhatIsMissingWhereNoGpuDecodes) {
   auto device = NvdecDevice::Open(0, /*max_sessions=*/1);
@@ -78,7 +88,30 @@ TEST(NvdecDeviceTest, GivesTheCpusFramesAndFallsBackOnWhatItCannotDecode) {
   if (fallback->decoded_on == "cpu") {
     EXPECT_EQ(fallback->gpu_fallback, kFormatFallback);
   }
-  EXPECT_EQ(device->get()->sessions_in_use(), 0);
+  EXPECT_TRUE(SessionsComeBack(**device));
+}
+
+// A flushed H.264 decoder on NVDEC sets its GPU decoder up anew, so sparse sampling there decodes
+// through keyframes where the CPU seeks to them; the frames are the same.
+TEST(NvdecDeviceTest, SeeksOnlyFarOnNvdecAndGivesTheSameFrames) {
+  auto device = NvdecDevice::Open(0, /*max_sessions=*/4);
+  if (!device.ok()) GTEST_SKIP() << device.status();
+  const std::string video = testing::ReadFile(
+      testing::CachedVideo("-f lavfi -i testsrc2=size=640x360:rate=25 -frames:v 250 -c:v libx264 "
+                           "-g 25 -pix_fmt yuv420p",
+                           ".mp4"));
+  ClipOptions options;
+  options.sampling.num_frames = 4;
+  auto cpu = DecodeClip(VideoSource::Bytes(video), options);
+  options.nvdec = device->get();
+  auto gpu = DecodeClip(VideoSource::Bytes(video), options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_GT(cpu->seeks, 0);
+  EXPECT_EQ(gpu->seeks, 0);
+  EXPECT_EQ(gpu->frame_indices, cpu->frame_indices);
+  EXPECT_EQ(gpu->pixels, cpu->pixels);
+  EXPECT_TRUE(SessionsComeBack(**device));
 }
 
 }  // namespace
