@@ -34,7 +34,6 @@ serve: model-repository
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
-	JOBS=$(JOBS) ./scripts/media-sanitizer-check.sh
 
 # media/ built with clang, ASan and UBSan (no LibTorch, no gRPC) in build-sanitize/: the media
 # tests with leak checks, then libFuzzer on DecodeClip for FUZZ_SECONDS (60) and on the

@@ -4,7 +4,7 @@
 # cap on single allocations, then fuzzes DecodeClip and ImageFrameDecoder with libFuzzer for a
 # bounded time each from seed corpora made here with the ffmpeg CLI. Any test failure, sanitizer
 # report, leak, crash or fuzzer timeout fails the script. `make sanitize` runs it; so does
-# `make test`, after the other tests.
+# `make test`, as the test media_sanitizer beside the others.
 #
 # Environment: SANITIZE_BUILD_DIR (build-sanitize), FUZZ_SECONDS (60, DecodeClip),
 # IMAGE_FUZZ_SECONDS (20, ImageFrameDecoder), FUZZ_SEED (1), JOBS (nproc), DETECT_LEAKS=0 to run
