@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "media/crop_geometry.h"
 
 extern "C" {
 #include <libavutil/hwcontext.h>
@@ -43,14 +44,6 @@ struct SourceRegion {
   int linesize[4] = {0, 0, 0, 0};
 };
 
-// The whole stored pixels [start, start + size) nearest to [begin, end), with start a multiple
-// of `align`, inside [0, limit).
-void PlaceSpan(double begin, double end, int limit, int align, int& start, int& size) {
-  start = static_cast<int>(std::lround(begin / align)) * align;
-  start = std::clamp(start, 0, (limit - 1) / align * align);
-  size = std::clamp(static_cast<int>(std::lround(end)) - start, 1, limit - start);
-}
-
 // Finds the stored pixels under the crop_size square at (crop_u, crop_v) of the unrotated picture
 // resized to scaled_width x scaled_height, and points `region` at them. False for formats whose
 // planes cannot be addressed from an offset pointer: bitstream, paletted, Bayer and hardware
@@ -65,8 +58,8 @@ void PlaceSpan(double begin, double end, int limit, int align, int& start, int& 
 // each taken from their own axis's scale so that non-square pixels stay stretched as before.
 // The filter also no longer sees pixels outside the region, which only the outermost output pixels
 // would have felt. tests/media/frame_converter_test.cc bounds the difference.
-bool FindSourceRegion(const AVFrame& frame, int scaled_width, int scaled_height, int crop_u,
-                      int crop_v, int crop, SourceRegion& region) {
+bool FindSourceRegion(const AVFrame& frame, const CropGeometry& geometry, int crop,
+                      SourceRegion& region) {
   const auto format = static_cast<AVPixelFormat>(frame.format);
   const AVPixFmtDescriptor* descriptor = av_pix_fmt_desc_get(format);
   constexpr uint64_t kNotAddressable = AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_PAL |
@@ -74,14 +67,12 @@ bool FindSourceRegion(const AVFrame& frame, int scaled_width, int scaled_height,
   if (descriptor == nullptr || (descriptor->flags & kNotAddressable) != 0) return false;
   const int planes = av_pix_fmt_count_planes(format);
   if (planes <= 0 || planes > 4) return false;
-  // Stored pixels per resized pixel along each axis; they differ for non-square pixels.
-  const double x_scale = static_cast<double>(frame.width) / scaled_width;
-  const double y_scale = static_cast<double>(frame.height) / scaled_height;
-  int x = 0, y = 0;
-  PlaceSpan(crop_u * x_scale, (crop_u + crop) * x_scale, frame.width,
-            1 << descriptor->log2_chroma_w, x, region.width);
-  PlaceSpan(crop_v * y_scale, (crop_v + crop) * y_scale, frame.height,
-            1 << descriptor->log2_chroma_h, y, region.height);
+  const StoredRegion stored =
+      PlaceStoredRegion(frame.width, frame.height, geometry, crop, descriptor->log2_chroma_w,
+                        descriptor->log2_chroma_h);
+  const int x = stored.x, y = stored.y;
+  region.width = stored.width;
+  region.height = stored.height;
   for (int plane = 0; plane < planes; ++plane) {
     // The first component stored in the plane gives its bytes per pixel and its subsampling.
     int component = 0;
@@ -204,39 +195,14 @@ absl::Status FrameConverter::ConvertHostFrame(const AVFrame& frame, float* out) 
   if (frame.width <= 0 || frame.height <= 0) {
     return absl::InvalidArgumentError("decoded frame has no pixels");
   }
-  // The picture as displayed: stretched by the sample aspect ratio, then rotated.
-  double display_width = frame.width;
-  const AVRational sar = frame.sample_aspect_ratio;
-  if (sar.num > 0 && sar.den > 0) display_width *= av_q2d(sar);
-  const bool sideways = quarter_turns_ % 2 == 1;
-  const double shown_width = sideways ? frame.height : display_width;
-  const double shown_height = sideways ? display_width : frame.height;
-  const int shorter = options_.resize_shorter_side;
-  int shown_scaled_width = shorter;
-  int shown_scaled_height = shorter;
-  if (shown_width < shown_height) {
-    shown_scaled_height = static_cast<int>(std::lround(shown_height * shorter / shown_width));
-  } else {
-    shown_scaled_width = static_cast<int>(std::lround(shown_width * shorter / shown_height));
-  }
-  // The resize works on the unrotated picture; the crop reads it through the rotation.
-  const int scaled_width = sideways ? shown_scaled_height : shown_scaled_width;
-  const int scaled_height = sideways ? shown_scaled_width : shown_scaled_height;
+  const CropGeometry geometry =
+      PlaceCrop(frame.width, frame.height, frame.sample_aspect_ratio, quarter_turns_,
+                options_.resize_shorter_side, options_.crop_size);
+  const int scaled_width = geometry.scaled_width;
+  const int scaled_height = geometry.scaled_height;
   const int crop = options_.crop_size;
-  const int left = (shown_scaled_width - crop) / 2;
-  const int top = (shown_scaled_height - crop) / 2;
-  // The crop's top-left corner in the resized, unrotated picture.
-  int crop_u = left, crop_v = top;
-  if (quarter_turns_ == 1) {
-    crop_u = top;
-    crop_v = scaled_height - left - crop;
-  } else if (quarter_turns_ == 2) {
-    crop_u = scaled_width - left - crop;
-    crop_v = scaled_height - top - crop;
-  } else if (quarter_turns_ == 3) {
-    crop_u = scaled_width - top - crop;
-    crop_v = left;
-  }
+  const int crop_u = geometry.crop_u;
+  const int crop_v = geometry.crop_v;
 
   // Resize only the stored pixels the crop shows, straight to the crop's size, where the format
   // allows; otherwise the whole frame, then crop. One more difference between the two: swscale
@@ -245,9 +211,7 @@ absl::Status FrameConverter::ConvertHostFrame(const AVFrame& frame, float* out) 
   // colours). The whole-frame path took half resolution for even resized widths (16:9 pictures:
   // 228 at 128); the region path takes it for every even crop size.
   SourceRegion region;
-  const bool region_only =
-      !whole_frame_resize_ &&
-      FindSourceRegion(frame, scaled_width, scaled_height, crop_u, crop_v, crop, region);
+  const bool region_only = !whole_frame_resize_ && FindSourceRegion(frame, geometry, crop, region);
   if (!region_only) {
     region.width = frame.width;
     region.height = frame.height;
