@@ -7,6 +7,8 @@
 #   - libavcodec alone (vidclf-decode-rate): every frame decoded and dropped, on the CPU and on
 #     NVDEC, with decoders side by side: the decoders' own ceiling; and NVDEC's clips against the
 #     CPU's (vidclf-decode-compare);
+#   - NV12 pictures converted to the model's input by tensors, on the CPU and the GPU, beside
+#     libswscale (vidclf-yuv-conversion-rate);
 #   - the engine in-process (vidclf-e2e-bench), one call at a time;
 #   - the server over gRPC at rising concurrency (vidclf bench) on SERVING_VIDEOS (default: every
 #     VIDEO), with the GPU's utilisation sampled by nvidia-smi;
@@ -74,7 +76,8 @@ if [ -z "${PREBUILT:-}" ]; then
     -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$lib" \
     -DCMAKE_CXX_STANDARD_LIBRARIES="$lib/libprotobuf.so" || exit 1
   step build cmake --build "$build" --parallel "$(nproc)" --target vidclf-server vidclf \
-    vidclf-e2e-bench vidclf-seeded-repository vidclf-decode-rate vidclf-decode-compare -- -k 0 ||
+    vidclf-e2e-bench vidclf-seeded-repository vidclf-decode-rate vidclf-decode-compare \
+    vidclf-yuv-conversion-rate -- -k 0 ||
     exit 1
 fi
 bin=$build/bin
@@ -98,6 +101,9 @@ for decode_device in ${DECODE_RATE_DEVICES-cpu cuda:0}; do
       "${videos[@]}"
   fi
 done
+
+# Pictures converted to the model's input by tensors on the CPU and the GPU, beside libswscale.
+step yuv-conversion run "$bin/vidclf-yuv-conversion-rate"
 
 # "MODEL_DEVICE PRECISION [DECODE_DEVICE]" as a file name: cuda-fp16-nvdec, cpu-fp32.
 variant_name() {

@@ -260,6 +260,34 @@ def live_section(directory):
     return lines + [""]
 
 
+def conversion_section(directory):
+    rates = json_lines(read(directory, "yuv-conversion.txt"))
+    if not rates:
+        return []
+    lines = [
+        "### Pictures to the model's input (`vidclf-yuv-conversion-rate`)",
+        "",
+        "One 8-bit BT.709 picture at a time, resized and cropped to 112x112 (shorter side 128) "
+        "and normalised: libswscale through `media::FrameConverter` on one host core, and "
+        "`pipeline::ConvertYuv420`'s tensor operations on the CPU (LibTorch's threads) and on the "
+        "GPU. Pictures per second, median of 9 rounds of 64; the largest difference of the "
+        "GPU's normalised values from the CPU's.",
+        "",
+        "| size | libswscale, CPU | tensors, CPU | tensors, GPU | GPU against CPU |",
+        "|---|---|---|---|---|",
+    ]
+    sizes = sorted({line["size"] for line in rates}, key=lambda size: int(size.split("x")[0]))
+    for size in sizes:
+        of_size = {(line["converter"], line["device"].split(":")[0]): line for line in rates
+                   if line["size"] == size}
+        cells = [f"{of_size[key]['pictures_per_second']:.0f}" if key in of_size else ""
+                 for key in (("swscale", "cpu"), ("tensors", "cpu"), ("tensors", "cuda"))]
+        gpu = of_size.get(("tensors", "cuda"))
+        difference = f"{gpu['largest_difference_from_cpu']:.1e}" if gpu else ""
+        lines.append(f"| {size} | {' | '.join(cells)} | {difference} |")
+    return lines + [""]
+
+
 def main():
     *directories, output = sys.argv[1:]
     lines = [
@@ -291,6 +319,7 @@ def main():
         lines += [f"- {line}" for line in read(directory, "machine.txt").strip().splitlines()]
         lines += ["- Files: " + ", ".join(f"`{os.path.basename(v)}`" for v in videos) + ".", ""]
         lines += decoders_section(directory)
+        lines += conversion_section(directory)
         lines += inprocess_section(directory, videos)
         lines += serving_section(directory)
         lines += live_section(directory)
