@@ -44,10 +44,9 @@ struct SourceRegion {
   int linesize[4] = {0, 0, 0, 0};
 };
 
-// Finds the stored pixels under the crop_size square at (crop_u, crop_v) of the unrotated picture
-// resized to scaled_width x scaled_height, and points `region` at them. False for formats whose
-// planes cannot be addressed from an offset pointer: bitstream, paletted, Bayer and hardware
-// formats keep the whole-frame path.
+// Finds the stored pixels under the crop that `geometry` places, and points `region` at them. False
+// for formats whose planes cannot be addressed from an offset pointer: bitstream, paletted, Bayer
+// and hardware formats keep the whole-frame path.
 //
 // Why the geometry changes slightly: the region's edges are whole stored pixels, and its left and
 // top edges lie on the chroma grid (even columns and rows for 4:2:0) so that every plane can be
@@ -198,11 +197,7 @@ absl::Status FrameConverter::ConvertHostFrame(const AVFrame& frame, float* out) 
   const CropGeometry geometry =
       PlaceCrop(frame.width, frame.height, frame.sample_aspect_ratio, quarter_turns_,
                 options_.resize_shorter_side, options_.crop_size);
-  const int scaled_width = geometry.scaled_width;
-  const int scaled_height = geometry.scaled_height;
   const int crop = options_.crop_size;
-  const int crop_u = geometry.crop_u;
-  const int crop_v = geometry.crop_v;
 
   // Resize only the stored pixels the crop shows, straight to the crop's size, where the format
   // allows; otherwise the whole frame, then crop. One more difference between the two: swscale
@@ -218,8 +213,8 @@ absl::Status FrameConverter::ConvertHostFrame(const AVFrame& frame, float* out) 
     std::copy(frame.data, frame.data + 4, region.data);
     std::copy(frame.linesize, frame.linesize + 4, region.linesize);
   }
-  const int rgb_width = region_only ? crop : scaled_width;
-  const int rgb_height = region_only ? crop : scaled_height;
+  const int rgb_width = region_only ? crop : geometry.scaled_width;
+  const int rgb_height = region_only ? crop : geometry.scaled_height;
   scaler_ = sws_getCachedContext(scaler_, region.width, region.height,
                                  static_cast<AVPixelFormat>(frame.format), rgb_width, rgb_height,
                                  kRgbFormat, SWS_BILINEAR, nullptr, nullptr, nullptr);
@@ -241,7 +236,8 @@ absl::Status FrameConverter::ConvertHostFrame(const AVFrame& frame, float* out) 
 
   const uint8_t* window = rgb_.data();
   if (!region_only) {
-    window += static_cast<size_t>(crop_v) * rgb_stride + static_cast<size_t>(kRgbBytes) * crop_u;
+    window += static_cast<size_t>(geometry.crop_v) * rgb_stride +
+              static_cast<size_t>(kRgbBytes) * geometry.crop_u;
   }
   if (quarter_turns_ == 0) {
     WriteUpright(window, rgb_stride, crop, scale_, offset_, options_.channels_last, out);

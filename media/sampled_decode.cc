@@ -449,7 +449,7 @@ size_t SplitPoint(const ListedVideo& listed, const AVStream& video, bool by_time
                   const ClipOptions& options) {
   if (!by_timestamp || !options.seek_to_keyframes || !options.split_at_keyframes ||
       options.decoder_threads < 2 ||
-      (options.nvdec != nullptr && options.nvdec->CanDecode(*listed.stream.codec)) ||
+      (options.nvdec != nullptr && NvdecDevice::CanDecode(*listed.stream.codec)) ||
       static_cast<int64_t>(video.codecpar->width) * video.codecpar->height > kMaxSplitFramePixels) {
     return 0;
   }
