@@ -105,41 +105,40 @@ class ObjectReader {
   std::set<std::string> seen_;
 };
 
+// A registered mechanism's name, as it is.
+absl::StatusOr<std::string> ParseAttentionName(absl::string_view name) {
+  absl::StatusOr<const attention::AttentionSpec*> spec = attention::FindAttention(name);
+  if (!spec.ok()) return spec.status();
+  return (*spec)->name;
+}
+
 attention::AttentionOptions AttentionOptionsFromJson(const nlohmann::json& json,
                                                      absl::Status* error) {
   attention::AttentionOptions options;
   ObjectReader reader(json, "head.attention.", error);
-  reader.ReadName("type", &options.type, &attention::ParseAttentionType);
+  reader.ReadName("type", &options.type, &ParseAttentionName);
   reader.Read("scale", &options.scale);
   reader.Read("max_length", &options.max_length);
   reader.Read("causal", &options.causal);
   reader.Read("epsilon", &options.epsilon);
-  reader.Read("linformer_k", &options.linformer_k);
-  reader.Read("nystrom_landmarks", &options.nystrom_landmarks);
-  reader.Read("nystrom_pinv_iterations", &options.nystrom_pinv_iterations);
-  reader.Read("clusters", &options.clusters);
-  reader.Read("hash_bits", &options.hash_bits);
-  reader.Read("lloyd_iterations", &options.lloyd_iterations);
-  reader.Read("topk", &options.topk);
   reader.Read("seed", &options.seed);
+  // Any registered mechanism's parameters: those of substitutions live here too.
+  for (const attention::AttentionParameter& parameter : attention::AttentionParameters()) {
+    const bool present = reader.Has(parameter.key);
+    int64_t value = parameter.default_value;
+    reader.Read(parameter.key, &value);
+    if (present) options.parameters[parameter.key] = value;
+  }
   reader.Finish();
   return options;
 }
 
 nlohmann::json AttentionOptionsToJson(const attention::AttentionOptions& options) {
-  return {{"type", attention::AttentionTypeName(options.type)},
-          {"scale", options.scale},
-          {"max_length", options.max_length},
-          {"causal", options.causal},
-          {"epsilon", options.epsilon},
-          {"linformer_k", options.linformer_k},
-          {"nystrom_landmarks", options.nystrom_landmarks},
-          {"nystrom_pinv_iterations", options.nystrom_pinv_iterations},
-          {"clusters", options.clusters},
-          {"hash_bits", options.hash_bits},
-          {"lloyd_iterations", options.lloyd_iterations},
-          {"topk", options.topk},
-          {"seed", options.seed}};
+  nlohmann::json json = {
+      {"type", options.type},     {"scale", options.scale},     {"max_length", options.max_length},
+      {"causal", options.causal}, {"epsilon", options.epsilon}, {"seed", options.seed}};
+  for (const auto& [key, value] : options.parameters) json[key] = value;
+  return json;
 }
 
 void ReadHead(const nlohmann::json& json, ModelConfig* config, absl::Status* error) {
@@ -165,18 +164,7 @@ void ReadHead(const nlohmann::json& json, ModelConfig* config, absl::Status* err
     if (const nlohmann::json* attention = reader.Object("attention")) {
       t.attention = AttentionOptionsFromJson(*attention, error);
     }
-    std::vector<std::string> substitutions;
-    reader.Read("attention_substitutions", &substitutions);
-    for (const std::string& name : substitutions) {
-      absl::StatusOr<attention::AttentionType> type = attention::ParseAttentionType(name);
-      if (!type.ok()) {
-        if (error->ok()) {
-          *error = Invalid(absl::StrCat("head.attention_substitutions: ", type.status().message()));
-        }
-        return;
-      }
-      t.attention_substitutions.push_back(*type);
-    }
+    reader.Read("attention_substitutions", &t.attention_substitutions);
   }
   reader.Finish();
 }
@@ -202,25 +190,29 @@ absl::Status ValidateTransformer(const ModelConfig& config) {
   if (t.dropout < 0 || t.dropout >= 1) {
     return Invalid(absl::StrCat("head.dropout must be in [0, 1); got ", t.dropout));
   }
-  const bool causal =
-      t.attention.causal || t.attention.type == attention::AttentionType::kCausalLinear;
-  if (causal && t.pooling == Pooling::kCls) {
+  absl::StatusOr<const attention::AttentionSpec*> spec = attention::FindAttention(t.attention.type);
+  if (!spec.ok()) return Invalid(absl::StrCat("head.attention.type: ", spec.status().message()));
+  if (attention::IsCausal(**spec, t.attention) && t.pooling == Pooling::kCls) {
     return Invalid(absl::StrCat("head.pooling \"cls\" cannot be used with causal attention (",
-                                attention::AttentionTypeName(t.attention.type),
+                                t.attention.type,
                                 "): a class token placed first would see no frame; use \"mean\""));
   }
-  for (const attention::AttentionType type : t.attention_substitutions) {
-    if (type == attention::AttentionType::kLinformer) {
-      return Invalid(
-          "head.attention_substitutions: linformer cannot be an attention substitution: its "
-          "projections E and F are learned weights that a model trained with another mechanism "
-          "does not have");
+  for (const std::string& name : t.attention_substitutions) {
+    absl::StatusOr<const attention::AttentionSpec*> substitute = attention::FindAttention(name);
+    if (!substitute.ok()) {
+      return Invalid(absl::StrCat("head.attention_substitutions: ", substitute.status().message()));
+    }
+    if (!(*substitute)->substitutable) {
+      return Invalid(absl::StrCat(
+          "head.attention_substitutions: ", name,
+          " cannot be an attention substitution: it has learned weights of its own that a model "
+          "trained with another mechanism does not have"));
     }
   }
   // Each mechanism checks its own options (clusters, landmarks, …) when it is built.
-  std::vector<attention::AttentionType> types = t.attention_substitutions;
+  std::vector<std::string> types = t.attention_substitutions;
   types.push_back(t.attention.type);
-  for (const attention::AttentionType type : types) {
+  for (const std::string& type : types) {
     attention::AttentionOptions options = t.attention;
     options.type = type;
     options.num_heads = t.num_heads;
@@ -230,13 +222,14 @@ absl::Status ValidateTransformer(const ModelConfig& config) {
       return Invalid(absl::StrCat("head.attention: ", mechanism.status().message()));
     }
   }
-  // The sliding window (plus a class token) must fit Linformer's fixed projections.
+  // The sliding window (plus a class token) must fit a mechanism bounded by max_length, such as
+  // Linformer with its fixed projections.
   const int64_t window_tokens =
       config.streaming.window_frames + (t.pooling == Pooling::kCls ? 1 : 0);
-  if (t.attention.type == attention::AttentionType::kLinformer &&
-      window_tokens > t.attention.max_length) {
+  if ((*spec)->bounded_by_max_length && window_tokens > t.attention.max_length) {
     return Invalid(absl::StrCat("streaming.window_frames (", config.streaming.window_frames,
-                                ") does not fit linformer's max_length ", t.attention.max_length));
+                                ") does not fit ", t.attention.type, "'s max_length ",
+                                t.attention.max_length));
   }
   return absl::OkStatus();
 }
@@ -357,11 +350,7 @@ nlohmann::json ModelConfigToJson(const ModelConfig& config) {
     head["positional_encoding"] = t.positional_encoding;
     head["dropout"] = t.dropout;
     head["attention"] = AttentionOptionsToJson(t.attention);
-    std::vector<std::string> substitutions;
-    for (const attention::AttentionType type : t.attention_substitutions) {
-      substitutions.push_back(attention::AttentionTypeName(type));
-    }
-    head["attention_substitutions"] = substitutions;
+    head["attention_substitutions"] = t.attention_substitutions;
   }
   return {
       {"name", config.name},

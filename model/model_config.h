@@ -67,7 +67,7 @@ struct TransformerHeadConfig {
   // Mechanisms a caller may ask to run instead of attention.type with the same weights, e.g.
   // clustered or improved-clustered for a softmax-trained model (the clustered-attention thesis
   // evaluates exactly this). Only mechanisms without learned weights of their own qualify.
-  std::vector<attention::AttentionType> attention_substitutions;
+  std::vector<std::string> attention_substitutions;
 };
 
 struct ModelConfig {

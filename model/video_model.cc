@@ -194,7 +194,7 @@ void VideoModel::Prepare(const InferenceOptions& options) {
   }
   head_->eval();
   if (config_.head != HeadType::kTransformer) return;
-  for (const attention::AttentionType type : config_.transformer.attention_substitutions) {
+  for (const std::string& type : config_.transformer.attention_substitutions) {
     ModelConfig substitute_config = config_;
     substitute_config.transformer.attention.type = type;
     std::shared_ptr<TemporalHead> substitute = MakeHead(substitute_config);
@@ -335,28 +335,21 @@ absl::StatusOr<torch::Tensor> VideoModel::Embed(const torch::Tensor& frames,
 
 absl::StatusOr<TemporalHead*> VideoModel::HeadFor(absl::string_view attention) const {
   if (attention.empty()) return head_.get();
-  const absl::StatusOr<attention::AttentionType> type = attention::ParseAttentionType(attention);
-  if (type.ok() && config_.head == HeadType::kTransformer &&
-      *type == config_.transformer.attention.type) {
+  if (config_.head == HeadType::kTransformer && attention == config_.transformer.attention.type) {
     return head_.get();
   }
-  if (type.ok()) {
-    if (const auto substitute = substitutes_.find(*type); substitute != substitutes_.end()) {
-      return substitute->second.get();
-    }
+  if (const auto substitute = substitutes_.find(std::string(attention));
+      substitute != substitutes_.end()) {
+    return substitute->second.get();
   }
   if (config_.head != HeadType::kTransformer) {
     return absl::InvalidArgumentError(absl::StrCat("attention \"", attention,
                                                    "\" was asked for, but model ", config_.name,
                                                    " has a ", HeadTypeName(config_.head), " head"));
   }
-  std::vector<std::string> allowed;
-  for (const attention::AttentionType allowed_type : config_.transformer.attention_substitutions) {
-    allowed.push_back(attention::AttentionTypeName(allowed_type));
-  }
+  const std::vector<std::string>& allowed = config_.transformer.attention_substitutions;
   return absl::InvalidArgumentError(
-      absl::StrCat("model ", config_.name, " (",
-                   attention::AttentionTypeName(config_.transformer.attention.type),
+      absl::StrCat("model ", config_.name, " (", config_.transformer.attention.type,
                    " attention) cannot run with attention \"", attention, "\"; its bundle allows ",
                    allowed.empty() ? "no substitution" : absl::StrJoin(allowed, ", ")));
 }

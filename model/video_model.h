@@ -155,7 +155,7 @@ class VideoModel {
   std::shared_ptr<const FusedResNet18> fused_backbone_;
   std::shared_ptr<TemporalHead> head_;
   // One head per allowed attention substitution, sharing head_'s parameter storage.
-  std::map<attention::AttentionType, std::shared_ptr<TemporalHead>> substitutes_;
+  std::map<std::string, std::shared_ptr<TemporalHead>> substitutes_;
 #ifdef VIDCLF_TORCH_CUDA
   // The captured single-stream step of each head (head_ and substitutes_) that has one.
   std::map<const TemporalHead*, std::unique_ptr<TransformerStepGraph>> step_graphs_;

@@ -75,10 +75,9 @@ class EngineCollector : public prometheus::Collectable {
                 {{"model", name},
                  {"version", config.version},
                  {"head", model::HeadTypeName(config.head)},
-                 {"attention",
-                  config.head == model::HeadType::kTransformer
-                      ? model::attention::AttentionTypeName(config.transformer.attention.type)
-                      : ""}});
+                 {"attention", config.head == model::HeadType::kTransformer
+                                   ? config.transformer.attention.type
+                                   : ""}});
     }
     prometheus::MetricFamily streams = Family(
         "vidclf_active_streams",

@@ -60,10 +60,7 @@ struct FitFlags {
   int64_t num_layers = 2;
   int64_t ffn_size = 256;
   double dropout = 0.1;
-  int64_t clusters = 8;
-  int64_t topk = 8;
-  int64_t landmarks = 8;
-  int64_t linformer_k = 16;
+  std::vector<std::string> attention_parameters;  // KEY=VALUE
   int64_t gru_hidden_size = 32;
   int64_t gru_num_layers = 2;
   double gru_input_dropout = 0.0;
@@ -73,6 +70,11 @@ struct FitFlags {
   double gradient_clip_norm = 1.0;
   int patience = 15;
   bool class_weighted_loss = true;
+};
+
+// The attention mechanisms fit can train, as their registry describes them.
+struct AttentionFlags {
+  std::string format = "markdown";  // or "json"
 };
 
 struct EvalFlags {
@@ -104,12 +106,14 @@ void AddDataFlags(CLI::App* app, DataFlags* flags);
 void AddEmbedFlags(CLI::App* app, EmbedFlags* flags, bool with_work = true);
 void AddFitFlags(CLI::App* app, FitFlags* flags, bool with_work = true);
 // Without `with_work`, registers nothing: `all` evaluates its run on the test split.
+void AddAttentionFlags(CLI::App* app, AttentionFlags* flags);
 void AddEvalFlags(CLI::App* app, EvalFlags* flags, bool with_work = true);
 void AddExportFlags(CLI::App* app, ExportFlags* flags, bool with_work = true);
 
 int RunSynth(const SynthFlags& flags);
 int RunEmbed(const DataFlags& data, const EmbedFlags& flags);
 int RunFit(const FitFlags& flags);
+int RunAttention(const AttentionFlags& flags);
 int RunEval(const EvalFlags& flags);
 int RunExport(const ExportFlags& flags);
 

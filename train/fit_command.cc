@@ -4,7 +4,12 @@
 #include <iostream>
 #include <thread>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "model/attention/registry.h"
 #include "model/torch_threads.h"
 #include "model/video_model.h"
 #include "train/attention_cost.h"
@@ -52,23 +57,27 @@ absl::StatusOr<model::ModelConfig> RunConfig(const FitFlags& flags,
   absl::StatusOr<model::Pooling> pooling = model::ParsePooling(flags.pooling);
   if (!pooling.ok()) return pooling.status();
   t.pooling = *pooling;
-  absl::StatusOr<model::attention::AttentionType> type =
-      model::attention::ParseAttentionType(flags.attention);
-  if (!type.ok()) return type.status();
-  t.attention.type = *type;
-  t.attention.clusters = flags.clusters;
-  t.attention.topk = flags.topk;
-  t.attention.nystrom_landmarks = flags.landmarks;
-  t.attention.linformer_k = flags.linformer_k;
+  t.attention.type = flags.attention;
+  // Sized for clips of tens of frames, where the seeds' defaults (100 clusters, 32 landmarks, …)
+  // would exceed the frames and the approximations would be exact.
+  t.attention.parameters = {
+      {"clusters", 8}, {"topk", 8}, {"nystrom_landmarks", 8}, {"linformer_k", 16}};
+  for (const std::string& setting : flags.attention_parameters) {
+    const std::pair<std::string, std::string> key_value = absl::StrSplit(setting, '=');
+    const absl::StatusOr<model::attention::AttentionParameter> parameter =
+        model::attention::FindAttentionParameter(key_value.first);
+    if (!parameter.ok()) return parameter.status();
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(key_value.second, &value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--attention-parameter takes KEY=INTEGER, as in clusters=16; got \"", setting, "\""));
+    }
+    t.attention.parameters[key_value.first] = value;
+  }
   // Positions the attention must accept: the longest clip here, or the 256 frames a request may
   // ask the server for (its default limit), plus a class token.
   t.attention.max_length = std::max<int64_t>(longest_clip, 256) + 1;
-  for (const std::string& name : flags.attention_substitutions) {
-    absl::StatusOr<model::attention::AttentionType> substitute =
-        model::attention::ParseAttentionType(name);
-    if (!substitute.ok()) return substitute.status();
-    t.attention_substitutions.push_back(*substitute);
-  }
+  t.attention_substitutions = flags.attention_substitutions;
   if (auto status = model::ValidateModelConfig(config); !status.ok()) return status;
   return config;
 }
@@ -107,8 +116,8 @@ void AddFitFlags(CLI::App* app, FitFlags* flags, bool with_work) {
       ->capture_default_str()
       ->check(CLI::IsMember({"gru", "transformer", "bag_of_frames"}));
   app->add_option("--attention", flags->attention,
-                  "Transformer attention: softmax, linear, causal-linear, cosformer, linformer, "
-                  "nystrom, clustered, improved-clustered.")
+                  absl::StrCat("Transformer attention: ",
+                               absl::StrJoin(model::attention::AttentionNames(), ", "), "."))
       ->capture_default_str();
   app->add_option("--attention-substitutions", flags->attention_substitutions,
                   "Mechanisms the served model may run instead with the same weights "
@@ -128,14 +137,16 @@ void AddFitFlags(CLI::App* app, FitFlags* flags, bool with_work) {
   app->add_option("--ffn-size", flags->ffn_size, "Feed-forward width (seed 004: 1024).")
       ->capture_default_str();
   app->add_option("--dropout", flags->dropout, "Transformer dropout.")->capture_default_str();
-  app->add_option("--clusters", flags->clusters, "Clusters of (improved-)clustered attention.")
-      ->capture_default_str();
-  app->add_option("--topk", flags->topk, "Top-k keys of improved-clustered attention.")
-      ->capture_default_str();
-  app->add_option("--landmarks", flags->landmarks, "Landmarks of Nystrom attention.")
-      ->capture_default_str();
-  app->add_option("--linformer-k", flags->linformer_k, "Projected length of Linformer.")
-      ->capture_default_str();
+  std::vector<std::string> parameters;
+  for (const model::attention::AttentionParameter& parameter :
+       model::attention::AttentionParameters()) {
+    parameters.push_back(absl::StrCat(parameter.key, " (", parameter.meaning, ")"));
+  }
+  app->add_option("--attention-parameter", flags->attention_parameters,
+                  absl::StrCat("KEY=VALUE, repeatable: a parameter of the attention and its "
+                               "substitutions. Unset, clusters, topk and nystrom_landmarks are 8 "
+                               "and linformer_k is 16. Keys: ",
+                               absl::StrJoin(parameters, ", "), "."));
   app->add_option("--gru-hidden-size", flags->gru_hidden_size, "GRU width (seed 004: 32).")
       ->capture_default_str();
   app->add_option("--gru-num-layers", flags->gru_num_layers, "GRU layers (seed 004: 2).")

@@ -100,6 +100,10 @@ int main(int argc, char** argv) {
 
   FitFlags fit;
   AddFitFlags(app.add_subcommand("fit", "Train a head on the cached embeddings."), &fit);
+  AttentionFlags attention;
+  AddAttentionFlags(
+      app.add_subcommand("attention", "List the attention mechanisms with their parameters."),
+      &attention);
   EvalFlags eval;
   AddEvalFlags(app.add_subcommand("eval", "Classification report of a run."), &eval);
   ExportFlags export_flags;
@@ -118,6 +122,7 @@ int main(int argc, char** argv) {
   if (synth_command->parsed()) return RunSynth(synth);
   if (embed_command->parsed()) return RunEmbed(data, embed);
   if (app.got_subcommand("fit")) return RunFit(fit);
+  if (app.got_subcommand("attention")) return RunAttention(attention);
   if (app.got_subcommand("eval")) return RunEval(eval);
   if (app.got_subcommand("export")) return RunExport(export_flags);
   return RunAll(all);

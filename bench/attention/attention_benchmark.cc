@@ -110,9 +110,7 @@ bool IsLinearTime(const std::string& type) { return type != "softmax"; }
 void SweepMechanisms(const torch::Device& device) {
   std::vector<int64_t> lengths = ParseList(absl::GetFlag(FLAGS_lengths));
   const std::vector<int64_t> extra = ParseList(absl::GetFlag(FLAGS_linear_lengths));
-  for (const vidclf::model::attention::AttentionType attention_type :
-       vidclf::model::attention::AttentionTypes()) {
-    const std::string type = vidclf::model::attention::AttentionTypeName(attention_type);
+  for (const std::string& type : vidclf::model::attention::AttentionNames()) {
     const std::vector<std::string> wanted =
         absl::StrSplit(absl::GetFlag(FLAGS_mechanisms), ',', absl::SkipEmpty());
     if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), type) == wanted.end()) continue;
@@ -128,7 +126,7 @@ void SweepMechanisms(const torch::Device& device) {
         continue;
       }
       AttentionOptions options;
-      options.type = attention_type;
+      options.type = type;
       options.head_dim = kHeadDim;
       options.value_dim = kHeadDim;
       options.num_heads = kHeads;
@@ -167,7 +165,7 @@ void SweepStreamingStep(const torch::Device& device) {
   constexpr int64_t kClasses = 5;
   auto transformer = [&device](const std::string& type) {
     AttentionOptions attention;
-    attention.type = *vidclf::model::attention::ParseAttentionType(type);
+    attention.type = type;
     torch::manual_seed(0);
     vidclf::model::TransformerHead head(
         vidclf::model::TransformerHeadOptions(kClasses).attention(attention));

@@ -55,7 +55,7 @@ std::unique_ptr<VideoModel> Make(const std::string& head, const std::string& att
   config.version = "1";
   config.labels = {"a", "b", "c", "d"};
   config.head = *vidclf::model::ParseHeadType(head);
-  config.transformer.attention.type = *vidclf::model::attention::ParseAttentionType(attention);
+  config.transformer.attention.type = attention;
   config.transformer.attention_substitutions = {};
   vidclf::model::InferenceOptions options;
   options.device = absl::GetFlag(FLAGS_device);

@@ -1,51 +1,11 @@
 #include "model/attention/attention.h"
 
-#include <array>
 #include <cmath>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-
 namespace vidclf::model::attention {
-namespace {
-
-constexpr std::array<std::pair<AttentionType, const char*>, 8> kNames = {{
-    {AttentionType::kSoftmax, "softmax"},
-    {AttentionType::kLinear, "linear"},
-    {AttentionType::kCausalLinear, "causal-linear"},
-    {AttentionType::kCosformer, "cosformer"},
-    {AttentionType::kLinformer, "linformer"},
-    {AttentionType::kNystrom, "nystrom"},
-    {AttentionType::kClustered, "clustered"},
-    {AttentionType::kImprovedClustered, "improved-clustered"},
-}};
-
-}  // namespace
-
-const std::vector<AttentionType>& AttentionTypes() {
-  static const auto* types = [] {
-    auto* all = new std::vector<AttentionType>;
-    for (const auto& [type, name] : kNames) all->push_back(type);
-    return all;
-  }();
-  return *types;
-}
-
-std::string AttentionTypeName(AttentionType type) {
-  for (const auto& [known, name] : kNames) {
-    if (known == type) return name;
-  }
-  return absl::StrCat("attention#", static_cast<int>(type));
-}
-
-absl::StatusOr<AttentionType> ParseAttentionType(absl::string_view name) {
-  for (const auto& [type, known] : kNames) {
-    if (name == known) return type;
-  }
-  std::vector<std::string> names;
-  for (const auto& [type, known] : kNames) names.emplace_back(known);
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown attention type \"", name, "\"; known: ", absl::StrJoin(names, ", ")));
+int64_t AttentionParameter::Of(const AttentionOptions& options) const {
+  const auto it = options.parameters.find(key);
+  return it == options.parameters.end() ? default_value : it->second;
 }
 
 double ScoreScale(const AttentionOptions& options) {

@@ -19,38 +19,18 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-
 namespace vidclf::model::attention {
-
-// The mechanisms, in the order the docs and tables list them.
-enum class AttentionType {
-  kSoftmax,
-  kLinear,
-  kCausalLinear,
-  kCosformer,
-  kLinformer,
-  kNystrom,
-  kClustered,
-  kImprovedClustered,
-};
-
-// Every type, in the order above.
-const std::vector<AttentionType>& AttentionTypes();
-// The name used in model.json, requests and metrics: "softmax", "causal-linear", ….
-std::string AttentionTypeName(AttentionType type);
-// INVALID_ARGUMENT for an unknown name, listing the known ones.
-absl::StatusOr<AttentionType> ParseAttentionType(absl::string_view name);
 
 // Options of every mechanism; each reads the fields it needs. Defaults follow the seeds (see
 // docs/attention.md); a model bundle's JSON overrides them per field.
 struct AttentionOptions {
-  AttentionType type = AttentionType::kSoftmax;
+  // A registered mechanism's name (registry.h): "softmax", "causal-linear", ….
+  std::string type = "softmax";
   // Width per head of queries and keys (E) and of values (M).
   int64_t head_dim = 64;
   int64_t value_dim = 64;
@@ -65,20 +45,21 @@ struct AttentionOptions {
   bool causal = false;
   // Numerical floor added to the denominators of the linear-time mechanisms.
   double epsilon = 1e-6;
-  // Linformer: projected length k.
-  int64_t linformer_k = 64;
-  // Nystrom: landmarks m (segment means) and iterations of the pseudo-inverse.
-  int64_t nystrom_landmarks = 32;
-  int64_t nystrom_pinv_iterations = 6;
-  // Clustered and improved-clustered: clusters C, hash bits B (<= 63), Lloyd iterations L,
-  // and (improved only) the top-k keys per cluster. Thesis defaults: C = 100, B = 63, L = 10,
-  // k = 32.
-  int64_t clusters = 100;
-  int64_t hash_bits = 63;
-  int64_t lloyd_iterations = 10;
-  int64_t topk = 32;
   // Seeds the random projections of the clustered mechanisms.
   uint64_t seed = 0;
+  // The parameters of particular mechanisms by key (AttentionParameter): Linformer's
+  // "linformer_k", the clusters of the clustered ones, …. A key missing here takes its default.
+  std::map<std::string, int64_t> parameters;
+};
+
+// A parameter that one or more mechanisms read from AttentionOptions::parameters. Mechanisms
+// declare theirs as constants beside their code and list them in their AttentionSpec.
+struct AttentionParameter {
+  const char* key;  // as in model.json's head.attention and vidclf-train's --attention-parameter
+  int64_t default_value;
+  const char* meaning;
+  // The value `options` sets, or the default.
+  int64_t Of(const AttentionOptions& options) const;
 };
 
 // What a mechanism with a recurrent form carries from one chunk of a stream to the next: the

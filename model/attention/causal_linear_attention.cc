@@ -172,4 +172,20 @@ std::pair<torch::Tensor, std::vector<AttentionState>> CausalLinearAttention::for
   return {out, std::move(next)};
 }
 
+const AttentionSpec& CausalLinearAttentionSpec() {
+  static const auto* spec = [] {
+    auto* spec = new AttentionSpec;
+    spec->name = "causal-linear";
+    spec->summary = "linear attention under a causal mask, with a recurrent form for live streams";
+    spec->causality = Causality::kAlways;
+    spec->flops_per_head = [](double n, double e, const AttentionOptions& /*options*/) {
+      // As linear: prefix sums instead of sums.
+      return 4 * n * e * e + 4 * n * e;
+    };
+    spec->make = &Construct<CausalLinearAttention>;
+    return spec;
+  }();
+  return *spec;
+}
+
 }  // namespace vidclf::model::attention

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "model/attention/attention.h"
+#include "model/attention/attention_spec.h"
 
 namespace vidclf::model::attention {
 
@@ -66,6 +67,9 @@ class CausalLinearAttention : public AttentionMechanism {
  private:
   AttentionOptions options_;
 };
+
+// "causal-linear" as the registry lists it.
+const AttentionSpec& CausalLinearAttentionSpec();
 
 }  // namespace vidclf::model::attention
 

@@ -17,4 +17,22 @@ torch::Tensor ClusteredAttention::forward(const torch::Tensor& queries, const to
   return BroadcastToQueries(torch::matmul(centroid.weights, values), centroid.clusters.assignment);
 }
 
+const AttentionSpec& ClusteredAttentionSpec() {
+  static const auto* spec = [] {
+    auto* spec = new AttentionSpec;
+    spec->name = "clustered";
+    spec->summary =
+        "softmax over C query clusters of hashed queries, each query given its centroid's row";
+    spec->causality = Causality::kNever;
+    spec->parameters = {kClusters, kHashBits, kLloydIterations};
+    spec->flops_per_head = [](double n, double e, const AttentionOptions& options) {
+      // Hashing, Lloyd iterations and the centroids' attention.
+      return ClusteringFlops(n, e, options);
+    };
+    spec->make = &Construct<ClusteredAttention>;
+    return spec;
+  }();
+  return *spec;
+}
+
 }  // namespace vidclf::model::attention

@@ -23,6 +23,7 @@
 #define VIDCLF_MODEL_ATTENTION_CLUSTERED_ATTENTION_H_
 
 #include "model/attention/attention.h"
+#include "model/attention/attention_spec.h"
 
 namespace vidclf::model::attention {
 
@@ -37,6 +38,9 @@ class ClusteredAttention : public AttentionMechanism {
  private:
   AttentionOptions options_;
 };
+
+// "clustered" as the registry lists it.
+const AttentionSpec& ClusteredAttentionSpec();
 
 }  // namespace vidclf::model::attention
 

@@ -107,13 +107,21 @@ void ClusterSequence(const Code* codes, const bool* valid, int64_t length, int64
 
 }  // namespace
 
+double ClusteringFlops(double n, double e, const AttentionOptions& options) {
+  const auto bits = static_cast<double>(kHashBits.Of(options));
+  const double clusters = std::min(static_cast<double>(kClusters.Of(options)), n);
+  return 2 * n * bits * e +
+         2 * static_cast<double>(kLloydIterations.Of(options)) * n * clusters * bits +
+         4 * clusters * n * e;
+}
+
 void CheckClusteringOptions(const AttentionOptions& options, const char* name) {
-  TORCH_CHECK(options.hash_bits >= 1 && options.hash_bits <= 63, name,
-              " attention needs hash_bits in [1, 63]; got ", options.hash_bits);
-  TORCH_CHECK(options.clusters >= 1, name, " attention needs clusters >= 1; got ",
-              options.clusters);
-  TORCH_CHECK(options.lloyd_iterations >= 0, name, " attention needs lloyd_iterations >= 0; got ",
-              options.lloyd_iterations);
+  TORCH_CHECK(kHashBits.Of(options) >= 1 && kHashBits.Of(options) <= 63, name,
+              " attention needs hash_bits in [1, 63]; got ", kHashBits.Of(options));
+  TORCH_CHECK(kClusters.Of(options) >= 1, name, " attention needs clusters >= 1; got ",
+              kClusters.Of(options));
+  TORCH_CHECK(kLloydIterations.Of(options) >= 0, name,
+              " attention needs lloyd_iterations >= 0; got ", kLloydIterations.Of(options));
 }
 
 torch::Tensor QueryValidity(const torch::Tensor& queries, const torch::Tensor& keys,
@@ -134,9 +142,9 @@ QueryClusters ClusterQueries(const torch::Tensor& queries, const torch::Tensor& 
   if (queries.is_cuda()) return ClusterQueriesWithTensors(queries, query_valid, options);
   torch::NoGradGuard no_grad;
   const int64_t batch = queries.size(0), heads = queries.size(1), length = queries.size(2);
-  const int64_t clusters = std::max<int64_t>(1, std::min(options.clusters, length));
+  const int64_t clusters = std::max<int64_t>(1, std::min(kClusters.Of(options), length));
   const torch::Tensor valid = query_valid.to(torch::kCPU, torch::kBool).contiguous();
-  const std::vector<Code> codes = PackCodes(HashBits(queries, options.hash_bits, options.seed));
+  const std::vector<Code> codes = PackCodes(HashBits(queries, kHashBits.Of(options), options.seed));
   torch::Tensor assignment = torch::empty({batch, heads, length}, torch::kLong);
   const bool* valid_data = valid.data_ptr<bool>();
   int64_t* assignment_data = assignment.data_ptr<int64_t>();
@@ -145,7 +153,7 @@ QueryClusters ClusterQueries(const torch::Tensor& queries, const torch::Tensor& 
       const bool* sequence_valid = valid_data + (sequence / heads) * length;
       int64_t* sequence_assignment = assignment_data + sequence * length;
       const int64_t real = std::count(sequence_valid, sequence_valid + length, true);
-      if (real <= options.clusters) {
+      if (real <= kClusters.Of(options)) {
         // Few enough real queries: each is its own cluster, exactly softmax.
         int64_t rank = 0;
         for (int64_t i = 0; i < length; ++i) {
@@ -155,7 +163,7 @@ QueryClusters ClusterQueries(const torch::Tensor& queries, const torch::Tensor& 
         continue;
       }
       ClusterSequence(codes.data() + sequence * length, sequence_valid, length, clusters,
-                      options.hash_bits, options.lloyd_iterations, sequence_assignment);
+                      kHashBits.Of(options), kLloydIterations.Of(options), sequence_assignment);
     }
   });
 
@@ -170,8 +178,8 @@ QueryClusters ClusterQueriesWithTensors(const torch::Tensor& queries,
                                         const AttentionOptions& options) {
   torch::NoGradGuard no_grad;
   const int64_t batch = queries.size(0), heads = queries.size(1), length = queries.size(2);
-  const int64_t clusters = std::max<int64_t>(1, std::min(options.clusters, length));
-  const int64_t bits = options.hash_bits, sequences = batch * heads;
+  const int64_t clusters = std::max<int64_t>(1, std::min(kClusters.Of(options), length));
+  const int64_t bits = kHashBits.Of(options), sequences = batch * heads;
   const torch::Tensor codes = HashBits(queries, bits, options.seed).view({sequences, length, bits});
   const torch::Tensor valid = query_valid.to(queries.device(), torch::kBool)
                                   .unsqueeze(1)
@@ -202,7 +210,7 @@ QueryClusters ClusterQueriesWithTensors(const torch::Tensor& queries,
   // Lloyd iterations, each run to the end: once a vote changes nothing, the rest repeat it, so
   // the CPU's early stop gives the same centroids without the host reading a flag every round.
   const torch::Tensor member_bits = codes.to(torch::kFloat) * real.unsqueeze(2);  // [S, L, bits]
-  for (int64_t iteration = 0; iteration < options.lloyd_iterations; ++iteration) {
+  for (int64_t iteration = 0; iteration < kLloydIterations.Of(options); ++iteration) {
     const torch::Tensor cluster = distances(centroids).argmin(2).unsqueeze(2);  // [S, L, 1]
     const torch::Tensor twice_ones =
         2 * torch::zeros({sequences, clusters, bits}, signs.options())
@@ -215,10 +223,10 @@ QueryClusters ClusterQueriesWithTensors(const torch::Tensor& queries,
   }
   torch::Tensor assignment = distances(centroids).argmin(2);  // [S, L]
 
-  // Sequences with at most options.clusters real queries: each real one is its own cluster, the
-  // padded ones join cluster max(0, real ones before them - 1).
+  // Sequences with at most kClusters.Of(options) real queries: each real one is its own cluster,
+  // the padded ones join cluster max(0, real ones before them - 1).
   const torch::Tensor singletons = (valid.cumsum(1) - 1).clamp_min(0);
-  const torch::Tensor few = (valid.sum(1) <= options.clusters).unsqueeze(1);
+  const torch::Tensor few = (valid.sum(1) <= kClusters.Of(options)).unsqueeze(1);
   QueryClusters result;
   result.assignment = torch::where(few, singletons, assignment).view({batch, heads, length});
   result.num_clusters = clusters;

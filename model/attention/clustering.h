@@ -1,7 +1,7 @@
 // Query clustering shared by the "clustered" and "improved-clustered" mechanisms (Vyas,
 // Katharopoulos and Fleuret 2020; Katharopoulos thesis, section 5.3.2).
 //
-// Hashing: each query gets B = options.hash_bits bits, bit b = [q . r_b > 0], where the planes
+// Hashing: each query gets B = hash_bits bits, bit b = [q . r_b > 0], where the planes
 // r_b ~ N(0, I) are drawn in float64 on the CPU by a torch::Generator seeded with options.seed and
 // are shared by every batch element and head (fast-transformers shares them too). The same seed
 // therefore always gives the same planes and clustering, on any device and in either dtype (a
@@ -12,17 +12,17 @@
 // batched tensor operations on the GPU (ClusterQueriesWithTensors), with the same result.
 //
 // Hamming K-means, per (batch, head), on the real queries only:
-//   * C' = min(options.clusters, L) clusters; centroids are B-bit codes.
+//   * C' = min(clusters, L) clusters; centroids are B-bit codes.
 //   * Initialisation (the seed's code picks random queries; here, for determinism and padding
 //     invariance, farthest-point): the first real query's code, then repeatedly the code of the
 //     real query farthest in Hamming distance from the centroids chosen so far (ties to the lowest
 //     position). Duplicate queries thus never crowd out distinct ones: with at most C' distinct
 //     codes every code gets its own centroid (and the rest duplicate one and stay empty).
-//   * L = options.lloyd_iterations Lloyd iterations, each: assign every query to its nearest
+//   * L = lloyd_iterations Lloyd iterations, each: assign every query to its nearest
 //     centroid (ties go to the lowest cluster index), then set each centroid bit by majority vote
 //     of its real members; a tie, which includes an empty cluster, keeps the previous bit. Empty
 //     clusters therefore keep their code and never produce NaN; then a final assignment.
-//   * When a sequence has n <= options.clusters real queries, every one is its own cluster
+//   * When a sequence has n <= clusters real queries, every one is its own cluster
 //     (singleton clusters), so the mechanism is exactly softmax attention.
 // Padded queries (see QueryValidity) take no part in initialisation, votes or centroid means; they
 // are still assigned to their nearest centroid so that their outputs are finite.
@@ -38,6 +38,12 @@
 #include "model/attention/attention.h"
 
 namespace vidclf::model::attention {
+
+// The clustering's parameters (thesis defaults: C = 100, B = 63, L = 10).
+inline constexpr AttentionParameter kClusters{"clusters", 100, "query clusters C"};
+inline constexpr AttentionParameter kHashBits{"hash_bits", 63, "hash bits B per query, at most 63"};
+inline constexpr AttentionParameter kLloydIterations{"lloyd_iterations", 10,
+                                                     "Lloyd iterations of the Hamming K-means"};
 
 // Throws c10::Error unless hash_bits is in [1, 63], clusters >= 1 and lloyd_iterations >= 0.
 // `name` is the mechanism's registry name, used in the messages.
@@ -59,7 +65,7 @@ struct QueryClusters {
 };
 
 // Clusters queries [B, H, L, E] with query_valid [B, L] as described in the file comment, reading
-// options.clusters, hash_bits, lloyd_iterations and seed.
+// clusters, hash_bits, lloyd_iterations and seed.
 QueryClusters ClusterQueries(const torch::Tensor& queries, const torch::Tensor& query_valid,
                              const AttentionOptions& options);
 
@@ -70,6 +76,10 @@ QueryClusters ClusterQueries(const torch::Tensor& queries, const torch::Tensor& 
 QueryClusters ClusterQueriesWithTensors(const torch::Tensor& queries,
                                         const torch::Tensor& query_valid,
                                         const AttentionOptions& options);
+
+// Floating-point operations per head of hashing n queries of width e, clustering them and the
+// centroids' attention: the cost shared by both clustered mechanisms.
+double ClusteringFlops(double n, double e, const AttentionOptions& options);
 
 // Softmax over the last dimension in which entries where `valid` (broadcastable bool; undefined =
 // all valid) is false get exactly zero weight. A row with no valid entry is finite (uniform) but

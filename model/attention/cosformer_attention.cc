@@ -51,4 +51,21 @@ torch::Tensor CosformerAttention::forward(const torch::Tensor& queries, const to
       .first;
 }
 
+const AttentionSpec& CosformerAttentionSpec() {
+  static const auto* spec = [] {
+    auto* spec = new AttentionSpec;
+    spec->name = "cosformer";
+    spec->summary =
+        "ReLU features re-weighted by cos(pi (i - j) / 2 alpha), linear in the positions";
+    spec->causality = Causality::kWhenAsked;
+    spec->flops_per_head = [](double n, double e, const AttentionOptions& /*options*/) {
+      // Twice linear: the cos and sin re-weighted halves.
+      return 2 * (4 * n * e * e + 4 * n * e);
+    };
+    spec->make = &Construct<CosformerAttention>;
+    return spec;
+  }();
+  return *spec;
+}
+
 }  // namespace vidclf::model::attention

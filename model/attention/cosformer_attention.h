@@ -16,6 +16,7 @@
 #define VIDCLF_MODEL_ATTENTION_COSFORMER_ATTENTION_H_
 
 #include "model/attention/attention.h"
+#include "model/attention/attention_spec.h"
 
 namespace vidclf::model::attention {
 
@@ -32,6 +33,9 @@ class CosformerAttention : public AttentionMechanism {
  private:
   AttentionOptions options_;
 };
+
+// "cosformer" as the registry lists it.
+const AttentionSpec& CosformerAttentionSpec();
 
 }  // namespace vidclf::model::attention
 

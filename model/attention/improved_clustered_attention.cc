@@ -139,8 +139,8 @@ torch::Tensor TopKeysOutputOnCpu(const torch::Tensor& queries, const torch::Tens
 ImprovedClusteredAttention::ImprovedClusteredAttention(const AttentionOptions& options)
     : options_(options) {
   CheckClusteringOptions(options_, "improved-clustered");
-  TORCH_CHECK(options_.topk >= 1, "improved-clustered attention needs topk >= 1; got ",
-              options_.topk);
+  TORCH_CHECK(kTopk.Of(options_) >= 1, "improved-clustered attention needs topk >= 1; got ",
+              kTopk.Of(options_));
 }
 
 torch::Tensor ImprovedClusteredAttention::forward(const torch::Tensor& queries,
@@ -152,7 +152,7 @@ torch::Tensor ImprovedClusteredAttention::forward(const torch::Tensor& queries,
       ComputeCentroidAttention(queries, keys, key_padding_mask, options_);
   const torch::Tensor& weights = centroid.weights;  // A^c [B, H, C, S]
   const torch::Tensor& assignment = centroid.clusters.assignment;
-  const int64_t k = std::min(options_.topk, keys.size(2));
+  const int64_t k = std::min(kTopk.Of(options_), keys.size(2));
 
   // Top keys per cluster among the real keys; a padded key is only picked when a sequence has
   // fewer than k real keys, and is then flagged and given no weight.
@@ -189,6 +189,24 @@ torch::Tensor ImprovedClusteredAttention::forward(const torch::Tensor& queries,
                                        ScoreScale(options_));
   }
   return top_output + BroadcastToQueries(background, assignment);
+}
+
+const AttentionSpec& ImprovedClusteredAttentionSpec() {
+  static const auto* spec = [] {
+    auto* spec = new AttentionSpec;
+    spec->name = "improved-clustered";
+    spec->summary = "clustered attention with each cluster's top-k keys computed exactly";
+    spec->causality = Causality::kNever;
+    spec->parameters = {kClusters, kHashBits, kLloydIterations, kTopk};
+    spec->flops_per_head = [](double n, double e, const AttentionOptions& options) {
+      // Clustered, plus 4 n k e for the exact top-k part.
+      return ClusteringFlops(n, e, options) +
+             4 * n * std::min(static_cast<double>(kTopk.Of(options)), n) * e;
+    };
+    spec->make = &Construct<ImprovedClusteredAttention>;
+    return spec;
+  }();
+  return *spec;
 }
 
 }  // namespace vidclf::model::attention

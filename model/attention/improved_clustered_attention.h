@@ -2,7 +2,7 @@
 // thesis, section 5.3.3).
 //
 // Starts as clustered attention (clustered_attention.h): clusters, centroids Q^c and the centroid
-// attention A^c [C', S]. Then, per cluster j, T_j = the k = min(options.topk, S) keys with the
+// attention A^c [C', S]. Then, per cluster j, T_j = the k = min(topk, S) keys with the
 // largest A^c_j (real keys only; when a sequence has fewer than k real keys, T_j is all of them),
 // with mass m_j = sum_{l in T_j} A^c_jl. Query i of cluster j attends with
 //   A^t_il = m_j * exp(s_il) / sum_{r in T_j} exp(s_ir)   for l in T_j, s_il = scale * Q_i . K_l,
@@ -25,8 +25,11 @@
 #define VIDCLF_MODEL_ATTENTION_IMPROVED_CLUSTERED_ATTENTION_H_
 
 #include "model/attention/attention.h"
+#include "model/attention/attention_spec.h"
 
 namespace vidclf::model::attention {
+
+inline constexpr AttentionParameter kTopk{"topk", 32, "keys per cluster computed exactly"};
 
 class ImprovedClusteredAttention : public AttentionMechanism {
  public:
@@ -39,6 +42,9 @@ class ImprovedClusteredAttention : public AttentionMechanism {
  private:
   AttentionOptions options_;
 };
+
+// "improved-clustered" as the registry lists it.
+const AttentionSpec& ImprovedClusteredAttentionSpec();
 
 }  // namespace vidclf::model::attention
 

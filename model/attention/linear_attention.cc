@@ -38,4 +38,20 @@ torch::Tensor LinearAttention::forward(const torch::Tensor& queries, const torch
                                      ZeroPaddedKeys(values, key_padding_mask), options_.epsilon);
 }
 
+const AttentionSpec& LinearAttentionSpec() {
+  static const auto* spec = [] {
+    auto* spec = new AttentionSpec;
+    spec->name = "linear";
+    spec->summary = "kernel feature map elu(x) + 1, linear in the positions";
+    spec->causality = Causality::kNever;
+    spec->flops_per_head = [](double n, double e, const AttentionOptions& /*options*/) {
+      // 4 n e^2 + 4 n e: phi(K)^T V, phi(Q) times it, and the normaliser.
+      return 4 * n * e * e + 4 * n * e;
+    };
+    spec->make = &Construct<LinearAttention>;
+    return spec;
+  }();
+  return *spec;
+}
+
 }  // namespace vidclf::model::attention

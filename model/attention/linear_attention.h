@@ -13,6 +13,7 @@
 #define VIDCLF_MODEL_ATTENTION_LINEAR_ATTENTION_H_
 
 #include "model/attention/attention.h"
+#include "model/attention/attention_spec.h"
 
 namespace vidclf::model::attention {
 
@@ -41,6 +42,9 @@ class LinearAttention : public AttentionMechanism {
  private:
   AttentionOptions options_;
 };
+
+// "linear" as the registry lists it.
+const AttentionSpec& LinearAttentionSpec();
 
 }  // namespace vidclf::model::attention
 

@@ -20,15 +20,15 @@ torch::Tensor Project(const torch::Tensor& projection, int64_t length, const tor
 }  // namespace
 
 LinformerAttention::LinformerAttention(const AttentionOptions& options) : options_(options) {
-  TORCH_CHECK(options_.linformer_k >= 1, "linformer attention needs linformer_k >= 1; got ",
-              options_.linformer_k);
+  TORCH_CHECK(kLinformerK.Of(options_) >= 1, "linformer attention needs linformer_k >= 1; got ",
+              kLinformerK.Of(options_));
   TORCH_CHECK(options_.max_length >= 1, "linformer attention needs max_length >= 1; got ",
               options_.max_length);
-  const double stddev = 1.0 / std::sqrt(static_cast<double>(options_.linformer_k));
+  const double stddev = 1.0 / std::sqrt(static_cast<double>(kLinformerK.Of(options_)));
   key_projection = register_parameter(
-      "key_projection", torch::randn({options_.linformer_k, options_.max_length}) * stddev);
+      "key_projection", torch::randn({kLinformerK.Of(options_), options_.max_length}) * stddev);
   value_projection = register_parameter(
-      "value_projection", torch::randn({options_.linformer_k, options_.max_length}) * stddev);
+      "value_projection", torch::randn({kLinformerK.Of(options_), options_.max_length}) * stddev);
 }
 
 torch::Tensor LinformerAttention::forward(const torch::Tensor& queries, const torch::Tensor& keys,
@@ -46,6 +46,26 @@ torch::Tensor LinformerAttention::forward(const torch::Tensor& queries, const to
   const torch::Tensor weights = torch::softmax(
       torch::matmul(queries, short_keys.transpose(-2, -1)) * ScoreScale(options_), -1);
   return torch::matmul(weights, short_values);  // [B, H, L, M]
+}
+
+const AttentionSpec& LinformerAttentionSpec() {
+  static const auto* spec = [] {
+    auto* spec = new AttentionSpec;
+    spec->name = "linformer";
+    spec->summary = "keys and values projected to k positions by learned E and F";
+    spec->causality = Causality::kNever;
+    spec->substitutable = false;
+    spec->bounded_by_max_length = true;
+    spec->parameters = {kLinformerK};
+    spec->flops_per_head = [](double n, double e, const AttentionOptions& options) {
+      // 4 k n e + 4 n k e: E K and F V, then Q (E K)^T and A (F V).
+      const double k = static_cast<double>(kLinformerK.Of(options));
+      return 4 * k * n * e + 4 * n * k * e;
+    };
+    spec->make = &Construct<LinformerAttention>;
+    return spec;
+  }();
+  return *spec;
 }
 
 }  // namespace vidclf::model::attention

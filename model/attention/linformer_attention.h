@@ -27,8 +27,12 @@
 #define VIDCLF_MODEL_ATTENTION_LINFORMER_ATTENTION_H_
 
 #include "model/attention/attention.h"
+#include "model/attention/attention_spec.h"
 
 namespace vidclf::model::attention {
+
+inline constexpr AttentionParameter kLinformerK{"linformer_k", 64,
+                                                "projected length k of keys and values"};
 
 class LinformerAttention : public AttentionMechanism {
  public:
@@ -46,6 +50,9 @@ class LinformerAttention : public AttentionMechanism {
  private:
   AttentionOptions options_;
 };
+
+// "linformer" as the registry lists it.
+const AttentionSpec& LinformerAttentionSpec();
 
 }  // namespace vidclf::model::attention
 

@@ -1,5 +1,6 @@
 #include "model/attention/nystrom_attention.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace vidclf::model::attention {
@@ -66,18 +67,19 @@ torch::Tensor NystromLandmarks(const torch::Tensor& x, const torch::Tensor& mask
 }
 
 NystromAttention::NystromAttention(const AttentionOptions& options) : options_(options) {
-  TORCH_CHECK(options_.nystrom_landmarks >= 1,
-              "nystrom attention needs nystrom_landmarks >= 1; got ", options_.nystrom_landmarks);
-  TORCH_CHECK(options_.nystrom_pinv_iterations >= 0,
+  TORCH_CHECK(kNystromLandmarks.Of(options_) >= 1,
+              "nystrom attention needs nystrom_landmarks >= 1; got ",
+              kNystromLandmarks.Of(options_));
+  TORCH_CHECK(kNystromPinvIterations.Of(options_) >= 0,
               "nystrom attention needs nystrom_pinv_iterations >= 0; got ",
-              options_.nystrom_pinv_iterations);
+              kNystromPinvIterations.Of(options_));
 }
 
 torch::Tensor NystromAttention::forward(const torch::Tensor& queries, const torch::Tensor& keys,
                                         const torch::Tensor& values,
                                         const torch::Tensor& key_padding_mask) {
   CheckAttentionInputs(queries, keys, values, key_padding_mask);
-  const int64_t batch = keys.size(0), landmarks = options_.nystrom_landmarks;
+  const int64_t batch = keys.size(0), landmarks = kNystromLandmarks.Of(options_);
   const double scale = ScoreScale(options_);
   const torch::Tensor key_rows = RowMask(key_padding_mask, keys);
   // Self-attention shapes: the key mask marks padded queries too.
@@ -100,8 +102,29 @@ torch::Tensor NystromAttention::forward(const torch::Tensor& queries, const torc
   const torch::Tensor kernel_b =
       MaskedSoftmax(torch::matmul(query_landmarks, keys.transpose(-2, -1)) * scale,
                     key_rows.view({batch, 1, 1, keys.size(2)}));
-  const torch::Tensor inverse = IterativePseudoInverse(kernel_a, options_.nystrom_pinv_iterations);
+  const torch::Tensor inverse =
+      IterativePseudoInverse(kernel_a, kNystromPinvIterations.Of(options_));
   return torch::matmul(kernel_f, torch::matmul(inverse, torch::matmul(kernel_b, values)));
+}
+
+const AttentionSpec& NystromAttentionSpec() {
+  static const auto* spec = [] {
+    auto* spec = new AttentionSpec;
+    spec->name = "nystrom";
+    spec->summary = "Nystrom approximation of the softmax matrix from m landmarks";
+    spec->causality = Causality::kNever;
+    spec->parameters = {kNystromLandmarks, kNystromPinvIterations};
+    spec->flops_per_head = [](double n, double e, const AttentionOptions& options) {
+      // 4 n m e + 2 m^2 e + 8 i m^3 + 2 m n e: F, B and A; i pseudo-inverse iterations of four
+      // m x m products; F (pinv(A) (B V)).
+      const double m = std::min(static_cast<double>(kNystromLandmarks.Of(options)), n);
+      const auto iterations = static_cast<double>(kNystromPinvIterations.Of(options));
+      return 4 * n * m * e + 2 * m * m * e + 8 * iterations * m * m * m + 2 * m * n * e;
+    };
+    spec->make = &Construct<NystromAttention>;
+    return spec;
+  }();
+  return *spec;
 }
 
 }  // namespace vidclf::model::attention

@@ -33,8 +33,13 @@
 #include <cstdint>
 
 #include "model/attention/attention.h"
+#include "model/attention/attention_spec.h"
 
 namespace vidclf::model::attention {
+
+inline constexpr AttentionParameter kNystromLandmarks{"nystrom_landmarks", 32, "landmarks m"};
+inline constexpr AttentionParameter kNystromPinvIterations{"nystrom_pinv_iterations", 6,
+                                                           "iterations of the pseudo-inverse"};
 
 // Moore-Penrose pseudo-inverse of every matrix a[..., m, m] by the iteration of Razavi et al.
 // (seed 000, Lemma 3.7):
@@ -62,6 +67,9 @@ class NystromAttention : public AttentionMechanism {
  private:
   AttentionOptions options_;
 };
+
+// "nystrom" as the registry lists it.
+const AttentionSpec& NystromAttentionSpec();
 
 }  // namespace vidclf::model::attention
 

@@ -75,4 +75,20 @@ torch::Tensor SoftmaxAttention::forward(const torch::Tensor& queries, const torc
   return out;
 }
 
+const AttentionSpec& SoftmaxAttentionSpec() {
+  static const auto* spec = [] {
+    auto* spec = new AttentionSpec;
+    spec->name = "softmax";
+    spec->summary = "exact scaled dot-product attention, quadratic in the positions";
+    spec->causality = Causality::kWhenAsked;
+    spec->flops_per_head = [](double n, double e, const AttentionOptions& /*options*/) {
+      // 4 n^2 e: Q K^T, then A V.
+      return 4 * n * n * e;
+    };
+    spec->make = &Construct<SoftmaxAttention>;
+    return spec;
+  }();
+  return *spec;
+}
+
 }  // namespace vidclf::model::attention

@@ -9,6 +9,7 @@
 #define VIDCLF_MODEL_ATTENTION_SOFTMAX_ATTENTION_H_
 
 #include "model/attention/attention.h"
+#include "model/attention/attention_spec.h"
 
 namespace vidclf::model::attention {
 
@@ -24,6 +25,9 @@ class SoftmaxAttention : public AttentionMechanism {
  private:
   AttentionOptions options_;
 };
+
+// "softmax" as the registry lists it.
+const AttentionSpec& SoftmaxAttentionSpec();
 
 }  // namespace vidclf::model::attention
 

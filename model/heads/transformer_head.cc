@@ -204,12 +204,14 @@ TransformerHeadImpl::TransformerHeadImpl(const TransformerHeadOptions& options_)
               options.d_model());
   TORCH_CHECK(options.num_layers() >= 1 && options.ffn_size() >= 1,
               "transformer num_layers and ffn_size must be positive");
-  const bool causal = options.attention().causal ||
-                      options.attention().type == attention::AttentionType::kCausalLinear;
-  TORCH_CHECK(!(causal && options.pooling() == Pooling::kCls),
-              "a class token placed first cannot see the frames through causal attention; use "
-              "\"mean\" pooling with ",
-              attention::AttentionTypeName(options.attention().type));
+  const absl::StatusOr<const attention::AttentionSpec*> spec =
+      attention::FindAttention(options.attention().type);
+  TORCH_CHECK(spec.ok(), std::string(spec.status().message()));
+  TORCH_CHECK(
+      !(attention::IsCausal(**spec, options.attention()) && options.pooling() == Pooling::kCls),
+      "a class token placed first cannot see the frames through causal attention; use "
+      "\"mean\" pooling with ",
+      options.attention().type);
   if (options.input_size() != options.d_model()) {
     input_projection = register_module("input_projection",
                                        torch::nn::Linear(options.input_size(), options.d_model()));
@@ -274,8 +276,7 @@ bool TransformerHeadImpl::has_recurrent_step() const {
 
 std::pair<torch::Tensor, HeadState> TransformerHeadImpl::step(const torch::Tensor& embeddings,
                                                               const HeadState& state) {
-  TORCH_CHECK(has_recurrent_step(), "a transformer head with ",
-              attention::AttentionTypeName(options.attention().type),
+  TORCH_CHECK(has_recurrent_step(), "a transformer head with ", options.attention().type,
               " attention has no recurrent step (its mechanism has no recurrent form); stream it "
               "over a sliding window");
   const torch::Tensor x = CheckAndStandardise(embeddings, "transformer head");

@@ -27,10 +27,10 @@ vidclf::v1::ModelInfo ModelInfoOf(const engine::ModelRepository::Entry& entry,
   info.set_backbone(config.backbone);
   info.set_head(model::HeadTypeName(config.head));
   if (config.head == model::HeadType::kTransformer) {
-    info.set_attention(model::attention::AttentionTypeName(config.transformer.attention.type));
+    info.set_attention(config.transformer.attention.type);
     info.set_attention_options_json(head["attention"].dump());
-    for (const model::attention::AttentionType type : config.transformer.attention_substitutions) {
-      info.add_attention_substitutions(model::attention::AttentionTypeName(type));
+    for (const std::string& type : config.transformer.attention_substitutions) {
+      info.add_attention_substitutions(type);
     }
     head.erase("attention");
     head.erase("attention_substitutions");

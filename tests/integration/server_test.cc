@@ -41,9 +41,7 @@ class ServerTest : public ::testing::Test {
     // and a softmax transformer whose bundle lets callers run it with clustered attention.
     testing::SaveModel(testing::TinyConfig(), *dir_ + "/repo/tiny/1");
     model::ModelConfig transformer = testing::TinyTransformerConfig("tiny-transformer", "softmax");
-    transformer.transformer.attention_substitutions = {
-        model::attention::AttentionType::kClustered,
-        model::attention::AttentionType::kImprovedClustered};
+    transformer.transformer.attention_substitutions = {"clustered", "improved-clustered"};
     testing::SaveModel(transformer, *dir_ + "/repo/tiny-transformer/1");
     testing::MakeVideo("-f lavfi -i testsrc2=size=160x120:rate=10 -frames:v 20 -c:v libx264",
                        *dir_ + "/clip.mp4");

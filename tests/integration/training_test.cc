@@ -23,6 +23,7 @@ namespace vidclf {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 constexpr char kSmallClips[] = " --num-frames 4 --crop-size 32 --resize-shorter-side 32";
@@ -183,6 +184,16 @@ TEST_F(TrainingTest, FitLowersTheLossAndWritesItsCurves) {
             &code),
       HasSubstr("unknown attention type \"flash\""));
   EXPECT_EQ(code, 2);
+  for (const char* bad : {"clustres=4", "clusters=four", "clusters"}) {
+    const std::string output =
+        Train(absl::StrCat("fit --work ", work,
+                           " --run x --head transformer --attention-parameter ", bad),
+              &code);
+    EXPECT_THAT(output, AnyOf(HasSubstr("unknown attention parameter \"clustres\""),
+                              HasSubstr("takes KEY=INTEGER")))
+        << bad;
+    EXPECT_EQ(code, 2) << bad;
+  }
   EXPECT_THAT(Train(absl::StrCat("fit --work ", work, " --run x --head transformer ",
                                  "--d-model 30 --num-heads 4"),
                     &code),
@@ -242,6 +253,21 @@ TEST_F(TrainingTest, FitLowersTheLossAndWritesItsCurves) {
 // A user's own data set in the UCF101 layout, two classes, no split lists: trained, exported,
 // served by the real server, which classifies the clips it was trained on as labelled, with the
 // probabilities the head gives on the cached embeddings.
+// The docs' table of mechanisms is the registry's own description, word for word.
+TEST_F(TrainingTest, DocsListTheMechanismsAsTheRegistryDescribesThem) {
+  int code = 0;
+  const std::string table = Train("attention", &code);
+  ASSERT_EQ(code, 0) << table;
+  EXPECT_THAT(testing::ReadFile(VIDCLF_SOURCE_DIR "/docs/attention.md"), HasSubstr(table))
+      << "docs/attention.md should hold the output of `vidclf-train attention`:\n"
+      << table;
+  const nlohmann::json registry = nlohmann::json::parse(Train("attention --format json", &code));
+  ASSERT_EQ(registry.size(), 8u);
+  EXPECT_EQ(registry[4]["name"], "linformer");
+  EXPECT_EQ(registry[4]["substitutable"], false);
+  EXPECT_EQ(registry[4]["parameters"][0]["key"], "linformer_k");
+}
+
 TEST_F(TrainingTest, Ucf101LayoutTrainsExportsAndServes) {
   const fs::path root = *dir_ + "/mine";
   std::map<std::string, std::string> classes = {{"Brighten", "fade_in"}, {"Darken", "fade_out"}};

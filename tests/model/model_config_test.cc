@@ -42,7 +42,7 @@ TEST(ModelConfigTest, EveryHeadRoundTrips) {
     ModelConfig config = Small(head);
     config.transformer.pooling = Pooling::kCls;
     config.transformer.positional_encoding = false;
-    config.transformer.attention_substitutions = {attention::AttentionType::kClustered};
+    config.transformer.attention_substitutions = {"clustered"};
     config.metrics = {{"accuracy", 0.5}};
     config.gru.input_dropout = 0.25;
     const nlohmann::json json = ModelConfigToJson(config);

@@ -110,13 +110,12 @@ ModelConfig TransformerConfig(ModelConfig config) {
   config.transformer.num_heads = 2;
   config.transformer.num_layers = 2;
   config.transformer.ffn_size = 32;
-  config.transformer.attention.type = attention::AttentionType::kSoftmax;
+  config.transformer.attention.type = "softmax";
   // Four frames never fill more than four clusters, so clustered attention is exact here, and
   // top-k = 4 keys keeps improved-clustered exact too.
-  config.transformer.attention.clusters = 8;
-  config.transformer.attention.topk = 4;
-  config.transformer.attention_substitutions = {attention::AttentionType::kClustered,
-                                                attention::AttentionType::kImprovedClustered};
+  config.transformer.attention.parameters["clusters"] = 8;
+  config.transformer.attention.parameters["topk"] = 4;
+  config.transformer.attention_substitutions = {"clustered", "improved-clustered"};
   return config;
 }
 
@@ -136,7 +135,7 @@ TEST_F(VideoModelTest, SubstitutedAttentionSharesTheTrainedWeights) {
   }
   // Fewer clusters than frames: an approximation, so the probabilities move, but not far.
   ModelConfig coarse = TransformerConfig(config_);
-  coarse.transformer.attention.clusters = 2;
+  coarse.transformer.attention.parameters["clusters"] = 2;
   std::ofstream(dir_ / "model.json") << ModelConfigToJson(coarse).dump();
   auto approximate = VideoModel::Load(dir_.string());
   ASSERT_TRUE(approximate.ok()) << approximate.status();
@@ -164,7 +163,7 @@ TEST_F(VideoModelTest, RefusesAttentionTheBundleDoesNotAllow) {
   EXPECT_THAT(on_gru.status().message(), HasSubstr("gru head"));
 
   ModelConfig learned = TransformerConfig(config_);
-  learned.transformer.attention_substitutions = {attention::AttentionType::kLinformer};
+  learned.transformer.attention_substitutions = {"linformer"};
   auto refused = ModelConfigFromJson(ModelConfigToJson(learned));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), HasSubstr("learned weights"));
@@ -188,7 +187,7 @@ TEST_F(VideoModelTest, ConfigKeepsStreamingAndSubstitutions) {
   EXPECT_THAT(ModelConfigFromJson(ModelConfigToJson(config)).status().message(),
               HasSubstr("stride_frames <= window_frames"));
   config.streaming = {/*window_frames=*/600, /*stride_frames=*/1};
-  config.transformer.attention.type = attention::AttentionType::kLinformer;
+  config.transformer.attention.type = "linformer";
   config.transformer.attention_substitutions.clear();
   EXPECT_THAT(ModelConfigFromJson(ModelConfigToJson(config)).status().message(),
               HasSubstr("does not fit linformer's max_length"));
@@ -244,7 +243,7 @@ TEST_F(VideoModelTest, Int8StepWeightsReachHeadsWithAOneFrameStep) {
   int8.int8_step_weights = true;
   EXPECT_FALSE((*VideoModel::Create(config_, int8))->int8_step_weights());  // the GRU
   ModelConfig causal = TransformerConfig(config_);
-  causal.transformer.attention.type = attention::AttentionType::kCausalLinear;
+  causal.transformer.attention.type = "causal-linear";
   causal.transformer.attention_substitutions = {};
   ASSERT_TRUE((*VideoModel::Create(causal))->Save(dir_.string()).ok());
   auto exact = VideoModel::Load(dir_.string());

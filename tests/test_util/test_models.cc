@@ -26,7 +26,7 @@ model::ModelConfig TinyTransformerConfig(const std::string& name, const std::str
   config.transformer.num_heads = 2;
   config.transformer.num_layers = 1;
   config.transformer.ffn_size = 64;
-  config.transformer.attention.type = *model::attention::ParseAttentionType(attention);
+  config.transformer.attention.type = attention;
   return config;
 }
 

@@ -14,10 +14,10 @@ using testing::MaxAbs;
 
 AttentionOptions ClusteredOptions(int64_t clusters, uint64_t seed = 0) {
   AttentionOptions options;
-  options.type = AttentionType::kClustered;
+  options.type = "clustered";
   options.head_dim = 4;
   options.value_dim = 3;
-  options.clusters = clusters;
+  options.parameters["clusters"] = clusters;
   options.seed = seed;
   return options;
 }
@@ -97,8 +97,8 @@ TEST(ClusteredAttention, TensorClusteringEqualsThePackedOne) {
       for (const int64_t clusters : {1, 3, 20, 100, 150}) {
         for (const int64_t iterations : {0, 1, 10}) {
           AttentionOptions options = ClusteredOptions(clusters, /*seed=*/bits);
-          options.hash_bits = bits;
-          options.lloyd_iterations = iterations;
+          options.parameters["hash_bits"] = bits;
+          options.parameters["lloyd_iterations"] = iterations;
           const torch::Tensor packed = ClusterQueries(q, valid, options).assignment;
           EXPECT_TRUE(torch::equal(ClusterQueriesWithTensors(q, valid, options).assignment, packed))
               << bits << " bits, " << clusters << " clusters, " << iterations << " iterations";
@@ -144,13 +144,13 @@ TEST(ClusteredAttention, PaddingIsInvisibleAndBatchEqualsSingle) {
 TEST(ClusteredAttention, RejectsInvalidOptions) {
   AttentionOptions options = ClusteredOptions(4);
   for (const int64_t bits : {0, 64}) {
-    options.hash_bits = bits;
+    options.parameters["hash_bits"] = bits;
     EXPECT_THROW(ClusteredAttention{options}, c10::Error) << bits << " bits";
   }
   options = ClusteredOptions(0);
   EXPECT_THROW(ClusteredAttention{options}, c10::Error);
   options = ClusteredOptions(4);
-  options.lloyd_iterations = -1;
+  options.parameters["lloyd_iterations"] = -1;
   EXPECT_THROW(ClusteredAttention{options}, c10::Error);
 }
 

@@ -16,11 +16,11 @@ using testing::MaxAbs;
 
 AttentionOptions ImprovedOptions(int64_t clusters, int64_t topk) {
   AttentionOptions options;
-  options.type = AttentionType::kImprovedClustered;
+  options.type = "improved-clustered";
   options.head_dim = 4;
   options.value_dim = 3;
-  options.clusters = clusters;
-  options.topk = topk;
+  options.parameters["clusters"] = clusters;
+  options.parameters["topk"] = topk;
   options.seed = 11;
   return options;
 }

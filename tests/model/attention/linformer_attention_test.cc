@@ -16,10 +16,10 @@ using ::testing::HasSubstr;
 
 AttentionOptions LinformerOptions(int64_t k, int64_t max_length) {
   AttentionOptions options;
-  options.type = AttentionType::kLinformer;
+  options.type = "linformer";
   options.head_dim = 4;
   options.value_dim = 3;
-  options.linformer_k = k;
+  options.parameters["linformer_k"] = k;
   options.max_length = max_length;
   return options;
 }
@@ -107,10 +107,10 @@ TEST(LinformerAttention, ProjectionsAreLearnedParametersWithJlInitialisation) {
 double MeanRelativeErrorToSoftmax(int64_t k, uint64_t base_seed) {
   constexpr int64_t kLength = 256, kWidth = 32, kSeeds = 8;
   AttentionOptions options;
-  options.type = AttentionType::kLinformer;
+  options.type = "linformer";
   options.head_dim = kWidth;
   options.value_dim = kWidth;
-  options.linformer_k = k;
+  options.parameters["linformer_k"] = k;
   options.max_length = kLength;
   LinformerAttention attention(options);
   torch::NoGradGuard no_grad;

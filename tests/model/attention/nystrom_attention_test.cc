@@ -11,11 +11,11 @@ using testing::MaxAbs;
 
 AttentionOptions NystromOptions(int64_t landmarks, int64_t iterations) {
   AttentionOptions options;
-  options.type = AttentionType::kNystrom;
+  options.type = "nystrom";
   options.head_dim = 16;
   options.value_dim = 3;
-  options.nystrom_landmarks = landmarks;
-  options.nystrom_pinv_iterations = iterations;
+  options.parameters["nystrom_landmarks"] = landmarks;
+  options.parameters["nystrom_pinv_iterations"] = iterations;
   return options;
 }
 

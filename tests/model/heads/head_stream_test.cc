@@ -43,7 +43,7 @@ std::shared_ptr<TemporalHead> MakeTransformer(const std::string& attention_type,
                                               Pooling pooling = Pooling::kMean) {
   torch::manual_seed(5);
   attention::AttentionOptions attention;
-  attention.type = *attention::ParseAttentionType(attention_type);
+  attention.type = attention_type;
   TransformerHead head(TransformerHeadOptions(/*num_classes=*/3)
                            .input_size(kInputSize)
                            .d_model(16)

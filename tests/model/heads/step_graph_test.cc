@@ -17,7 +17,7 @@ namespace {
 
 TransformerHead CausalLinearHeadOnGpu() {
   attention::AttentionOptions attention;
-  attention.type = attention::AttentionType::kCausalLinear;
+  attention.type = "causal-linear";
   torch::manual_seed(5);
   TransformerHead head(TransformerHeadOptions(/*num_classes=*/4)
                            .input_size(24)
@@ -107,7 +107,7 @@ TEST(TransformerStepGraph, RefusesWhatDoesNotFit) {
   other->eval();
   EXPECT_THROW(TransformerStepGraph(*other, 1), c10::Error);
   attention::AttentionOptions causal_linear;
-  causal_linear.type = attention::AttentionType::kCausalLinear;
+  causal_linear.type = "causal-linear";
   TransformerHead on_cpu(
       TransformerHeadOptions(4).input_size(24).d_model(32).num_heads(4).attention(causal_linear));
   on_cpu->eval();
@@ -121,7 +121,7 @@ TEST(TransformerStepGraph, ServesVideoModelStreamsAsTheEagerStepDoes) {
   config.version = "1";
   config.labels = {"a", "b", "c"};
   config.head = HeadType::kTransformer;
-  config.transformer.attention.type = attention::AttentionType::kCausalLinear;
+  config.transformer.attention.type = "causal-linear";
   config.transformer.attention_substitutions = {};
   InferenceOptions options;
   options.device = "cuda:0";

@@ -8,22 +8,14 @@
 namespace vidclf::model {
 namespace {
 
-std::vector<std::string> AttentionNames() {
-  std::vector<std::string> names;
-  for (const attention::AttentionType type : attention::AttentionTypes()) {
-    names.push_back(attention::AttentionTypeName(type));
-  }
-  return names;
-}
-
 TransformerHeadOptions SmallOptions(const std::string& attention_type) {
   attention::AttentionOptions attention;
-  attention.type = *attention::ParseAttentionType(attention_type);
+  attention.type = attention_type;
   attention.max_length = 16;
-  attention.linformer_k = 8;
-  attention.nystrom_landmarks = 4;
-  attention.clusters = 3;
-  attention.topk = 4;
+  attention.parameters["linformer_k"] = 8;
+  attention.parameters["nystrom_landmarks"] = 4;
+  attention.parameters["clusters"] = 3;
+  attention.parameters["topk"] = 4;
   return TransformerHeadOptions(/*num_classes=*/4)
       .input_size(12)
       .d_model(16)
@@ -106,7 +98,7 @@ TEST_P(TransformerHeadAttentionTest, PaddingAndBatchingDoNotChangeOutputs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllMechanisms, TransformerHeadAttentionTest,
-                         ::testing::ValuesIn(AttentionNames()),
+                         ::testing::ValuesIn(attention::AttentionNames()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
