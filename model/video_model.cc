@@ -6,8 +6,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/heads/bag_of_frames_head.h"
@@ -97,53 +95,6 @@ void MoveWeights(torch::nn::Module& module, const torch::Device& device, torch::
 
 }  // namespace
 
-absl::StatusOr<torch::Device> ResolveDevice(const std::string& spec) {
-  if (spec == "auto") {
-    return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0)
-                                       : torch::Device(torch::kCPU);
-  }
-  if (spec == "cpu") return torch::Device(torch::kCPU);
-  int index = 0;
-  if (spec != "cuda" &&
-      !(absl::StartsWith(spec, "cuda:") &&
-        absl::SimpleAtoi(absl::string_view(spec).substr(5), &index) && index >= 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown device \"", spec, "\"; use auto, cpu or cuda:N"));
-  }
-  if (!torch::cuda::is_available()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "device ", spec, " was asked for, but this process sees no CUDA GPU (LibTorch ",
-        TORCH_VERSION, ", CUDA GPUs visible: ", torch::cuda::device_count(), ")"));
-  }
-  if (index >= static_cast<int>(torch::cuda::device_count())) {
-    return absl::FailedPreconditionError(absl::StrCat("device ", spec, " does not exist; ",
-                                                      torch::cuda::device_count(),
-                                                      " CUDA GPUs are visible"));
-  }
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
-}
-
-absl::StatusOr<torch::Dtype> ResolvePrecision(const std::string& precision,
-                                              const torch::Device& device) {
-  torch::Dtype dtype;
-  if (precision == "fp32") {
-    return torch::kFloat;
-  } else if (precision == "fp16") {
-    dtype = torch::kHalf;
-  } else if (precision == "bf16") {
-    dtype = torch::kBFloat16;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown precision \"", precision, "\"; use fp32, fp16 or bf16"));
-  }
-  if (!device.is_cuda()) {
-    // CPUs without native half-precision units run these slower than fp32, not faster.
-    return absl::InvalidArgumentError(
-        absl::StrCat("precision ", precision, " needs a CUDA device; the CPU runs fp32"));
-  }
-  return dtype;
-}
-
 namespace {
 
 struct ResolvedInference {
@@ -152,9 +103,9 @@ struct ResolvedInference {
 };
 
 absl::StatusOr<ResolvedInference> ResolveInference(const InferenceOptions& options) {
-  absl::StatusOr<torch::Device> device = ResolveDevice(options.device);
+  absl::StatusOr<torch::Device> device = ResolveDevice(options);
   if (!device.ok()) return device.status();
-  absl::StatusOr<torch::Dtype> dtype = ResolvePrecision(options.precision, *device);
+  absl::StatusOr<torch::Dtype> dtype = BackboneDtype(options.precision, *device);
   if (!dtype.ok()) return dtype.status();
   return ResolvedInference{*device, *dtype};
 }
@@ -177,10 +128,10 @@ ResNet18& VideoModel::backbone() {
 }
 
 void VideoModel::Prepare(const InferenceOptions& options) {
-  if (options.fuse_backbone) {
+  if (options.backbone_kernels != BackboneKernels::kEager) {
     backbone_->eval();
     fused_backbone_ = FusedResNet18::Shared(backbone_, device_, backbone_dtype_, channels_last_,
-                                            options.winograd_convolutions);
+                                            options.backbone_kernels == BackboneKernels::kWinograd);
     backbone_ = ResNet18(nullptr);
   } else {
     MoveWeights(*backbone_, device_, backbone_dtype_, channels_last_);
@@ -207,7 +158,7 @@ void VideoModel::Prepare(const InferenceOptions& options) {
     substitute->eval();
     substitutes_[type] = std::move(substitute);
   }
-  if (options.int8_step_weights && device_.is_cpu()) {
+  if (options.step_weights == StepWeights::kInt8 && device_.is_cpu()) {
     int8_step_weights_ = head_->UseInt8StepWeights();
     for (const auto& [type, substitute] : substitutes_) substitute->UseInt8StepWeights();
   }

@@ -16,55 +16,23 @@
 #include "model/fused_resnet18.h"
 #include "model/heads/step_graph.h"
 #include "model/heads/temporal_head.h"
+#include "model/inference_options.h"
 #include "model/model_config.h"
 #include "model/resnet18.h"
 
 namespace vidclf::model {
 
-// Where and how inference runs. The caller (a server flag, a benchmark) chooses.
-struct InferenceOptions {
-  // "auto" (the first CUDA device when there is one, else the CPU), "cpu" or "cuda:N".
-  std::string device = "cpu";
-  // Backbone arithmetic: "fp32", or on CUDA "fp16" or "bf16". The head always runs in fp32: it is
-  // small, and the normalisers of softmax and linear attention are where low precision hurts.
-  std::string precision = "fp32";
-  // Backbone activations and convolution weights in channels-last (NHWC) layout, which cuDNN's
-  // tensor-core kernels and oneDNN prefer. Outputs are the same up to rounding.
-  bool channels_last = false;
-  // Run the backbone as FusedResNet18 (fused_resnet18.h: batch norm folded into the convolutions;
-  // oneDNN's pre-packed kernels on the CPU in fp32) instead of the module as trained. The eager
-  // backbone is then released: backbone() is unavailable and the model cannot be saved. Models
-  // whose fused backbones have the same weights share one (FusedResNet18::Shared).
-  bool fuse_backbone = false;
-  // With fuse_backbone, on the CPU in fp32 where oneDNN's Winograd kernels run, the backbone's
-  // 3x3 convolutions of stride 1 run them (FusedResNet18's `winograd`; onednn_resnet18.h).
-  // Embeddings stay within 1e-4 of the eager model's, relatively.
-  bool winograd_convolutions = false;
-  // On CUDA, step a single stream's recurrent transformer head (StreamStep with batch 1) by
-  // replaying a CUDA graph captured at load (heads/step_graph.h) rather than launching each
-  // operation. Outputs are the same up to rounding. Ignored on the CPU.
-  bool cuda_graph_step = true;
-  // On the CPU, step a live stream's one new frame through int8 copies of the head's weights, one
-  // scale per output row, where the head has such a step (TemporalHead::UseInt8StepWeights: the
-  // causal-linear transformer). A lone stream's step reads a quarter of the bytes; the
-  // probabilities move by what docs/streaming-benchmark.md measures. Off by default: exact.
-  bool int8_step_weights = false;
-};
-
-// The device `spec` names ("auto", "cpu", "cuda", "cuda:N"). INVALID_ARGUMENT for a malformed
-// spec; FAILED_PRECONDITION for a CUDA device this process cannot use (no CUDA in this LibTorch,
-// no GPU, or N out of range).
-absl::StatusOr<torch::Device> ResolveDevice(const std::string& spec);
-
 // Thread-safe after construction: inference only reads the weights, so any number of threads may
 // call Embed and Classify at once.
 class VideoModel {
  public:
-  // Builds a model with freshly initialised weights (from the global torch RNG) for `config`.
-  static absl::StatusOr<std::unique_ptr<VideoModel>> Create(const ModelConfig& config,
-                                                            const InferenceOptions& options = {});
+  // Builds a model with freshly initialised weights (from the global torch RNG) for `config`: by
+  // default exactly as defined, to be trained and saved.
+  static absl::StatusOr<std::unique_ptr<VideoModel>> Create(
+      const ModelConfig& config, const InferenceOptions& options = InferenceOptions::Exact());
 
-  // Loads REPO/<name>/<version>/ (see model_config.h). Errors name the file and what is wrong.
+  // Loads REPO/<name>/<version>/ (see model_config.h), by default as the server runs it. Errors
+  // name the file and what is wrong.
   static absl::StatusOr<std::unique_ptr<VideoModel>> Load(const std::string& bundle_dir,
                                                           const InferenceOptions& options = {});
 
@@ -81,13 +49,13 @@ class VideoModel {
   ModelConfig& mutable_config() { return config_; }
   // The eager backbone, to read or change its weights. Throws c10::Error when fused.
   ResNet18& backbone();
-  // Whether live streams' one-frame steps run int8 weights (InferenceOptions::int8_step_weights
-  // asked for, and the head has such a step).
+  // Whether live streams' one-frame steps run int8 weights (StepWeights::kInt8 asked for, and the
+  // head has such a step).
   bool int8_step_weights() const { return int8_step_weights_; }
-  // Whether the backbone runs fused (InferenceOptions::fuse_backbone).
+  // Whether the backbone runs fused (BackboneKernels::kFused or kWinograd).
   bool fused_backbone() const { return fused_backbone_ != nullptr; }
-  // Whether its 3x3 convolutions run oneDNN's Winograd kernels (winograd_convolutions, where they
-  // run).
+  // Whether its 3x3 convolutions run oneDNN's Winograd kernels (BackboneKernels::kWinograd, where
+  // they run).
   bool winograd_backbone() const { return fused_backbone_ && fused_backbone_->uses_winograd(); }
   // Models with the same key embed frames with one backbone, the same way (a shared fused
   // backbone, FusedResNet18::Shared): their frames of one size may be embedded in one batch.
@@ -161,11 +129,6 @@ class VideoModel {
   std::map<const TemporalHead*, std::unique_ptr<TransformerStepGraph>> step_graphs_;
 #endif
 };
-
-// The backbone dtype of `precision` ("fp32", "fp16", "bf16") on `device`: INVALID_ARGUMENT for an
-// unknown name, or for half precision off CUDA.
-absl::StatusOr<torch::Dtype> ResolvePrecision(const std::string& precision,
-                                              const torch::Device& device);
 
 }  // namespace vidclf::model
 

@@ -163,19 +163,25 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   using engine::ModelRepository;
   auto parts = std::make_unique<Parts>();
   parts->options = options;
-  const model::InferenceOptions& inference = options.inference;
+  // The device resolved once, so that every model and the decoder use the same one.
+  model::InferenceOptions inference = options.inference;
+  absl::StatusOr<torch::Device> device = model::ResolveDevice(inference);
+  if (!device.ok()) return device.status();
+  inference.device = *device;
+  parts->options.inference = inference;  // for Reload
   IdleMemoryReleaser::UseOneArena();
   model::TuneHeapForTensors();
   spdlog::info("{}", model::ConfigureTorchThreads(options.engine.cores));
-  spdlog::info("models run on {} in {}, {}, {} backbone", inference.device, inference.precision,
+  spdlog::info("models run on {} in {}, {}, {} backbone", device->str(),
+               model::PrecisionName(inference.precision),
                inference.channels_last ? "channels-last" : "NCHW",
-               inference.winograd_convolutions ? "fused (Winograd where it runs)"
-               : inference.fuse_backbone       ? "fused"
-                                               : "eager");
+               inference.backbone_kernels == model::BackboneKernels::kWinograd
+                   ? "fused (Winograd where it runs)"
+                   : model::BackboneKernelsName(inference.backbone_kernels));
   media::ConfigureLibav(options.libav);  // before any thread decodes
   // Before the models, which would otherwise make the GPU's primary context first.
   absl::StatusOr<std::unique_ptr<media::NvdecDevice>> nvdec =
-      OpenDecodeDevice(options.decode_device, inference.device);
+      OpenDecodeDevice(options.decode_device, device->str());
   if (!nvdec.ok()) return nvdec.status();
   parts->nvdec = *std::move(nvdec);
   absl::StatusOr<std::unique_ptr<ModelRepository>> repository =

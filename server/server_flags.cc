@@ -26,16 +26,25 @@ int MediaLogLevel(const std::string& name) {
 }
 
 absl::StatusOr<model::InferenceOptions> InferenceOptionsFromFlags(const ServerFlags& flags) {
-  absl::StatusOr<torch::Device> device = model::ResolveDevice(flags.device);
-  if (!device.ok()) return device.status();
   model::InferenceOptions options;
-  options.device = device->str();
-  options.precision = flags.precision;
+  if (flags.device != "auto") {
+    absl::StatusOr<torch::Device> device = model::ResolveDevice(flags.device);
+    if (!device.ok()) return device.status();
+    options.device = *device;
+  }
+  absl::StatusOr<model::Precision> precision = model::ParsePrecision(flags.precision);
+  if (!precision.ok()) return precision.status();
+  absl::StatusOr<model::BackboneKernels> kernels =
+      model::ParseBackboneKernels(flags.backbone_kernels);
+  if (!kernels.ok()) return kernels.status();
+  absl::StatusOr<model::StepWeights> step_weights =
+      model::ParseStepWeights(flags.stream_step_weights);
+  if (!step_weights.ok()) return step_weights.status();
+  options.precision = *precision;
   options.channels_last = flags.memory_format == "channels-last";
-  options.fuse_backbone = flags.backbone_kernels != "eager";
-  options.winograd_convolutions = flags.backbone_kernels == "winograd";
+  options.backbone_kernels = *kernels;
   options.cuda_graph_step = flags.stream_step == "cuda-graph";
-  options.int8_step_weights = flags.stream_step_weights == "int8";
+  options.step_weights = *step_weights;
   return options;
 }
 

@@ -63,7 +63,7 @@ struct ServerFlags {
 
 void AddServerFlags(CLI::App& app, ServerFlags* flags);
 
-// The server `flags` ask for, with --device resolved (so that the log names the device used) and
+// The server `flags` ask for, with --device checked (the server resolves auto when it starts) and
 // --allow-uri parsed. INVALID_ARGUMENT, naming the flag, for a value that cannot be used;
 // FAILED_PRECONDITION for a CUDA device this process cannot use.
 absl::StatusOr<ServerOptions> ServerOptionsFromFlags(const ServerFlags& flags);

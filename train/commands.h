@@ -85,7 +85,7 @@ struct EvalFlags {
   // Classify each clip as a live stream would: frame by frame through VideoModel::StreamStep, the
   // prediction after its last frame.
   bool stream = false;
-  // With stream: "int8" steps through int8 weights (InferenceOptions::int8_step_weights) and
+  // With stream: "int8" steps through int8 weights (model::StepWeights::kInt8) and
   // compares the probabilities with float32 steps'.
   std::string stream_step_weights = "float32";
 };

@@ -40,7 +40,7 @@ absl::StatusOr<std::unique_ptr<model::VideoModel>> CacheBackbone(const EmbedFlag
                                                                  const model::ModelConfig& config,
                                                                  const EmbeddingCache& cache) {
   if (fs::exists(fs::path(cache.backbone_dir()) / "model.json")) {
-    return model::VideoModel::Load(cache.backbone_dir());
+    return model::VideoModel::Load(cache.backbone_dir(), model::InferenceOptions::Exact());
   }
   torch::manual_seed(flags.seed);
   absl::StatusOr<std::unique_ptr<model::VideoModel>> model = model::VideoModel::Create(config);
@@ -63,10 +63,12 @@ absl::StatusOr<std::unique_ptr<model::VideoModel>> EmbeddingBackbone(
     const EmbedFlags& flags, const model::ModelConfig& config, const EmbeddingCache& cache) {
   absl::StatusOr<std::unique_ptr<model::VideoModel>> model = CacheBackbone(flags, config, cache);
   if (!model.ok() || flags.backbone_kernels == "eager") return model;
-  model::InferenceOptions options;
+  absl::StatusOr<model::BackboneKernels> kernels =
+      model::ParseBackboneKernels(flags.backbone_kernels);
+  if (!kernels.ok()) return kernels.status();
+  model::InferenceOptions options = model::InferenceOptions::Exact();
   options.channels_last = true;
-  options.fuse_backbone = true;
-  options.winograd_convolutions = flags.backbone_kernels == "winograd";
+  options.backbone_kernels = *kernels;
   return model::VideoModel::Load(cache.backbone_dir(), options);
 }
 

@@ -70,7 +70,8 @@ absl::StatusOr<nlohmann::json> AgainstFloat32Steps(const std::string& run_dir,
                                                    const model::EmbeddingSet& set,
                                                    const std::string& attention,
                                                    const torch::Tensor& int8) {
-  absl::StatusOr<std::unique_ptr<model::VideoModel>> exact = model::VideoModel::Load(run_dir);
+  absl::StatusOr<std::unique_ptr<model::VideoModel>> exact =
+      model::VideoModel::Load(run_dir, model::InferenceOptions::Exact());
   if (!exact.ok()) return exact.status();
   absl::StatusOr<torch::Tensor> float32 = StreamedProbabilities(**exact, set, attention);
   if (!float32.ok()) return float32.status();
@@ -96,8 +97,8 @@ int RunEval(const EvalFlags& flags) {
   }
   model::ConfigureTorchThreads(static_cast<int>(std::thread::hardware_concurrency()));
   const std::string run_dir = RunDir(flags.work, flags.run);
-  model::InferenceOptions inference;
-  inference.int8_step_weights = int8;
+  model::InferenceOptions inference = model::InferenceOptions::Exact();
+  inference.step_weights = int8 ? model::StepWeights::kInt8 : model::StepWeights::kFloat32;
   absl::StatusOr<std::unique_ptr<model::VideoModel>> model =
       model::VideoModel::Load(run_dir, inference);
   if (!model.ok()) {

@@ -62,7 +62,8 @@ int RunExport(const ExportFlags& flags) {
     return kExitUsage;
   }
   const std::string run_dir = RunDir(flags.work, flags.run);
-  absl::StatusOr<std::unique_ptr<model::VideoModel>> model = model::VideoModel::Load(run_dir);
+  absl::StatusOr<std::unique_ptr<model::VideoModel>> model =
+      model::VideoModel::Load(run_dir, model::InferenceOptions::Exact());
   if (!model.ok()) {
     std::cerr << "vidclf-train export: " << model.status().message() << "\n";
     return kExitUsage;

@@ -203,8 +203,8 @@ int RunFit(const FitFlags& flags) {
     std::cerr << "vidclf-train fit: no embedded training clips in " << flags.work << "\n";
     return kExitUsage;
   }
-  absl::StatusOr<std::unique_ptr<model::VideoModel>> backbone =
-      model::VideoModel::Load((fs::path(flags.work) / "backbone").string());
+  absl::StatusOr<std::unique_ptr<model::VideoModel>> backbone = model::VideoModel::Load(
+      (fs::path(flags.work) / "backbone").string(), model::InferenceOptions::Exact());
   if (!backbone.ok()) {
     std::cerr << "vidclf-train fit: " << backbone.status().message() << "\n";
     return kExitFailed;

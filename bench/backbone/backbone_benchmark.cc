@@ -45,13 +45,15 @@ namespace {
 
 using vidclf::bench::Median;
 using vidclf::bench::ParseList;
+using vidclf::model::BackboneKernels;
 using vidclf::model::InferenceOptions;
 using vidclf::model::OneDnnResNet18;
+using vidclf::model::Precision;
 using vidclf::model::VideoModel;
 
 struct Variant {
   std::string name;
-  InferenceOptions options;
+  InferenceOptions options = InferenceOptions::Exact();
   // Frames start in host memory, as the server's do, instead of on the device; pinned (page-locked)
   // memory lets the GPU copy them itself.
   bool frames_from_host = false;
@@ -95,29 +97,29 @@ std::vector<Variant> MakeVariants(const torch::Device& device, int size) {
   config.input.crop_size = size;
   config.input.resize_shorter_side = size;
   std::vector<Variant> variants;
-  const std::vector<std::string> precisions = device.is_cuda()
-                                                  ? std::vector<std::string>{"fp32", "fp16", "bf16"}
-                                                  : std::vector<std::string>{"fp32"};
-  for (const std::string& precision : precisions) {
+  const std::vector<Precision> precisions =
+      device.is_cuda()
+          ? std::vector<Precision>{Precision::kFp32, Precision::kFp16, Precision::kBf16}
+          : std::vector<Precision>{Precision::kFp32};
+  for (const Precision precision : precisions) {
     for (const auto& [channels_last, fused] :
          std::vector<std::pair<bool, bool>>{{false, false}, {true, false}, {true, true}}) {
       Variant variant;
-      variant.name =
-          precision + (channels_last ? " channels-last" : " NCHW") + (fused ? ", fused" : "");
-      variant.options.device = device.str();
+      variant.name = PrecisionName(precision) + (channels_last ? " channels-last" : " NCHW") +
+                     (fused ? ", fused" : "");
+      variant.options.device = device;
       variant.options.precision = precision;
       variant.options.channels_last = channels_last;
-      variant.options.fuse_backbone = fused;
+      variant.options.backbone_kernels = fused ? BackboneKernels::kFused : BackboneKernels::kEager;
       variants.push_back(std::move(variant));
     }
   }
   if (device.is_cpu() && OneDnnResNet18::WinogradAvailable()) {
     Variant variant;
     variant.name = "fp32 channels-last, fused, Winograd 3x3";
-    variant.options.device = device.str();
+    variant.options.device = device;
     variant.options.channels_last = true;
-    variant.options.fuse_backbone = true;
-    variant.options.winograd_convolutions = true;
+    variant.options.backbone_kernels = BackboneKernels::kWinograd;
     variants.push_back(std::move(variant));
   }
   for (const bool pinned : {false, true}) {
@@ -125,10 +127,10 @@ std::vector<Variant> MakeVariants(const torch::Device& device, int size) {
     Variant variant;
     variant.name = std::string("fp16 channels-last, fused, frames from ") +
                    (pinned ? "pinned" : "pageable") + " host memory";
-    variant.options.device = device.str();
-    variant.options.precision = "fp16";
+    variant.options.device = device;
+    variant.options.precision = Precision::kFp16;
     variant.options.channels_last = true;
-    variant.options.fuse_backbone = true;
+    variant.options.backbone_kernels = BackboneKernels::kFused;
     variant.frames_from_host = true;
     variant.pinned = pinned;
     variants.push_back(std::move(variant));
@@ -161,10 +163,10 @@ int main(int argc, char** argv) {
   if (gemm_size == 0) gemm_size = device->is_cuda() ? 8192 : 2048;
 
   // The peak of each precision: a square matrix product on the device, timed with the variants.
-  std::map<std::string, std::pair<torch::Tensor, torch::Tensor>> gemm_inputs;
-  for (const std::string precision : {"fp32", "fp16", "bf16"}) {
-    if (precision != "fp32" && !device->is_cuda()) continue;
-    const torch::Dtype dtype = *vidclf::model::ResolvePrecision(precision, *device);
+  std::map<Precision, std::pair<torch::Tensor, torch::Tensor>> gemm_inputs;
+  for (const Precision precision : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
+    if (precision != Precision::kFp32 && !device->is_cuda()) continue;
+    const torch::Dtype dtype = *vidclf::model::BackboneDtype(precision, *device);
     gemm_inputs[precision] = {torch::randn({gemm_size, gemm_size}).to(*device, dtype),
                               torch::randn({gemm_size, gemm_size}).to(*device, dtype)};
   }
@@ -175,7 +177,7 @@ int main(int argc, char** argv) {
   for (const int64_t size : ParseList(absl::GetFlag(FLAGS_sizes))) {
     std::vector<Variant> variants = MakeVariants(*device, size);
     for (const int64_t batch : ParseList(absl::GetFlag(FLAGS_batches))) {
-      std::map<std::string, std::vector<double>> gemm_seconds;
+      std::map<Precision, std::vector<double>> gemm_seconds;
       for (Variant& variant : variants) variant.seconds.clear();
       torch::manual_seed(2);
       const torch::Tensor host_frames = torch::randn({batch, 3, size, size});

@@ -120,12 +120,22 @@ int Run() {
     }
     nvdec = *std::move(opened);
   }
-  vidclf::model::InferenceOptions inference;
-  inference.device = absl::GetFlag(FLAGS_device);
-  inference.precision = absl::GetFlag(FLAGS_precision);
-  inference.channels_last = true;  // the server's defaults
-  inference.fuse_backbone = absl::GetFlag(FLAGS_backbone_kernels) != "eager";
-  inference.winograd_convolutions = absl::GetFlag(FLAGS_backbone_kernels) == "winograd";
+  const absl::StatusOr<torch::Device> device =
+      vidclf::model::ResolveDevice(absl::GetFlag(FLAGS_device));
+  const absl::StatusOr<vidclf::model::Precision> precision =
+      vidclf::model::ParsePrecision(absl::GetFlag(FLAGS_precision));
+  const absl::StatusOr<vidclf::model::BackboneKernels> kernels =
+      vidclf::model::ParseBackboneKernels(absl::GetFlag(FLAGS_backbone_kernels));
+  for (const absl::Status& status : {device.status(), precision.status(), kernels.status()}) {
+    if (!status.ok()) {
+      std::cerr << "vidclf-e2e-bench: " << status << "\n";
+      return 1;
+    }
+  }
+  vidclf::model::InferenceOptions inference;  // the server's defaults, with these flags'
+  inference.device = *device;
+  inference.precision = *precision;
+  inference.backbone_kernels = *kernels;
   auto repository =
       vidclf::engine::ModelRepository::Load(absl::GetFlag(FLAGS_repository), "", inference);
   if (!repository.ok()) {

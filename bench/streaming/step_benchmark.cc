@@ -8,7 +8,7 @@
 // With --streams, a second table: one new frame for each of B streams at different points, stepped
 // together (VideoModel::StreamStepEach), as a server following B cameras could; a step reads the
 // head's weights once for all B. The causal-linear head is timed with its float32 weights and then
-// with int8 copies of them (InferenceOptions::int8_step_weights).
+// with int8 copies of them (StepWeights::kInt8).
 //
 //   vidclf-step-bench [--device cpu] [--frames 10,1000,10000] [--streams 1,4,16] [--rounds 9]
 //                     [--threads 0]
@@ -57,10 +57,17 @@ std::unique_ptr<VideoModel> Make(const std::string& head, const std::string& att
   config.head = *vidclf::model::ParseHeadType(head);
   config.transformer.attention.type = attention;
   config.transformer.attention_substitutions = {};
-  vidclf::model::InferenceOptions options;
-  options.device = absl::GetFlag(FLAGS_device);
+  const absl::StatusOr<torch::Device> device =
+      vidclf::model::ResolveDevice(absl::GetFlag(FLAGS_device));
+  if (!device.ok()) {
+    std::cerr << device.status() << "\n";
+    std::exit(1);
+  }
+  vidclf::model::InferenceOptions options = vidclf::model::InferenceOptions::Exact();
+  options.device = *device;
   options.cuda_graph_step = cuda_graph_step;
-  options.int8_step_weights = int8_step_weights;
+  options.step_weights =
+      int8_step_weights ? vidclf::model::StepWeights::kInt8 : vidclf::model::StepWeights::kFloat32;
   auto model = VideoModel::Create(config, options);
   if (!model.ok()) {
     std::cerr << model.status() << "\n";

@@ -121,8 +121,9 @@ class StreamServerTest : public ::testing::Test {
   // The model `name` as the server loads it, and the feed's frames embedded offline: every frame,
   // decoded and preprocessed by the same media code.
   static std::unique_ptr<model::VideoModel> LoadModel(const std::string& name) {
-    auto model = model::VideoModel::Load(*dir_ + "/repo/" + name + "/1",
-                                         model::InferenceOptions{"cpu", "fp32", true});
+    model::InferenceOptions inference = model::InferenceOptions::Exact();
+    inference.channels_last = true;
+    auto model = model::VideoModel::Load(*dir_ + "/repo/" + name + "/1", inference);
     EXPECT_TRUE(model.ok()) << model.status();
     return model.ok() ? *std::move(model) : nullptr;
   }

@@ -43,7 +43,7 @@ TEST_F(VideoModelTest, SavedBundleLoadsBitExactly) {
   auto model = VideoModel::Create(config_);
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_TRUE((*model)->Save(dir_.string()).ok());
-  auto loaded = VideoModel::Load(dir_.string());
+  auto loaded = VideoModel::Load(dir_.string(), InferenceOptions::Exact());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->config().labels, config_.labels);
   EXPECT_EQ((*loaded)->config().input.crop_size, 32);
@@ -84,12 +84,13 @@ TEST_F(VideoModelTest, LoadNamesWhatIsMissingOrWrong) {
   std::filesystem::create_directories(dir_);
   std::ofstream(dir_ / "model.json") << R"({"name": "x", "version": "1", "labels": ["a"],
       "input": {}, "head": {"type": "lstm"}})";
-  auto bad_head = VideoModel::Load(dir_.string());
+  auto bad_head = VideoModel::Load(dir_.string(), InferenceOptions::Exact());
   EXPECT_EQ(bad_head.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad_head.status().message(), HasSubstr("unknown head type \"lstm\""));
 
   std::ofstream(dir_ / "model.json") << "{not json";
-  EXPECT_THAT(VideoModel::Load(dir_.string()).status().message(), HasSubstr("not valid JSON"));
+  EXPECT_THAT(VideoModel::Load(dir_.string(), InferenceOptions::Exact()).status().message(),
+              HasSubstr("not valid JSON"));
 }
 
 TEST_F(VideoModelTest, LoadRefusesWeightsOfAnotherShape) {
@@ -98,7 +99,7 @@ TEST_F(VideoModelTest, LoadRefusesWeightsOfAnotherShape) {
   ASSERT_TRUE((*model)->Save(dir_.string()).ok());
   config_.labels.push_back("d");  // the saved head has 3 outputs, the config now asks for 4
   std::ofstream(dir_ / "model.json") << ModelConfigToJson(config_).dump();
-  auto loaded = VideoModel::Load(dir_.string());
+  auto loaded = VideoModel::Load(dir_.string(), InferenceOptions::Exact());
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(loaded.status().message(), HasSubstr("cannot load the weights"));
 }
@@ -122,7 +123,7 @@ ModelConfig TransformerConfig(ModelConfig config) {
 TEST_F(VideoModelTest, SubstitutedAttentionSharesTheTrainedWeights) {
   torch::manual_seed(12);
   ASSERT_TRUE((*VideoModel::Create(TransformerConfig(config_)))->Save(dir_.string()).ok());
-  auto model = VideoModel::Load(dir_.string());
+  auto model = VideoModel::Load(dir_.string(), InferenceOptions::Exact());
   ASSERT_TRUE(model.ok()) << model.status();
   const torch::Tensor embeddings = torch::randn({2, 4, 512});
   const torch::Tensor lengths = torch::tensor({4, 3}, torch::kLong);
@@ -137,7 +138,7 @@ TEST_F(VideoModelTest, SubstitutedAttentionSharesTheTrainedWeights) {
   ModelConfig coarse = TransformerConfig(config_);
   coarse.transformer.attention.parameters["clusters"] = 2;
   std::ofstream(dir_ / "model.json") << ModelConfigToJson(coarse).dump();
-  auto approximate = VideoModel::Load(dir_.string());
+  auto approximate = VideoModel::Load(dir_.string(), InferenceOptions::Exact());
   ASSERT_TRUE(approximate.ok()) << approximate.status();
   auto clustered = (*approximate)->Classify(embeddings, lengths, "clustered");
   ASSERT_TRUE(clustered.ok()) << clustered.status();
@@ -239,14 +240,14 @@ TEST_F(VideoModelTest, StreamStepEachStepsStreamsAsEachAlone) {
 // the probabilities it steps to stay near the float32 ones; the GRU keeps float32.
 TEST_F(VideoModelTest, Int8StepWeightsReachHeadsWithAOneFrameStep) {
   torch::manual_seed(16);
-  InferenceOptions int8;
-  int8.int8_step_weights = true;
+  InferenceOptions int8 = InferenceOptions::Exact();
+  int8.step_weights = StepWeights::kInt8;
   EXPECT_FALSE((*VideoModel::Create(config_, int8))->int8_step_weights());  // the GRU
   ModelConfig causal = TransformerConfig(config_);
   causal.transformer.attention.type = "causal-linear";
   causal.transformer.attention_substitutions = {};
   ASSERT_TRUE((*VideoModel::Create(causal))->Save(dir_.string()).ok());
-  auto exact = VideoModel::Load(dir_.string());
+  auto exact = VideoModel::Load(dir_.string(), InferenceOptions::Exact());
   auto rounded = VideoModel::Load(dir_.string(), int8);
   ASSERT_TRUE(exact.ok() && rounded.ok());
   EXPECT_FALSE((*exact)->int8_step_weights());
@@ -276,23 +277,21 @@ TEST(ResolveDevice, NamesTheDevicesThisProcessCanUse) {
 }
 
 TEST_F(VideoModelTest, LowPrecisionNeedsCuda) {
-  InferenceOptions options;
-  options.precision = "fp16";
+  InferenceOptions options = InferenceOptions::Exact();
+  options.precision = Precision::kFp16;
   auto half_on_cpu = VideoModel::Create(config_, options);
   EXPECT_EQ(half_on_cpu.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(half_on_cpu.status().message(), HasSubstr("needs a CUDA device"));
-  options.precision = "fp8";
-  EXPECT_THAT(VideoModel::Create(config_, options).status().message(),
-              HasSubstr("unknown precision \"fp8\""));
+  EXPECT_THAT(ParsePrecision("fp8").status().message(), HasSubstr("unknown precision \"fp8\""));
 }
 
 TEST_F(VideoModelTest, ChannelsLastEmbedsLikeNchw) {
   torch::manual_seed(14);
   ASSERT_TRUE((*VideoModel::Create(config_))->Save(dir_.string()).ok());
-  InferenceOptions options;
+  InferenceOptions options = InferenceOptions::Exact();
   options.channels_last = true;
   auto nhwc = VideoModel::Load(dir_.string(), options);
-  auto nchw = VideoModel::Load(dir_.string());
+  auto nchw = VideoModel::Load(dir_.string(), InferenceOptions::Exact());
   ASSERT_TRUE(nhwc.ok() && nchw.ok());
   const torch::Tensor frames = torch::randn({3, 3, 32, 32});
   auto a = (*nhwc)->Embed(frames);
@@ -305,11 +304,11 @@ TEST_F(VideoModelTest, ChannelsLastEmbedsLikeNchw) {
 TEST_F(VideoModelTest, FusedBackboneEmbedsLikeTheEagerOneAndIsReleased) {
   torch::manual_seed(22);
   ASSERT_TRUE((*VideoModel::Create(config_))->Save(dir_.string()).ok());
-  InferenceOptions options;
+  InferenceOptions options = InferenceOptions::Exact();
   options.channels_last = true;
-  options.fuse_backbone = true;
+  options.backbone_kernels = BackboneKernels::kFused;
   auto fused = VideoModel::Load(dir_.string(), options);
-  auto eager = VideoModel::Load(dir_.string());
+  auto eager = VideoModel::Load(dir_.string(), InferenceOptions::Exact());
   ASSERT_TRUE(fused.ok() && eager.ok());
   EXPECT_TRUE((*fused)->fused_backbone());
   const torch::Tensor frames = torch::randn({5, 3, 32, 32});
@@ -338,16 +337,16 @@ TEST_F(VideoModelTest, FusedBackbonesOfTheSameWeightsAreShared) {
   }
   ASSERT_TRUE(model->Save(other.string()).ok());
 
-  InferenceOptions fused;
-  fused.fuse_backbone = true;
+  InferenceOptions fused = InferenceOptions::Exact();
+  fused.backbone_kernels = BackboneKernels::kFused;
   InferenceOptions fused_nhwc = fused;
   fused_nhwc.channels_last = true;
   auto a = VideoModel::Load(first.string(), fused);
   auto b = VideoModel::Load(second.string(), fused);
   auto c = VideoModel::Load(other.string(), fused);
   auto a_nhwc = VideoModel::Load(first.string(), fused_nhwc);
-  auto a_eager = VideoModel::Load(first.string());
-  auto b_eager = VideoModel::Load(second.string());
+  auto a_eager = VideoModel::Load(first.string(), InferenceOptions::Exact());
+  auto b_eager = VideoModel::Load(second.string(), InferenceOptions::Exact());
   ASSERT_TRUE(a.ok() && b.ok() && c.ok() && a_nhwc.ok() && a_eager.ok() && b_eager.ok());
   // The heads differ, the backbone is one; a backbone one weight apart, another layout or the
   // eager module is not shared.
@@ -358,7 +357,7 @@ TEST_F(VideoModelTest, FusedBackbonesOfTheSameWeightsAreShared) {
   // Winograd backbones hold only oneDNN's copy of the weights, and compare by it alike.
   if (OneDnnResNet18::WinogradAvailable()) {
     InferenceOptions winograd = fused;
-    winograd.winograd_convolutions = true;
+    winograd.backbone_kernels = BackboneKernels::kWinograd;
     auto a_winograd = VideoModel::Load(first.string(), winograd);
     auto b_winograd = VideoModel::Load(second.string(), winograd);
     auto c_winograd = VideoModel::Load(other.string(), winograd);
@@ -405,27 +404,27 @@ TEST_F(VideoModelTest, GpuEmbedsClassifiesAndStreamsLikeTheCpu) {
     std::filesystem::remove_all(dir_);
     torch::manual_seed(23);
     ASSERT_TRUE((*VideoModel::Create(config_))->Save(dir_.string()).ok());
-    auto cpu = VideoModel::Load(dir_.string());
+    auto cpu = VideoModel::Load(dir_.string(), InferenceOptions::Exact());
     ASSERT_TRUE(cpu.ok()) << cpu.status();
     auto expected = (*cpu)->Embed(frames);
     ASSERT_TRUE(expected.ok()) << expected.status();
-    for (const auto& [precision, tolerance] : std::vector<std::pair<std::string, double>>{
-             {"fp32", 5e-3}, {"fp16", 2e-2}, {"bf16", 8e-2}}) {
+    for (const auto& [precision, tolerance] : std::vector<std::pair<Precision, double>>{
+             {Precision::kFp32, 5e-3}, {Precision::kFp16, 2e-2}, {Precision::kBf16, 8e-2}}) {
       for (const bool fused : {false, true}) {
-        InferenceOptions options;
-        options.device = "cuda:0";
+        InferenceOptions options = InferenceOptions::Exact();
+        options.device = torch::Device(torch::kCUDA, 0);
         options.precision = precision;
         options.channels_last = true;
-        options.fuse_backbone = fused;
+        options.backbone_kernels = fused ? BackboneKernels::kFused : BackboneKernels::kEager;
         auto gpu = VideoModel::Load(dir_.string(), options);
         ASSERT_TRUE(gpu.ok()) << gpu.status();
         auto embeddings = (*gpu)->Embed(frames, /*max_batch_frames=*/4);
         ASSERT_TRUE(embeddings.ok()) << embeddings.status();
         ASSERT_TRUE(embeddings->device().is_cpu());
         const double error = ((*embeddings - *expected).norm() / expected->norm()).item<double>();
-        std::cout << head << " " << precision << (fused ? " fused" : " eager")
+        std::cout << head << " " << PrecisionName(precision) << (fused ? " fused" : " eager")
                   << ": relative error of the embeddings " << error << "\n";
-        EXPECT_LT(error, tolerance) << precision << (fused ? " fused" : " eager");
+        EXPECT_LT(error, tolerance) << PrecisionName(precision) << (fused ? " fused" : " eager");
         // Frames in pinned memory take the asynchronous copy, and convert on the GPU.
         auto from_pinned = (*gpu)->Embed(frames.pin_memory(), /*max_batch_frames=*/4);
         ASSERT_TRUE(from_pinned.ok()) << from_pinned.status();

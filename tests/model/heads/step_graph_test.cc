@@ -123,8 +123,8 @@ TEST(TransformerStepGraph, ServesVideoModelStreamsAsTheEagerStepDoes) {
   config.head = HeadType::kTransformer;
   config.transformer.attention.type = "causal-linear";
   config.transformer.attention_substitutions = {};
-  InferenceOptions options;
-  options.device = "cuda:0";
+  InferenceOptions options = InferenceOptions::Exact();
+  options.device = torch::Device(torch::kCUDA, 0);
   torch::manual_seed(3);
   auto captured = VideoModel::Create(config, options);
   ASSERT_TRUE(captured.ok()) << captured.status();

@@ -64,7 +64,8 @@ class ClassifyEngineTest : public ::testing::Test {
   }
 
   static std::shared_ptr<const ModelRepository> Repository(
-      const std::string& name = "repo", const model::InferenceOptions& inference = {}) {
+      const std::string& name = "repo",
+      const model::InferenceOptions& inference = model::InferenceOptions::Exact()) {
     auto repository = ModelRepository::Load(*dir_ + "/" + name, "", inference);
     EXPECT_TRUE(repository.ok()) << repository.status();
     return repository.ok() ? std::shared_ptr<const ModelRepository>(*std::move(repository))
@@ -165,8 +166,8 @@ TEST_F(ClassifyEngineTest, BatchesAcrossCallsWithTheAnswersOfCallsAlone) {
 
 // Models that share a fused backbone share its batches, and each call still gets its own head.
 TEST_F(ClassifyEngineTest, ModelsSharingABackboneShareBatches) {
-  model::InferenceOptions fused;
-  fused.fuse_backbone = true;
+  model::InferenceOptions fused = model::InferenceOptions::Exact();
+  fused.backbone_kernels = model::BackboneKernels::kFused;
   std::shared_ptr<const ModelRepository> repository = Repository("shared", fused);
   ASSERT_NE(repository, nullptr);
   ASSERT_EQ((*repository->Find("tiny"))->backbone_key(),
@@ -340,8 +341,8 @@ TEST_F(ClassifyEngineTest, BindsTheBackbonesThreadsOnlyToCpusItOwns) {
 // On a GPU the backbone's intra-op threads only launch kernels: none is bound there.
 TEST_F(ClassifyEngineTest, BindsNoThreadWhereTheModelsRunOnAGpu) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU";
-  model::InferenceOptions on_gpu;
-  on_gpu.device = "cuda:0";
+  model::InferenceOptions on_gpu = model::InferenceOptions::Exact();
+  on_gpu.device = torch::Device(torch::kCUDA, 0);
   EngineOptions options;
   options.cores = static_cast<int>(model::AllowedCpus().size());
   options.bind_backbone_threads = true;
