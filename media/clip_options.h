@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "common/cancellation.h"
+#include "media/frame_buffer.h"
 #include "media/frame_converter.h"
 #include "media/frame_sampler.h"
 #include "media/nvdec_device.h"
@@ -28,12 +29,11 @@ class FrameSink {
   // void. A second pass happens rarely, when a decoder rewrites timestamps and frames must be
   // counted instead.
   virtual void StartPass(int64_t /*frames*/) {}
-  // Frame `slot` (0, 1, ... in presentation order) is converted; `pixels` holds its
-  // FrameConverter::output_floats() floats and is valid only during the call. Called from one
-  // thread at a time, but not always the same one, and not always in slot order: two decoders
-  // may hand over the two halves of a clip side by side (split_at_keyframes). An error stops the
-  // decoding with it.
-  virtual absl::Status Frame(int64_t slot, const float* pixels, double timestamp_seconds) = 0;
+  // Frame `slot` (0, 1, ... in presentation order) is converted; `frame` (FrameConverter::Output)
+  // is valid only during the call unless it has an owner. Called from one thread at a time, but
+  // not always the same one, and not always in slot order: two decoders may hand over the two
+  // halves of a clip side by side (split_at_keyframes). An error stops the decoding with it.
+  virtual absl::Status Frame(int64_t slot, const FrameBuffer& frame, double timestamp_seconds) = 0;
 };
 
 struct ClipOptions {

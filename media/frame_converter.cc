@@ -175,6 +175,11 @@ int64_t FrameConverter::output_floats() const {
   return 3LL * options_.crop_size * options_.crop_size;
 }
 
+FrameBuffer FrameConverter::Output(const float* out) const {
+  return FrameBuffer::HostRgbFloat(out, options_.crop_size, options_.crop_size,
+                                   options_.channels_last);
+}
+
 absl::Status FrameConverter::Convert(const AVFrame& frame, float* out) {
   if (frame.hw_frames_ctx == nullptr) return ConvertHostFrame(frame, out);
   if (!downloaded_) downloaded_.reset(av_frame_alloc());

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "media/av_util.h"
+#include "media/frame_buffer.h"
 
 namespace vidclf::media {
 
@@ -58,6 +59,9 @@ class FrameConverter {
 
   // Writes output_floats() floats to `out`, in the layout the options ask for.
   absl::Status Convert(const AVFrame& frame, float* out);
+  // What Convert wrote at `out`, as the backbone's side takes frames. Reads only the options, so
+  // any thread may call it.
+  FrameBuffer Output(const float* out) const;
 
   // Resizes the whole frame and then crops, as for formats that cannot be cropped first; slower.
   // For comparing the two paths in tests and benchmarks. Off by default.

@@ -200,12 +200,14 @@ class LiveDecode {
       return status;
     }
     LiveFrame live;
+    FrameBuffer converted;
     live.index = decoded_++;
     live.timestamp_seconds = clock_.Time(frame.pts, live.index);
     live.arrived = arrivals_.Of(frame.pts);
     if (live.index % options_.embed_stride == 0) {
       if (auto status = converter_.Convert(frame, pixels_.data()); !status.ok()) return status;
-      live.pixels = pixels_.data();
+      converted = converter_.Output(pixels_.data());
+      live.pixels = &converted;
     }
     return on_frame_(live);
   }

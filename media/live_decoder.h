@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "common/cancellation.h"
 #include "media/byte_stream.h"
+#include "media/frame_buffer.h"
 #include "media/frame_converter.h"
 #include "media/nvdec_device.h"
 #include "media/uri_allowlist.h"
@@ -54,9 +55,9 @@ struct LiveFrame {
   // whose timestamp is missing or not after its predecessor's is placed one frame period after
   // it, so that the times always increase.
   double timestamp_seconds = 0;
-  // FrameConverter::output_floats() floats in the layout options.preprocess asks for, valid only
-  // during the callback; null for a frame off the embed stride, which is not converted.
-  const float* pixels = nullptr;
+  // The converted frame (FrameConverter::Output), valid only during the callback; null for a frame
+  // off the embed stride, which is not converted.
+  const FrameBuffer* pixels = nullptr;
   // When the bytes of the frame's own packet arrived in the input (ByteStream::ArrivalOf its last
   // byte, or of the last byte read when the container does not say where the packet lies): the
   // start of the frame's latency. Never before the Append that brought those bytes.

@@ -57,6 +57,7 @@ class SampledDecode {
         table_(table),
         wanted_(std::move(wanted)),
         times_(std::move(times)),
+        converter_(converter),
         frame_floats_(converter.output_floats()),
         frames_(frames),
         conversion_(converter, options.convert_while_decoding),
@@ -248,8 +249,9 @@ class SampledDecode {
       // The ring slot is free again: the worker holds fewer frames than the ring.
       float* out = frames_ + (slot % kSinkRingFrames) * frame_floats_;
       absl::Status status = conversion_.Submit(
-          frame, out,
-          [sink = sink_, slot, out, time = times_[index]] { return sink->Frame(slot, out, time); });
+          frame, out, [sink = sink_, slot, pixels = converter_.Output(out), time = times_[index]] {
+            return sink->Frame(slot, pixels, time);
+          });
       if (!status.ok()) return status;
     }
     clip_.frame_indices.push_back(index);
@@ -261,6 +263,7 @@ class SampledDecode {
   const FrameTable& table_;
   const std::vector<int64_t> wanted_;
   const std::vector<double> times_;
+  const FrameConverter& converter_;  // its Output only: Convert runs on conversion_'s thread
   const int64_t frame_floats_;
   // Where frame `slot` goes, or with a sink, a ring of kSinkRingFrames frames. Outlives
   // conversion_.
@@ -341,9 +344,9 @@ class SharedSink : public FrameSink {
  public:
   SharedSink(FrameSink& sink, std::mutex& mutex, int64_t first_slot)
       : sink_(sink), mutex_(mutex), first_slot_(first_slot) {}
-  absl::Status Frame(int64_t slot, const float* pixels, double timestamp_seconds) override {
+  absl::Status Frame(int64_t slot, const FrameBuffer& frame, double timestamp_seconds) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return sink_.Frame(first_slot_ + slot, pixels, timestamp_seconds);
+    return sink_.Frame(first_slot_ + slot, frame, timestamp_seconds);
   }
 
  private:

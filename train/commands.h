@@ -105,8 +105,8 @@ void AddDataFlags(CLI::App* app, DataFlags* flags);
 // `with_work` false when another group already registers --work and --seed (vidclf-train all).
 void AddEmbedFlags(CLI::App* app, EmbedFlags* flags, bool with_work = true);
 void AddFitFlags(CLI::App* app, FitFlags* flags, bool with_work = true);
-// Without `with_work`, registers nothing: `all` evaluates its run on the test split.
 void AddAttentionFlags(CLI::App* app, AttentionFlags* flags);
+// Without `with_work`, registers nothing: `all` evaluates its run on the test split.
 void AddEvalFlags(CLI::App* app, EvalFlags* flags, bool with_work = true);
 void AddExportFlags(CLI::App* app, ExportFlags* flags, bool with_work = true);
 

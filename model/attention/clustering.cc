@@ -116,12 +116,11 @@ double ClusteringFlops(double n, double e, const AttentionOptions& options) {
 }
 
 void CheckClusteringOptions(const AttentionOptions& options, const char* name) {
-  TORCH_CHECK(kHashBits.Of(options) >= 1 && kHashBits.Of(options) <= 63, name,
-              " attention needs hash_bits in [1, 63]; got ", kHashBits.Of(options));
-  TORCH_CHECK(kClusters.Of(options) >= 1, name, " attention needs clusters >= 1; got ",
-              kClusters.Of(options));
-  TORCH_CHECK(kLloydIterations.Of(options) >= 0, name,
-              " attention needs lloyd_iterations >= 0; got ", kLloydIterations.Of(options));
+  const int64_t bits = kHashBits.Of(options), clusters = kClusters.Of(options);
+  const int64_t iterations = kLloydIterations.Of(options);
+  TORCH_CHECK(bits >= 1 && bits <= 63, name, " attention needs hash_bits in [1, 63]; got ", bits);
+  TORCH_CHECK(clusters >= 1, name, " attention needs clusters >= 1; got ", clusters);
+  TORCH_CHECK(iterations >= 0, name, " attention needs lloyd_iterations >= 0; got ", iterations);
 }
 
 torch::Tensor QueryValidity(const torch::Tensor& queries, const torch::Tensor& keys,
@@ -142,9 +141,11 @@ QueryClusters ClusterQueries(const torch::Tensor& queries, const torch::Tensor& 
   if (queries.is_cuda()) return ClusterQueriesWithTensors(queries, query_valid, options);
   torch::NoGradGuard no_grad;
   const int64_t batch = queries.size(0), heads = queries.size(1), length = queries.size(2);
-  const int64_t clusters = std::max<int64_t>(1, std::min(kClusters.Of(options), length));
+  const int64_t max_clusters = kClusters.Of(options), bits = kHashBits.Of(options);
+  const int64_t iterations = kLloydIterations.Of(options);
+  const int64_t clusters = std::max<int64_t>(1, std::min(max_clusters, length));
   const torch::Tensor valid = query_valid.to(torch::kCPU, torch::kBool).contiguous();
-  const std::vector<Code> codes = PackCodes(HashBits(queries, kHashBits.Of(options), options.seed));
+  const std::vector<Code> codes = PackCodes(HashBits(queries, bits, options.seed));
   torch::Tensor assignment = torch::empty({batch, heads, length}, torch::kLong);
   const bool* valid_data = valid.data_ptr<bool>();
   int64_t* assignment_data = assignment.data_ptr<int64_t>();
@@ -153,7 +154,7 @@ QueryClusters ClusterQueries(const torch::Tensor& queries, const torch::Tensor& 
       const bool* sequence_valid = valid_data + (sequence / heads) * length;
       int64_t* sequence_assignment = assignment_data + sequence * length;
       const int64_t real = std::count(sequence_valid, sequence_valid + length, true);
-      if (real <= kClusters.Of(options)) {
+      if (real <= max_clusters) {
         // Few enough real queries: each is its own cluster, exactly softmax.
         int64_t rank = 0;
         for (int64_t i = 0; i < length; ++i) {
@@ -162,8 +163,8 @@ QueryClusters ClusterQueries(const torch::Tensor& queries, const torch::Tensor& 
         }
         continue;
       }
-      ClusterSequence(codes.data() + sequence * length, sequence_valid, length, clusters,
-                      kHashBits.Of(options), kLloydIterations.Of(options), sequence_assignment);
+      ClusterSequence(codes.data() + sequence * length, sequence_valid, length, clusters, bits,
+                      iterations, sequence_assignment);
     }
   });
 
@@ -178,8 +179,9 @@ QueryClusters ClusterQueriesWithTensors(const torch::Tensor& queries,
                                         const AttentionOptions& options) {
   torch::NoGradGuard no_grad;
   const int64_t batch = queries.size(0), heads = queries.size(1), length = queries.size(2);
-  const int64_t clusters = std::max<int64_t>(1, std::min(kClusters.Of(options), length));
-  const int64_t bits = kHashBits.Of(options), sequences = batch * heads;
+  const int64_t max_clusters = kClusters.Of(options), bits = kHashBits.Of(options);
+  const int64_t clusters = std::max<int64_t>(1, std::min(max_clusters, length));
+  const int64_t sequences = batch * heads;
   const torch::Tensor codes = HashBits(queries, bits, options.seed).view({sequences, length, bits});
   const torch::Tensor valid = query_valid.to(queries.device(), torch::kBool)
                                   .unsqueeze(1)
@@ -210,7 +212,8 @@ QueryClusters ClusterQueriesWithTensors(const torch::Tensor& queries,
   // Lloyd iterations, each run to the end: once a vote changes nothing, the rest repeat it, so
   // the CPU's early stop gives the same centroids without the host reading a flag every round.
   const torch::Tensor member_bits = codes.to(torch::kFloat) * real.unsqueeze(2);  // [S, L, bits]
-  for (int64_t iteration = 0; iteration < kLloydIterations.Of(options); ++iteration) {
+  for (int64_t iteration = 0, iterations = kLloydIterations.Of(options); iteration < iterations;
+       ++iteration) {
     const torch::Tensor cluster = distances(centroids).argmin(2).unsqueeze(2);  // [S, L, 1]
     const torch::Tensor twice_ones =
         2 * torch::zeros({sequences, clusters, bits}, signs.options())
@@ -223,10 +226,10 @@ QueryClusters ClusterQueriesWithTensors(const torch::Tensor& queries,
   }
   torch::Tensor assignment = distances(centroids).argmin(2);  // [S, L]
 
-  // Sequences with at most kClusters.Of(options) real queries: each real one is its own cluster,
-  // the padded ones join cluster max(0, real ones before them - 1).
+  // Sequences with at most max_clusters real queries: each real one is its own cluster, the
+  // padded ones join cluster max(0, real ones before them - 1).
   const torch::Tensor singletons = (valid.cumsum(1) - 1).clamp_min(0);
-  const torch::Tensor few = (valid.sum(1) <= kClusters.Of(options)).unsqueeze(1);
+  const torch::Tensor few = (valid.sum(1) <= max_clusters).unsqueeze(1);
   QueryClusters result;
   result.assignment = torch::where(few, singletons, assignment).view({batch, heads, length});
   result.num_clusters = clusters;

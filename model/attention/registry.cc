@@ -21,15 +21,14 @@ namespace {
 
 class Registry {
  public:
-  // The built-in mechanisms, in the order the docs list them.
-  Registry() {
-    for (const AttentionSpec* spec :
-         {&SoftmaxAttentionSpec(), &LinearAttentionSpec(), &CausalLinearAttentionSpec(),
-          &CosformerAttentionSpec(), &LinformerAttentionSpec(), &NystromAttentionSpec(),
-          &ClusteredAttentionSpec(), &ImprovedClusteredAttentionSpec()}) {
-      specs_.push_back(spec);
-    }
-  }
+  // The built-in mechanisms, in the order the docs list them: a new one is a line here.
+  Registry()
+      : specs_{
+            &SoftmaxAttentionSpec(),      &LinearAttentionSpec(),
+            &CausalLinearAttentionSpec(), &CosformerAttentionSpec(),
+            &LinformerAttentionSpec(),    &NystromAttentionSpec(),
+            &ClusteredAttentionSpec(),    &ImprovedClusteredAttentionSpec(),
+        } {}
 
   absl::Status Add(AttentionSpec spec) {
     if (spec.name.empty() || !spec.make || !spec.flops_per_head) {

@@ -1,7 +1,6 @@
 #include "server/engine/backbone_batcher.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,17 +24,12 @@ BackboneBatcher::~BackboneBatcher() {
 }
 
 void BackboneBatcher::Enqueue(std::shared_ptr<FrameOwner> owner, int pass, int64_t slot,
-                              const float* pixels) {
-  // The pixels are the caller's until this returns: copy them, outside the lock.
+                              torch::Tensor pixels) {
   const model::VideoModel& model = owner->model();
-  const QueueKey key{model.backbone_key(), model.config().input.crop_size};
-  const int64_t side = key.crop_size;
-  const std::vector<int64_t> shape = model.channels_last() ? std::vector<int64_t>{side, side, 3}
-                                                           : std::vector<int64_t>{3, side, side};
-  torch::Tensor frame = torch::empty(shape, torch::kFloat);
-  std::memcpy(frame.data_ptr<float>(), pixels, sizeof(float) * frame.numel());
+  const QueueKey key{model.backbone_key(), model.config().input.crop_size, pixels.device().type(),
+                     pixels.device().index()};
   absl::MutexLock lock(&mutex_);
-  queues_[key].push_back(Frame{std::move(owner), pass, slot, std::move(frame), absl::Now()});
+  queues_[key].push_back(Frame{std::move(owner), pass, slot, std::move(pixels), absl::Now()});
   ++queued_;
   ++arrivals_;
 }

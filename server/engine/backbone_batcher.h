@@ -87,9 +87,8 @@ class BackboneBatcher {
   BackboneBatcher(const BackboneBatcher&) = delete;
   BackboneBatcher& operator=(const BackboneBatcher&) = delete;
 
-  // Queues a copy of one preprocessed frame at `pixels`, in media's layout ([crop, crop, 3] when
-  // the model runs channels-last, else [3, crop, crop]). Never blocks.
-  void Enqueue(std::shared_ptr<FrameOwner> owner, int pass, int64_t slot, const float* pixels);
+  // Queues one preprocessed frame in the model's layout (pipeline::FrameTensor's). Never blocks.
+  void Enqueue(std::shared_ptr<FrameOwner> owner, int pass, int64_t slot, torch::Tensor pixels);
   // An owner's decoding ended: its frames may be batched now.
   void DecodingEnded();
 
@@ -105,12 +104,15 @@ class BackboneBatcher {
   };
   using Queue = std::deque<Frame>;
   // Frames with the same key are embedded alike: the same backbone (which fixes the layout), frames
-  // of the same size.
+  // of the same size, on the same device.
   struct QueueKey {
     const void* backbone;
     int64_t crop_size;
+    torch::DeviceType device_type;
+    int device_index;
     bool operator<(const QueueKey& other) const {
-      return std::tie(backbone, crop_size) < std::tie(other.backbone, other.crop_size);
+      return std::tie(backbone, crop_size, device_type, device_index) <
+             std::tie(other.backbone, other.crop_size, other.device_type, other.device_index);
     }
   };
 

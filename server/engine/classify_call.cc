@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "pipeline/frame_tensor.h"
 #include "pipeline/video_pipeline.h"
 
 namespace vidclf::engine {
@@ -156,7 +157,10 @@ void ClassifyCall::StartPass(int64_t frames) {
   embeddings_.clear();
 }
 
-absl::Status ClassifyCall::Frame(int64_t slot, const float* pixels, double /*timestamp_seconds*/) {
+absl::Status ClassifyCall::Frame(int64_t slot, const media::FrameBuffer& frame,
+                                 double /*timestamp_seconds*/) {
+  absl::StatusOr<torch::Tensor> pixels = pipeline::FrameTensor(frame, model());
+  if (!pixels.ok()) return pixels.status();
   int pass = 0;
   bool last = false;
   {
@@ -170,7 +174,7 @@ absl::Status ClassifyCall::Frame(int64_t slot, const float* pixels, double /*tim
   // the batch it completes runs on all of them; the frames are let go only once the last is
   // queued, so that the batcher never takes a part of them.
   if (last) ReleaseDecodingCores();
-  engine_->batcher_.Enqueue(shared_from_this(), pass, slot, pixels);
+  engine_->batcher_.Enqueue(shared_from_this(), pass, slot, *std::move(pixels));
   if (last) ReleaseFrames();
   return absl::OkStatus();
 }

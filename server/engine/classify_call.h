@@ -50,7 +50,8 @@ class ClassifyCall final : public FrameOwner,
 
   // media::FrameSink, called by the decoder.
   void StartPass(int64_t frames) override;
-  absl::Status Frame(int64_t slot, const float* pixels, double timestamp_seconds) override;
+  absl::Status Frame(int64_t slot, const media::FrameBuffer& frame,
+                     double timestamp_seconds) override;
 
  private:
   // Whether every stage before the head is over: decoding ended and no frame is out. Marks the

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "absl/status/status.h"
+#include "media/frame_buffer.h"
 
 namespace vidclf::engine {
 
@@ -22,9 +23,9 @@ struct SourceFrame {
   double seconds = 0;
   // When the bytes that brought it arrived.
   std::chrono::steady_clock::time_point arrived;
-  // FrameConverter::output_floats() floats in the model's layout; null for a frame off the
-  // embed stride, which is not converted.
-  const float* pixels = nullptr;
+  // The converted frame, in the model's layout; null for a frame off the embed stride, which is
+  // not converted.
+  const media::FrameBuffer* pixels = nullptr;
 };
 
 // Takes one frame; an error stops the source with it.

@@ -10,6 +10,9 @@ namespace vidclf::engine {
 absl::Status PictureSource::Run(const FrameHandler& on_frame) {
   media::ImageFrameDecoder decoder(options_.preprocess, options_.max_frame_side);
   std::vector<float> pixels(decoder.output_floats());
+  const media::FrameBuffer frame = media::FrameBuffer::HostRgbFloat(
+      pixels.data(), options_.preprocess.crop_size, options_.preprocess.crop_size,
+      options_.preprocess.channels_last);
   for (int64_t index = 0;; ++index) {
     absl::StatusOr<std::optional<Picture>> next = next_(index);
     if (!next.ok()) return next.status();
@@ -33,7 +36,7 @@ absl::Status PictureSource::Run(const FrameHandler& on_frame) {
       return absl::Status(converted.code(),
                           absl::StrCat("frame ", index, " of the stream: ", converted.message()));
     }
-    if (auto status = on_frame(SourceFrame{index, seconds, picture.arrived, pixels.data()});
+    if (auto status = on_frame(SourceFrame{index, seconds, picture.arrived, &frame});
         !status.ok()) {
       return status;
     }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "pipeline/frame_tensor.h"
 #include "pipeline/video_pipeline.h"
 #include "server/engine/container_source.h"
 
@@ -231,10 +232,12 @@ absl::Status StreamSession::Take(const SourceFrame& frame) {
     frames_seen_ = std::max(frames_seen_, frame.index + 1);
   }
   if (frame.pixels == nullptr) return absl::OkStatus();  // off the embed stride
-  return Submit(FrameInfo{frame.index, frame.seconds, frame.arrived}, frame.pixels);
+  return Submit(FrameInfo{frame.index, frame.seconds, frame.arrived}, *frame.pixels);
 }
 
-absl::Status StreamSession::Submit(const FrameInfo& info, const float* pixels) {
+absl::Status StreamSession::Submit(const FrameInfo& info, const media::FrameBuffer& frame) {
+  absl::StatusOr<torch::Tensor> pixels = pipeline::FrameTensor(frame, model());
+  if (!pixels.ok()) return pixels.status();
   int64_t slot = 0;
   {
     absl::MutexLock lock(&mutex_);
@@ -252,7 +255,7 @@ absl::Status StreamSession::Submit(const FrameInfo& info, const float* pixels) {
     in_flight_[slot] = info;
   }
   resources_.observer->StreamFrames(1);
-  resources_.batcher->Enqueue(shared_from_this(), /*pass=*/0, slot, pixels);
+  resources_.batcher->Enqueue(shared_from_this(), /*pass=*/0, slot, *std::move(pixels));
   return absl::OkStatus();
 }
 

@@ -196,7 +196,7 @@ class StreamSession : public FrameOwner,
   // Counts a frame of the feed and hands it to the batcher when it was converted.
   absl::Status Take(const SourceFrame& frame);
   // Hands one converted frame to the batcher, once there is room between decoder and head.
-  absl::Status Submit(const FrameInfo& info, const float* pixels);
+  absl::Status Submit(const FrameInfo& info, const media::FrameBuffer& frame);
   // Makes sure the head stepper has this session scheduled. `mutex_` held.
   void ScheduleHead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Whether `frame`, stepped after `earlier_in_step` frames of the same step, closes an emit

@@ -214,7 +214,8 @@ class RecordingSink : public FrameSink {
     announced = frames_announced;
     frames.clear();
   }
-  absl::Status Frame(int64_t slot, const float* pixels, double timestamp_seconds) override {
+  absl::Status Frame(int64_t slot, const FrameBuffer& frame, double timestamp_seconds) override {
+    const float* pixels = frame.host_rgb_floats();
     slots.push_back(slot);
     times.push_back(timestamp_seconds);
     frames.emplace_back(pixels, pixels + frame_floats_);

@@ -92,8 +92,9 @@ absl::Status Collect(ByteStream& input, const LiveDecodeOptions& options, std::v
     EXPECT_EQ(frame.pixels != nullptr, frame.index % options.embed_stride == 0) << frame.index;
     if (frame.pixels == nullptr) return absl::OkStatus();
     got->push_back({frame.index, frame.timestamp_seconds,
-                    std::vector<float>(frame.pixels, frame.pixels + floats), frame.arrived,
-                    Clock::now()});
+                    std::vector<float>(frame.pixels->host_rgb_floats(),
+                                       frame.pixels->host_rgb_floats() + floats),
+                    frame.arrived, Clock::now()});
     return absl::OkStatus();
   });
 }

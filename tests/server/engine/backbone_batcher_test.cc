@@ -75,7 +75,7 @@ class BackboneBatcherTest : public ::testing::Test {
   static void Enqueue(BackboneBatcher& batcher, const std::shared_ptr<RecordingOwner>& owner,
                       const torch::Tensor& frames) {
     for (int64_t slot = 0; slot < frames.size(0); ++slot) {
-      batcher.Enqueue(owner, /*pass=*/0, slot, frames[slot].contiguous().data_ptr<float>());
+      batcher.Enqueue(owner, /*pass=*/0, slot, frames[slot]);
     }
   }
 
@@ -171,8 +171,8 @@ TEST_F(BackboneBatcherTest, EachOwnerGetsItsOwnRowsOfASharedBatch) {
   const torch::Tensor second_frames = Frames(4);
   // Interleaved, as two calls decoding side by side hand them over; 8 fill one batch.
   for (int64_t slot = 0; slot < 4; ++slot) {
-    batcher.Enqueue(first, 0, slot, first_frames[slot].contiguous().data_ptr<float>());
-    batcher.Enqueue(second, 0, slot, second_frames[slot].contiguous().data_ptr<float>());
+    batcher.Enqueue(first, 0, slot, first_frames[slot]);
+    batcher.Enqueue(second, 0, slot, second_frames[slot]);
   }
   for (const auto& [owner, frames] :
        {std::make_pair(first, first_frames), std::make_pair(second, second_frames)}) {
