@@ -15,7 +15,7 @@ namespace vidclf::model::attention {
 
 // Whether position i sees only keys j <= i.
 enum class Causality {
-  kNever,      // a causal request is refused
+  kNever,      // no causal form (linear refuses AttentionOptions::causal; the others ignore it)
   kWhenAsked,  // AttentionOptions::causal chooses
   kAlways,
 };
