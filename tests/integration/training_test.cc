@@ -102,8 +102,8 @@ TEST_F(TrainingTest, EmbedIsTheServersTensorAndResumes) {
   ASSERT_EQ(CachedEmbeddings(work).size(), 40u);
   for (const auto& [file, time] : kept) EXPECT_EQ(fs::last_write_time(file), time) << file;
 
-  auto backbone = model::VideoModel::Load((work / "backbone").string(),
-                                          model::InferenceOptions::Exact());
+  auto backbone =
+      model::VideoModel::Load((work / "backbone").string(), model::InferenceOptions::Exact());
   ASSERT_TRUE(backbone.ok()) << backbone.status();
   // "<class>/<file>" of a clip that the second run embedded again.
   const std::string clip = fs::relative(files[0], work / "embeddings").replace_extension().string();
