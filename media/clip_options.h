@@ -20,6 +20,8 @@
 
 namespace vidclf::media {
 
+class DecoderPool;
+
 // Receives the kept frames one by one as soon as each is converted, while decoding goes on, so
 // that a consumer (the backbone) can start on the first frames (ClipOptions::frame_sink).
 class FrameSink {
@@ -84,6 +86,9 @@ struct ClipOptions {
   // Decodes on this GPU where it can (NvdecDevice::Attach); null: on the CPU. Must outlive the
   // call.
   const NvdecDevice* nvdec = nullptr;
+  // Takes decoders from this pool and gives them back after the clip, kept set up (one thread
+  // each, no split between two); null: each clip opens its own. Must outlive the call.
+  DecoderPool* decoder_pool = nullptr;
 };
 
 // Allocates without zeroing what a vector grows by. Every float of a clip is written by the

@@ -14,6 +14,8 @@
 #include "common/cancellation.h"
 #include "media/conversion_worker.h"
 #include "media/decode_split.h"
+#include "media/decoder_feed.h"
+#include "media/decoder_pool.h"
 #include "media/frame_converter.h"
 #include "media/video_stream.h"
 
@@ -32,9 +34,9 @@ using Clock = DecodeClock;
 constexpr double kMaxLargerShare = 0.75;
 // Nor for frames larger than 4K UHD: each decoder holds its own reference frames.
 constexpr int64_t kMaxSplitFramePixels = 3840 * 2160;
-// A seek flushes the decoder, and a flushed H.264 decoder on NVDEC sets its GPU decoder up anew,
-// which took 0.2-0.3 s on an H200, about what NVDEC takes to decode 300 frames of 720p
-// (docs/gpu-serving-benchmark.md): there, seek only past at least that many frames.
+// A seek that flushes an H.264 decoder on NVDEC sets its GPU decoder up anew, which took
+// 0.2-0.3 s on an H200, about what NVDEC takes to decode 300 frames of 720p
+// (docs/gpu-serving-benchmark.md): such a decoder seeks only past at least that many frames.
 constexpr int64_t kNvdecH264FramesPerSeek = 300;
 
 // Another decoder decoding the same pass beside this one.
@@ -69,10 +71,15 @@ class SampledDecode {
   static constexpr int64_t kSinkRingFrames = ConversionWorker::kMaxWaitingFrames + 2;
 
   // Runs the decode loop until the wanted frames are in the clip, converted. `by_timestamp`
-  // enables seeking and skipping (options permitting).
-  absl::Status Run(AVCodecContext* decoder, bool by_timestamp, Clock::time_point deadline,
-                   const ClipOptions& options) {
-    absl::Status status = Decode(decoder, by_timestamp, deadline, options);
+  // enables seeking and skipping (options permitting). A decoder kept set up ends with its last
+  // run ended, ready for another stream.
+  absl::Status Run(VideoDecoder& decoder, const AVStream& video, bool by_timestamp,
+                   Clock::time_point deadline, const ClipOptions& options) {
+    DecoderFeed feed(decoder, video);
+    absl::Status status = Decode(feed, decoder.get(), by_timestamp, deadline, options);
+    if (status.ok() && decoder.keep_set_up) {
+      status = EndRun(feed, decoder.get(), DecoderFeed::HeldFrames::kDropped);
+    }
     absl::Status converted = conversion_.Finish();
     clip_.preprocess_seconds = conversion_.converting_seconds();
     return status.ok() ? converted : status;
@@ -84,24 +91,31 @@ class SampledDecode {
   double conversion_waiting_seconds() const { return conversion_.waiting_seconds(); }
 
  private:
-  absl::Status Decode(AVCodecContext* decoder, bool by_timestamp, Clock::time_point deadline,
-                      const ClipOptions& options) {
+  absl::Status Decode(DecoderFeed& feed, AVCodecContext* decoder, bool by_timestamp,
+                      Clock::time_point deadline, const ClipOptions& options) {
     by_timestamp_ = by_timestamp;
     can_seek_ = by_timestamp && options.seek_to_keyframes;
-    if (decoder->hw_device_ctx != nullptr && decoder->codec_id == AV_CODEC_ID_H264) {
+    if (decoder->hw_device_ctx != nullptr && decoder->codec_id == AV_CODEC_ID_H264 &&
+        !feed.fills()) {
       min_frames_skipped_ = kNvdecH264FramesPerSeek;
     }
     PacketPtr packet(av_packet_alloc());
-    FramePtr frame(av_frame_alloc());
-    if (!packet || !frame) return absl::ResourceExhaustedError("out of memory");
+    frame_.reset(av_frame_alloc());
+    if (!packet || !frame_) return absl::ResourceExhaustedError("out of memory");
     int64_t highest_sent = -1;  // presentation index of the latest packet sent
-    if (partner_.prime_first) Prime(decoder, packet.get(), frame.get());
+    if (partner_.prime_first) Prime(decoder, packet.get(), frame_.get());
     while (!done()) {
-      if (can_seek_) SeekIfAhead(decoder, highest_sent);
+      if (can_seek_ && SeekToKeyframeBefore(wanted_[next_wanted_], highest_sent)) {
+        // Every earlier wanted frame is in the clip: the frames the decoder holds are not wanted.
+        auto status = EndRun(feed, decoder, DecoderFeed::HeldFrames::kDropped);
+        if (!status.ok()) return status;
+      }
       if (!reader_.Next(packet.get())) break;  // The end, or a damaged tail: keep what decoded.
-      if (seek_target_ >= 0 && !LandedOnKeyframe(packet->pts, decoder)) {
+      if (seek_target_ >= 0 && !LandedOnKeyframe(packet->pts)) {
         av_packet_unref(packet.get());
         highest_sent = -1;
+        auto status = EndRun(feed, decoder, DecoderFeed::HeldFrames::kDropped);
+        if (!status.ok()) return status;
         continue;
       }
       int64_t index = -1;
@@ -113,17 +127,16 @@ class SampledDecode {
           decoder->skip_frame = IsWanted(index) ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
         }
       }
-      const int sent = avcodec_send_packet(decoder, packet.get());
+      const int sent = feed.Send(packet.get());
       av_packet_unref(packet.get());
       // A damaged packet is skipped, as players do; the frames around it still count.
       if (sent < 0 && sent != AVERROR(EAGAIN) && sent != AVERROR_INVALIDDATA) {
         return AvError(absl::StatusCode::kInvalidArgument, "video decoding failed", sent);
       }
-      if (auto status = Drain(decoder, frame.get()); !status.ok()) return status;
-      if (can_seek_ && !done() && index == wanted_[next_wanted_] &&
-          JumpAfterWanted(decoder, highest_sent)) {
-        if (auto status = Drain(decoder, frame.get()); !status.ok()) return status;
-        avcodec_flush_buffers(decoder);
+      if (auto status = Drain(decoder); !status.ok()) return status;
+      if (can_seek_ && !done() && index == wanted_[next_wanted_] && JumpAfterWanted(highest_sent)) {
+        auto status = EndRun(feed, decoder, DecoderFeed::HeldFrames::kWanted);
+        if (!status.ok()) return status;
       }
       if (auto status = CancellationStatus(options); !status.ok()) return status;
       if (partner_.other_failed != nullptr && partner_.other_failed->cancelled()) {
@@ -134,11 +147,12 @@ class SampledDecode {
             options, absl::StrCat(clip_.frames_decoded, " of ", table_.count, " frames decoded"));
       }
     }
-    if (!done()) {
-      avcodec_send_packet(decoder, nullptr);  // flush the frames still held back
-      if (auto status = Drain(decoder, frame.get()); !status.ok()) return status;
-    }
+    if (!done()) return EndRun(feed, decoder, DecoderFeed::HeldFrames::kWanted);
     return absl::OkStatus();
+  }
+
+  absl::Status EndRun(DecoderFeed& feed, AVCodecContext* decoder, DecoderFeed::HeldFrames held) {
+    return feed.EndRun(held, [this, decoder] { return Drain(decoder); });
   }
 
   // Decodes the stream's first packet and drops what it gave. Decoders learn from the first frame
@@ -156,25 +170,14 @@ class SampledDecode {
     reader_.SeekToKeyframe(table_.pts.front());
   }
 
-  // Jumps to the keyframe before the next wanted frame when that keyframe lies past everything
-  // sent so far: the frames in between would be decoded only to be thrown away. Every earlier
-  // wanted frame is already in the clip, so the decoder's held-back frames can be dropped.
-  void SeekIfAhead(AVCodecContext* decoder, int64_t& highest_sent) {
-    if (SeekToKeyframeBefore(wanted_[next_wanted_], highest_sent)) avcodec_flush_buffers(decoder);
-  }
-
   // Called once the packet of the next wanted frame is sent. A decoder holds frames back (for
   // reordering, and one per frame thread) until later packets push them out; when no later packet
   // is needed, because this frame is the last wanted or the next lies past a keyframe ahead, the
-  // reader jumps there now and the decoder is told the input ended, so that it hands the frame
-  // out without decoding the packets after it. True when the caller must drain and flush.
-  bool JumpAfterWanted(AVCodecContext* decoder, int64_t& highest_sent) {
-    if (next_wanted_ + 1 < wanted_.size() &&
-        !SeekToKeyframeBefore(wanted_[next_wanted_ + 1], highest_sent)) {
-      return false;
-    }
-    avcodec_send_packet(decoder, nullptr);
-    return true;
+  // reader jumps there now and the decoder's run ends, so that it hands the frame out without
+  // decoding the packets after it. True when the caller must end the run.
+  bool JumpAfterWanted(int64_t& highest_sent) {
+    return next_wanted_ + 1 >= wanted_.size() ||
+           SeekToKeyframeBefore(wanted_[next_wanted_ + 1], highest_sent);
   }
 
   // Moves the reader to the keyframe before frame `target` when that keyframe lies at least
@@ -194,8 +197,9 @@ class SampledDecode {
 
   // Checks the first packet after a seek. Demuxers without an index (MPEG-TS, and Matroska
   // before its cues are read) search by timestamp and may land past the keyframe; decoding from
-  // there would produce damaged frames. Then go back to the start and decode through instead.
-  bool LandedOnKeyframe(int64_t pts, AVCodecContext* decoder) {
+  // there would produce damaged frames. Then go back to the start and decode through instead
+  // (the caller ends the decoder's run).
+  bool LandedOnKeyframe(int64_t pts) {
     const int64_t target = seek_target_;
     seek_target_ = -1;
     const int64_t index = IndexOf(pts);
@@ -205,7 +209,6 @@ class SampledDecode {
     }
     can_seek_ = false;
     reader_.SeekToKeyframe(table_.pts.front());
-    avcodec_flush_buffers(decoder);
     return false;
   }
 
@@ -220,12 +223,17 @@ class SampledDecode {
   }
 
   // Takes every frame the decoder has ready.
-  absl::Status Drain(AVCodecContext* decoder, AVFrame* frame) {
+  absl::Status Drain(AVCodecContext* decoder) {
+    AVFrame* frame = frame_.get();
     while (true) {
       const int result = avcodec_receive_frame(decoder, frame);
       if (result == AVERROR(EAGAIN) || result == AVERROR_EOF) return absl::OkStatus();
       if (result < 0) {
         return AvError(absl::StatusCode::kInvalidArgument, "video decoding failed", result);
+      }
+      if (DecoderFeed::IsFiller(*frame)) {
+        av_frame_unref(frame);
+        continue;
       }
       ++clip_.frames_decoded;
       if (frame->hw_frames_ctx != nullptr) ++clip_.frames_decoded_on_gpu;
@@ -278,7 +286,15 @@ class SampledDecode {
   int64_t seek_target_ = -1;        // keyframe sought, until the first packet after the seek
   size_t next_wanted_ = 0;
   int64_t decoded_ = 0;
+  FramePtr frame_;  // the decoder's output, taken by Drain
 };
+
+// Whether a decoder for `codec` comes from options.decoder_pool. Not where a GPU decodes and has
+// no decoder for the codec: the CPU then decodes with the threads asked for.
+bool TakesFromPool(const ClipOptions& options, const AVCodec& codec) {
+  return options.decoder_pool != nullptr &&
+         (options.nvdec == nullptr || NvdecDevice::CanDecode(codec));
+}
 
 // What one decoder produced: its frames, and how long its decoding waited for their conversion.
 struct DecoderRun {
@@ -296,11 +312,15 @@ absl::StatusOr<DecoderRun> RunDecoder(const ListedVideo& listed, const AVStream&
                                       bool by_timestamp, Clock::time_point deadline,
                                       const ClipOptions& options, const Partner& partner,
                                       float* frames_out) {
-  auto decoder = OpenVideoDecoder(video, listed.stream.codec, options.decoder_threads,
-                                  options.max_frame_side, options.nvdec);
+  auto decoder = TakesFromPool(options, *listed.stream.codec)
+                     ? options.decoder_pool->Take(video, listed.stream.codec,
+                                                  options.max_frame_side, options.nvdec)
+                     : OpenVideoDecoder(video, listed.stream.codec, options.decoder_threads,
+                                        options.max_frame_side, options.nvdec);
   if (!decoder.ok()) return decoder.status();
   // Frame threads copy it into their contexts with each packet.
-  if (options.sampling.skip_loop_filter) decoder->get()->skip_loop_filter = AVDISCARD_ALL;
+  decoder->get()->skip_loop_filter =
+      options.sampling.skip_loop_filter ? AVDISCARD_ALL : AVDISCARD_DEFAULT;
 
   FrameConverter converter(options.preprocess);
   converter.set_rotation(ClockwiseRotation(video));
@@ -319,13 +339,17 @@ absl::StatusOr<DecoderRun> RunDecoder(const ListedVideo& listed, const AVStream&
   }
   SampledDecode decode(reader, listed.table, std::move(wanted), listed.times, converter,
                        own_pixels ? clip.pixels.data() : frames_out, clip, options, partner);
-  if (auto status = decode.Run(decoder->get(), by_timestamp, deadline, options); !status.ok()) {
+  if (auto status = decode.Run(*decoder, video, by_timestamp, deadline, options); !status.ok()) {
     return status;
   }
   if (clip.frames_decoded_on_gpu > 0) {
     clip.decoded_on = options.nvdec->name();
   } else if (options.nvdec != nullptr) {
     clip.gpu_fallback = decoder->nvdec.active() ? kFormatFallback : decoder->nvdec.cpu_reason();
+  }
+  // One that holds an NVDEC session but decoded on the CPU (the stream's format) is not kept.
+  if (decoder->keep_set_up && (!decoder->nvdec.active() || clip.frames_decoded_on_gpu > 0)) {
+    options.decoder_pool->Give(*std::move(decoder));
   }
   run.done = decode.done();
   run.conversion_waiting_seconds = decode.conversion_waiting_seconds();
@@ -447,11 +471,11 @@ absl::StatusOr<DecoderRun> RunSideBySide(const ListedVideo& listed, const AVStre
 }
 
 // Where the pass splits between two decoders (ClipOptions::split_at_keyframes); 0: it does not.
-// Not on NVDEC, where each decoder costs a GPU decoder's setting up.
+// Not on NVDEC, where each decoder costs a GPU decoder's setting up, nor with a pool's decoders.
 size_t SplitPoint(const ListedVideo& listed, const AVStream& video, bool by_timestamp,
                   const ClipOptions& options) {
   if (!by_timestamp || !options.seek_to_keyframes || !options.split_at_keyframes ||
-      options.decoder_threads < 2 ||
+      options.decoder_threads < 2 || TakesFromPool(options, *listed.stream.codec) ||
       (options.nvdec != nullptr && NvdecDevice::CanDecode(*listed.stream.codec)) ||
       static_cast<int64_t>(video.codecpar->width) * video.codecpar->height > kMaxSplitFramePixels) {
     return 0;

@@ -60,6 +60,10 @@ struct VideoDecoder {
 
   CodecContextPtr context;
   NvdecDevice::Session nvdec;  // inactive: decodes on the CPU, for nvdec.cpu_reason()
+  // Kept set up between clips (DecoderPool): never flushed (decoder_feed.h).
+  bool keep_set_up = false;
+  // Decoded another stream before: reads the parameter sets of the next with its first packet.
+  bool decoded_another_stream = false;
   AVCodecContext* get() const { return context.get(); }
 };
 

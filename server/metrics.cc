@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "media/decoder_pool.h"
 #include "media/nvdec_device.h"
 #include "model/device_memory.h"
 
@@ -108,6 +109,15 @@ class EngineCollector : public prometheus::Collectable {
           Family("vidclf_nvdec_sessions", "NVDEC decoders open, by GPU (--max-nvdec-sessions).");
       AddSample(sessions, nvdec->sessions_in_use(), {{"device", nvdec->name()}});
       families.push_back(sessions);
+    }
+    if (const media::DecoderPool* pool = engine_->options().decode.decoder_pool; pool != nullptr) {
+      families.push_back(Gauge("vidclf_idle_decoders",
+                               "Decoders kept set up between calls, waiting for one.",
+                               pool->idle()));
+      families.push_back(Gauge("vidclf_decoder_reuses_total",
+                               "Calls that decoded with a decoder kept from an earlier call.",
+                               static_cast<double>(pool->reuses()),
+                               prometheus::MetricType::Counter));
     }
     const std::vector<model::DeviceMemory> devices = model::CudaMemoryInUse();
     if (!devices.empty()) {

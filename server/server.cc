@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "media/decoder_pool.h"
 #include "media/nvdec_device.h"
 #include "model/tensor_heap.h"
 #include "model/thread_affinity.h"
@@ -149,6 +150,7 @@ struct Server::Parts {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   ServerMetrics metrics{*registry};
   std::unique_ptr<media::NvdecDevice> nvdec;
+  std::unique_ptr<media::DecoderPool> decoder_pool;  // NVDEC's decoders, kept between calls
   std::shared_ptr<security::CallGate> gate;
   std::unique_ptr<engine::ClassifyEngine> engine;
   std::unique_ptr<MetricsHttpServer> metrics_server;
@@ -184,6 +186,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       OpenDecodeDevice(options.decode_device, device->str());
   if (!nvdec.ok()) return nvdec.status();
   parts->nvdec = *std::move(nvdec);
+  // Idle decoders hold at most half the sessions, so that streams of other sizes find some.
+  const int idle_decoders =
+      std::min(options.decode_device.idle_decoders, options.decode_device.max_sessions / 2);
+  if (parts->nvdec != nullptr && idle_decoders > 0) {
+    parts->decoder_pool = std::make_unique<media::DecoderPool>(idle_decoders);
+  }
   absl::StatusOr<std::unique_ptr<ModelRepository>> repository =
       ModelRepository::Load(options.model_repository, options.default_model, inference);
   if (!repository.ok()) return repository.status();
@@ -209,6 +217,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (!credentials.ok()) return credentials.status();
   engine::EngineOptions engine_options = options.engine;
   engine_options.decode.nvdec = parts->nvdec.get();
+  engine_options.decode.decoder_pool = parts->decoder_pool.get();
   engine_options.decode_on_gpu = options.decode_device.kind != DecodeDeviceOptions::Kind::kCpu;
   absl::StatusOr<std::unique_ptr<engine::ClassifyEngine>> engine =
       engine::ClassifyEngine::Create(engine_options, *std::move(repository), &parts->metrics);

@@ -42,13 +42,16 @@ struct DecodeDeviceOptions {
     kCpu,
     kCuda,  // NVDEC on GPU cuda_index, or the server does not start
   };
-  // The CPU until NVDEC pays: a call decoded by NVDEC took about 0.3 s however few its frames,
-  // 1.6 to 14 times as long as on 16 cores, and the server stalled under load
-  // (docs/gpu-serving-benchmark.md).
+  // The CPU by default: a machine without a GPU would count every call as a fallback, and one
+  // 720p H.264 call alone decodes faster on 16 cores than on one NVDEC decoder; under concurrent
+  // calls NVDEC answers more for a fifth of the CPU time (docs/gpu-serving-benchmark.md).
   Kind kind = Kind::kCpu;
   int cuda_index = 0;
   // NVDEC decoders open at once; past them, calls and streams decode on the CPU.
   int max_sessions = 64;
+  // Decoders kept set up between calls (media::DecoderPool), at most half of max_sessions; 0:
+  // none.
+  int idle_decoders = 32;
 };
 
 struct ServerOptions {

@@ -51,6 +51,7 @@ absl::StatusOr<model::InferenceOptions> InferenceOptionsFromFlags(const ServerFl
 absl::StatusOr<DecodeDeviceOptions> DecodeDeviceFromFlags(const ServerFlags& flags) {
   DecodeDeviceOptions options;
   options.max_sessions = flags.max_nvdec_sessions;
+  options.idle_decoders = flags.idle_nvdec_decoders;
   absl::string_view device = flags.decode_device;
   if (device == "cpu") return options;
   if (device == "auto") {
@@ -128,13 +129,22 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "Where video is decoded: cpu; auto (on the GPU the models run on, by its NVDEC "
                  "video engines, where the codec and profile allow; else on the CPU, counted in "
                  "vidclf_decode_fallbacks_total); or cuda:N (the server does not start without "
-                 "it). NVDEC is slower than the CPU so far: a call decoded there takes about "
-                 "0.3 s however few its frames (docs/gpu-serving-benchmark.md).")
+                 "it). Under concurrent calls NVDEC answers more of them for a fifth of the CPU "
+                 "time; one 720p H.264 call alone decodes faster on 16 cores "
+                 "(docs/gpu-serving-benchmark.md).")
       ->capture_default_str();
   app.add_option("--max-nvdec-sessions", flags->max_nvdec_sessions,
                  "NVDEC decoders open at once; past them, video decodes on the CPU.")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option(
+         "--idle-nvdec-decoders", flags->idle_nvdec_decoders,
+         "NVDEC decoders kept set up between calls, each holding a session: a call that "
+         "finds one of its codec and picture size skips the decoder's setting up and "
+         "taking down (0.2-0.3 s). At most half of --max-nvdec-sessions; 0: each call sets its "
+         "own up.")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   app.add_option("--precision", flags->precision,
                  "Backbone precision: fp32, or on CUDA fp16 or bf16.")
       ->capture_default_str()

@@ -10,7 +10,7 @@
 //   vidclf-e2e-bench --repository REPO [--model NAME] [--cores N] [--backbone_kernels winograd]
 //                    [--embed_while_decoding] [--nosplit_at_keyframes]
 //                    [--nobind_backbone_threads] [--device cuda:0 --precision fp16]
-//                    [--decode_device cuda:0]
+//                    [--decode_device cuda:0 [--idle_decoders 32]]
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -25,6 +25,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "media/decoder_pool.h"
 #include "media/libav_settings.h"
 #include "media/nvdec_device.h"
 #include "model/library_settings.h"
@@ -49,6 +50,7 @@ ABSL_FLAG(bool, bind_backbone_threads, true, "As vidclf-server's --bind-backbone
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda:N, as vidclf-server's --device.");
 ABSL_FLAG(std::string, precision, "fp32", "The backbone's: fp32, or on CUDA fp16 or bf16.");
 ABSL_FLAG(std::string, decode_device, "cpu", "cpu, or cuda:N to decode by that GPU's NVDEC.");
+ABSL_FLAG(int, idle_decoders, 32, "As vidclf-server's --idle-nvdec-decoders.");
 
 namespace {
 
@@ -120,6 +122,10 @@ int Run() {
     }
     nvdec = *std::move(opened);
   }
+  std::unique_ptr<vidclf::media::DecoderPool> decoder_pool;
+  if (nvdec != nullptr && absl::GetFlag(FLAGS_idle_decoders) > 0) {
+    decoder_pool = std::make_unique<vidclf::media::DecoderPool>(absl::GetFlag(FLAGS_idle_decoders));
+  }
   const absl::StatusOr<torch::Device> device =
       vidclf::model::ResolveDevice(absl::GetFlag(FLAGS_device));
   const absl::StatusOr<vidclf::model::Precision> precision =
@@ -148,6 +154,7 @@ int Run() {
   options.decode.split_at_keyframes = absl::GetFlag(FLAGS_split_at_keyframes);
   options.bind_backbone_threads = absl::GetFlag(FLAGS_bind_backbone_threads);
   options.decode.nvdec = nvdec.get();
+  options.decode.decoder_pool = decoder_pool.get();
   options.decode_on_gpu = nvdec != nullptr;
   auto engine = ClassifyEngine::Create(options, *std::move(repository));
   if (!engine.ok()) {

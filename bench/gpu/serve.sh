@@ -14,11 +14,13 @@
 #     VIDEO), with the GPU's utilisation sampled by nvidia-smi;
 #   - with LIVE_VIDEO, that file sent as each of N live feeds at once in real time (vidclf stream
 #     --realtime), for each N of LIVE_FEEDS.
-# A variant is "MODEL_DEVICE PRECISION [DECODE_DEVICE]" (decode device cpu when left out). Every
+# A variant is "MODEL_DEVICE PRECISION [DECODE_DEVICE [IDLE_DECODERS]]" (decode device cpu when
+# left out; IDLE_DECODERS, the NVDEC decoders kept between calls, 32 when left out). Every
 # log and result goes into OUTPUT_DIR, which bench/gpu/serving_report.py reads. PREBUILT=1 takes
 # the binaries already in BUILD_DIR, to try the script on a machine without a GPU.
 #
-#   [INPROCESS_VARIANTS="cuda:0 fp16 cuda:0,cpu fp32"] [SERVING_VARIANTS="cpu fp32"] \
+#   [INPROCESS_VARIANTS="cuda:0 fp16 cuda:0,cuda:0 fp16 cuda:0 0,cpu fp32"] \
+#   [SERVING_VARIANTS="cpu fp32"] \
 #   [SERVING_VIDEOS="A.mp4 B.mp4"] [CONCURRENCY=1,4,16,32] [DECODE_RATE_DEVICES="cpu cuda:0"] \
 #   [LIVE_VIDEO=C.mp4 LIVE_FEEDS="16 64"] \
 #   bench/gpu/serve.sh DEPS.tar.xz CONFIGS_DIR OUTPUT_DIR VIDEO...
@@ -87,8 +89,8 @@ step repository run "$bin/vidclf-seeded-repository" --configs "$configs" --outpu
   exit 1
 
 # The decoders alone: each file decoded whole by 1 to 64 decoders side by side; on a GPU also four
-# times by each decoder, as a decoder kept open between calls would; and a GPU's clips against the
-# CPU's.
+# times by each decoder, flushed in between or kept set up as the server's pooled decoders are; and
+# a GPU's clips against the CPU's.
 for decode_device in ${DECODE_RATE_DEVICES-cpu cuda:0}; do
   parallel=1,4,16,64
   [ "$decode_device" = cpu ] && parallel=1,16
@@ -96,6 +98,8 @@ for decode_device in ${DECODE_RATE_DEVICES-cpu cuda:0}; do
     --decode_device "$decode_device" --parallel "$parallel" "${videos[@]}"
   if [ "$decode_device" != cpu ]; then
     step decode-reuse run "$bin/vidclf-decode-rate" --rounds 1 --passes 4 \
+      --decode_device "$decode_device" --parallel 1,16 "${videos[@]}"
+    step decode-kept run "$bin/vidclf-decode-rate" --rounds 1 --passes 4 --keep_set_up \
       --decode_device "$decode_device" --parallel 1,16 "${videos[@]}"
     step decode-compare run "$bin/vidclf-decode-compare" --decode_device "$decode_device" \
       "${videos[@]}"
@@ -105,10 +109,14 @@ done
 # Pictures converted to the model's input by tensors on the CPU and the GPU, beside libswscale.
 step yuv-conversion run "$bin/vidclf-yuv-conversion-rate"
 
-# "MODEL_DEVICE PRECISION [DECODE_DEVICE]" as a file name: cuda-fp16-nvdec, cpu-fp32.
+# "MODEL_DEVICE PRECISION [DECODE_DEVICE [IDLE_DECODERS]]" as a file name: cuda-fp16-nvdec,
+# cuda-fp16-nvdec-fresh (no decoder kept between calls), cpu-fp32.
 variant_name() {
   local name=${1%%:*}-$2
-  [ -n "$3" ] && [ "$3" != cpu ] && name=$name-nvdec
+  if [ -n "$3" ] && [ "$3" != cpu ]; then
+    name=$name-nvdec
+    [ "${4:-32}" = 0 ] && name=$name-fresh
+  fi
   echo "$name"
 }
 
@@ -120,10 +128,11 @@ requests() {
 default_variants="cuda:0 fp16 cuda:0,cuda:0 fp16,cpu fp32"
 IFS=, read -r -a inprocess_variants <<<"${INPROCESS_VARIANTS-$default_variants}"
 for variant in "${inprocess_variants[@]}"; do
-  read -r device precision decode_device <<<"$variant"
-  name=inprocess-$(variant_name "$device" "$precision" "$decode_device")
+  read -r device precision decode_device idle <<<"$variant"
+  name=inprocess-$(variant_name "$device" "$precision" "$decode_device" "$idle")
   requests | step "$name" run "$bin/vidclf-e2e-bench" --repository "$repository" \
-    --device "$device" --precision "$precision" --decode_device "${decode_device:-cpu}"
+    --device "$device" --precision "$precision" --decode_device "${decode_device:-cpu}" \
+    --idle_decoders "${idle:-32}"
 done
 
 # Over gRPC: a server per variant, loaded by the C++ client at rising concurrency, with the GPU
@@ -133,11 +142,12 @@ read -r -a serving_videos <<<"${SERVING_VIDEOS-${videos[*]}}"
 metrics=http://127.0.0.1:9151/metrics
 IFS=, read -r -a serving_variants <<<"${SERVING_VARIANTS-$default_variants}"
 for variant in "${serving_variants[@]}"; do
-  read -r device precision decode_device <<<"$variant"
-  name=serving-$(variant_name "$device" "$precision" "$decode_device")
+  read -r device precision decode_device idle <<<"$variant"
+  name=serving-$(variant_name "$device" "$precision" "$decode_device" "$idle")
   LD_LIBRARY_PATH=$lib "$bin/vidclf-server" --model-repository "$repository" \
     --host 127.0.0.1 --grpc-port 50151 --metrics-port 9151 --device "$device" \
     --precision "$precision" --decode-device "${decode_device:-cpu}" --max-streams 128 \
+    --idle-nvdec-decoders "${idle:-32}" \
     >"$out/$name-server.txt" 2>&1 &
   server=$!
   for _ in $(seq 120); do

@@ -43,10 +43,12 @@ def variants(directory, prefix):
 
 
 def label(variant):
-    """cuda-fp16-nvdec -> models on cuda fp16, NVDEC decoding."""
+    """cuda-fp16-nvdec -> models cuda fp16, decoding on NVDEC; cuda-fp16-nvdec-fresh adds that
+    no decoder is kept between calls."""
     parts = variant.split("-")
-    decode = "NVDEC" if parts[-1] == "nvdec" else "CPU"
-    return f"models {parts[0]} {parts[1]}, decoding on {decode}"
+    decode = "NVDEC" if "nvdec" in parts else "CPU"
+    fresh = ", a decoder set up per call" if "fresh" in parts else ""
+    return f"models {parts[0]} {parts[1]}, decoding on {decode}{fresh}"
 
 
 def median(values):
@@ -58,11 +60,23 @@ def decoders_section(directory):
     for device in ("cpu", "cuda"):
         for line in json_lines(read(directory, f"decode-rate-{device}.txt")):
             rates[(os.path.basename(line["file"]), line["parallel"], device)] = line
-    if not rates:
+    reused = json_lines(read(directory, "decode-reuse.txt"))
+    compared = json_lines(read(directory, "decode-compare.txt"))
+    if not rates and not reused and not compared:
         return []
+    lines = []
+    if rates:
+        lines += rate_table(rates)
+    if reused:
+        lines += reuse_table(rates, reused, json_lines(read(directory, "decode-kept.txt")))
+    if compared:
+        lines += compare_table(compared)
+    # Each table after the first begins with a blank line.
+    return ["### The decoders alone (`vidclf-decode-rate`)", ""] + lines[lines[0] == "":] + [""]
+
+
+def rate_table(rates):
     lines = [
-        "### The decoders alone (`vidclf-decode-rate`)",
-        "",
         "Every frame of each file decoded and dropped, by N decoders side by side (each its own "
         "copy of the file), as `ffmpeg -f null` does: frames decoded per second by all of them "
         "together, one round. CPU: libavcodec's software decoders, libavcodec's choice of "
@@ -91,46 +105,70 @@ def decoders_section(directory):
                  if "open_ms" in nvdec else "")
         lines.append(f"| `{file}` | {parallel} | {cells[0]} | {cells[1]} |" +
                      (f" {costs} |" if timed else ""))
-    reused = json_lines(read(directory, "decode-reuse.txt"))
-    if reused:
-        lines += [
-            "",
-            "Each NVDEC decoder kept open for four passes over its file, rewound and flushed in "
-            "between (`vidclf-decode-rate --passes 4`): frames decoded per second by all.",
-            "",
-            "| file | decoders | NVDEC frames/s, 4 passes each | one pass (above) |"
-            " first decoder's first pass (opening included), later passes (ms) |",
-            "|---|---|---|---|---|",
-        ]
-        for line in reused:
-            file = os.path.basename(line["file"])
-            once = rates.get((file, line["parallel"], "cuda"))
-            single = "" if once is None else f"{once['frames_per_second']:.0f}"
-            # Runs before passes were timed apart have no such figures.
-            passes = (f"{line['first_pass_ms']:.0f}, {line['later_pass_ms']:.0f}"
-                      if "later_pass_ms" in line else "")
-            lines.append(f"| `{file}` | {line['parallel']} | {line['frames_per_second']:.0f} | "
-                         f"{single} | {passes} |")
-    compared = json_lines(read(directory, "decode-compare.txt"))
-    if compared:
-        lines += [
-            "",
-            "NVDEC's clips against the CPU's (`vidclf-decode-compare`: 16 frames sampled, 224x224 "
-            "crops, the same frames chosen; differences in 8-bit levels after conversion):",
-            "",
-            "| file | decoded on | why on the CPU | frames decoded on the GPU | max | mean |",
-            "|---|---|---|---|---|---|",
-        ]
-        for line in compared:
-            if "error" in line:
-                lines.append(f"| `{os.path.basename(line['file'])}` | error: {line['error']} "
-                             "| | | | |")
-                continue
-            lines.append(
-                f"| `{os.path.basename(line['file'])}` | {line['decoded_on']} | "
-                f"{line['gpu_fallback'] or '-'} | {line['frames_decoded_on_gpu']} | "
-                f"{line['max_levels']:.2f} | {line['mean_levels']:.3f} |")
-    return lines + [""]
+    return lines
+
+
+def reuse_table(rates, reused, kept):
+    """Decoders kept open for four passes, flushed in between, and (where measured) kept set up
+    as media::DecoderPool keeps them."""
+    kept_by = {(os.path.basename(line["file"]), line["parallel"]): line for line in kept}
+    lines = [
+        "",
+        "Each NVDEC decoder kept open for four passes over its file, rewound and flushed in "
+        "between (`vidclf-decode-rate --passes 4`): frames decoded per second by all." +
+        (" Kept set up: the same with `--keep_set_up`, the runs ended as the server's pooled "
+         "decoders end them (one thread, no flush; `media/decoder_feed.h`)." if kept else ""),
+        "",
+        "| file | decoders | NVDEC frames/s, 4 passes each | one pass (above) |"
+        " first decoder's first pass (opening included), later passes (ms) |" +
+        (" kept set up: frames/s | kept set up: first pass, later passes (ms) |" if kept else ""),
+        "|---|---|---|---|---|" + ("---|---|" if kept else ""),
+    ]
+
+    def passes(line):
+        # Runs before passes were timed apart have no such figures.
+        return (f"{line['first_pass_ms']:.0f}, {line['later_pass_ms']:.0f}"
+                if "later_pass_ms" in line else "")
+
+    for line in reused:
+        file = os.path.basename(line["file"])
+        once = rates.get((file, line["parallel"], "cuda"))
+        single = "" if once is None else f"{once['frames_per_second']:.0f}"
+        row = (f"| `{file}` | {line['parallel']} | {line['frames_per_second']:.0f} | "
+               f"{single} | {passes(line)} |")
+        if kept:
+            other = kept_by.get((file, line["parallel"]))
+            row += (f" {other['frames_per_second']:.0f} | {passes(other)} |" if other
+                    else " | |")
+        lines.append(row)
+    return lines
+
+
+def compare_table(compared):
+    rounds = any("round" in line for line in compared)
+    lines = [
+        "",
+        "NVDEC's clips against the CPU's (`vidclf-decode-compare`: 16 frames sampled, 224x224 "
+        "crops, the same frames chosen; differences in 8-bit levels after conversion)" +
+        (", the GPU's decoders taken from a pool: in round 1 each file decodes with a decoder "
+         "kept from round 0's clips." if rounds else ":"),
+        "",
+        "| file |" + (" round | decoder kept from an earlier clip |" if rounds else "") +
+        " decoded on | why on the CPU | frames decoded on the GPU | max | mean |",
+        "|---|" + ("---|---|" if rounds else "") + "---|---|---|---|---|",
+    ]
+    for line in compared:
+        name = f"| `{os.path.basename(line['file'])}` |"
+        if rounds:
+            name += f" {line['round']} | {'yes' if line.get('reused_decoder') else 'no'} |"
+        if "error" in line:
+            lines.append(f"{name} error: {line['error']} | | | | |")
+            continue
+        lines.append(
+            f"{name} {line['decoded_on']} | {line['gpu_fallback'] or '-'} | "
+            f"{line['frames_decoded_on_gpu']} | {line['max_levels']:.2f} | "
+            f"{line['mean_levels']:.3f} |")
+    return lines
 
 
 def inprocess_section(directory, videos):

@@ -6,12 +6,13 @@
 //
 // One JSON line per file and number of decoders side by side, with what the first decoder's
 // opening, first frame and closing took (medians over rounds): where a decoder's fixed cost lies.
-// With --passes N each decoder decodes its file N times, flushed and rewound in between, as a
-// decoder kept open between calls would; the first decoder's first pass (its opening included)
-// and its later passes are timed apart.
+// With --passes N each decoder decodes its file N times, rewound in between, as a decoder kept
+// open between calls would: flushed, or with --keep_set_up its runs ended as media::DecoderPool's
+// decoders end them (one thread, no flush); the first decoder's first pass (its opening
+// included) and its later passes are timed apart.
 //
 //   vidclf-decode-rate [--decode_device cpu|cuda:N] [--threads 0] [--parallel 1,4] [--rounds 3]
-//                      [--passes 1] FILE...
+//                      [--passes 1 [--keep_set_up]] FILE...
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -27,6 +28,7 @@
 #include "bench/list_flag.h"
 #include "bench/median.h"
 #include "media/av_util.h"
+#include "media/decoder_feed.h"
 #include "media/nvdec_device.h"
 #include "media/video_stream.h"
 
@@ -34,7 +36,9 @@ ABSL_FLAG(std::string, decode_device, "cpu", "cpu, or cuda:N for that GPU's NVDE
 ABSL_FLAG(int, threads, 0, "Threads of each decoder; 0: libavcodec's choice (NVDEC: at most 4).");
 ABSL_FLAG(std::string, parallel, "1", "Numbers of decoders side by side, comma-separated.");
 ABSL_FLAG(int, rounds, 3, "Timed rounds; the median is reported.");
-ABSL_FLAG(int, passes, 1, "Times each decoder decodes its file, rewound and flushed in between.");
+ABSL_FLAG(int, passes, 1, "Times each decoder decodes its file, rewound in between.");
+ABSL_FLAG(bool, keep_set_up, false,
+          "End each pass as a decoder kept between calls does (one thread, never flushed).");
 
 namespace {
 
@@ -57,7 +61,8 @@ struct Decoded {
 };
 
 // Decodes every frame of `path` `passes` times with one decoder.
-Decoded DecodeAll(const std::string& path, const NvdecDevice* nvdec, int threads, int passes) {
+Decoded DecodeAll(const std::string& path, const NvdecDevice* nvdec, int threads, int passes,
+                  bool keep_set_up) {
   Decoded decoded;
   AVFormatContext* format = nullptr;
   if (avformat_open_input(&format, path.c_str(), nullptr, nullptr) < 0) {
@@ -72,36 +77,40 @@ Decoded DecodeAll(const std::string& path, const NvdecDevice* nvdec, int threads
     return decoded;
   }
   const Clock::time_point opening = Clock::now();
-  auto decoder = vidclf::media::OpenVideoDecoder(*format->streams[stream->index], stream->codec,
-                                                 threads, 8192, nvdec);
+  const AVStream& video = *format->streams[stream->index];
+  auto decoder =
+      vidclf::media::OpenVideoDecoder(video, stream->codec, keep_set_up ? 1 : threads, 8192, nvdec);
   decoded.open_ms = MillisecondsSince(opening);
   if (!decoder.ok()) {
     decoded.error = decoder.status().ToString();
     return decoded;
   }
+  decoder->keep_set_up = keep_set_up;
+  vidclf::media::DecoderFeed feed(*decoder, video);
   vidclf::media::PacketPtr packet(av_packet_alloc());
   vidclf::media::FramePtr frame(av_frame_alloc());
   const auto drain = [&] {
     while (avcodec_receive_frame(decoder->get(), frame.get()) >= 0) {
-      if (decoded.frames++ == 0) decoded.first_frame_ms = MillisecondsSince(opening);
-      if (frame->hw_frames_ctx != nullptr) ++decoded.on_gpu;
+      if (!vidclf::media::DecoderFeed::IsFiller(*frame)) {
+        if (decoded.frames++ == 0) decoded.first_frame_ms = MillisecondsSince(opening);
+        if (frame->hw_frames_ctx != nullptr) ++decoded.on_gpu;
+      }
       av_frame_unref(frame.get());
     }
+    return absl::OkStatus();
   };
   Clock::time_point pass_start = opening;
   for (int pass = 0; pass < passes; ++pass) {
     if (pass > 0) {
       pass_start = Clock::now();
       av_seek_frame(format, stream->index, 0, AVSEEK_FLAG_BACKWARD);
-      avcodec_flush_buffers(decoder->get());
     }
     while (av_read_frame(format, packet.get()) >= 0) {
-      if (packet->stream_index == stream->index) avcodec_send_packet(decoder->get(), packet.get());
+      if (packet->stream_index == stream->index) feed.Send(packet.get());
       av_packet_unref(packet.get());
-      drain();
+      drain().IgnoreError();
     }
-    avcodec_send_packet(decoder->get(), nullptr);
-    drain();
+    feed.EndRun(vidclf::media::DecoderFeed::HeldFrames::kWanted, drain).IgnoreError();
     decoded.pass_ms.push_back(MillisecondsSince(pass_start));
   }
   const Clock::time_point closing = Clock::now();
@@ -138,7 +147,7 @@ int main(int argc, char** argv) {
         for (int i = 0; i < parallel; ++i) {
           decoders.emplace_back([&, i] {
             results[i] = DecodeAll(file, nvdec.get(), absl::GetFlag(FLAGS_threads),
-                                   absl::GetFlag(FLAGS_passes));
+                                   absl::GetFlag(FLAGS_passes), absl::GetFlag(FLAGS_keep_set_up));
           });
         }
         for (std::thread& decoder : decoders) decoder.join();
@@ -159,6 +168,7 @@ int main(int argc, char** argv) {
                              {"decode_device", device},
                              {"parallel", parallel},
                              {"passes", absl::GetFlag(FLAGS_passes)},
+                             {"keep_set_up", absl::GetFlag(FLAGS_keep_set_up)},
                              {"frames_per_decoder", last.frames},
                              {"frames_on_gpu", last.on_gpu},
                              {"frames_per_second", vidclf::bench::Median(rates)},

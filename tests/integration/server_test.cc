@@ -619,6 +619,7 @@ TEST_F(ServerTest, DecodesOnTheCpuWhereNoGpuDecodesAndSaysWhy) {
   EXPECT_THAT(*metrics, HasSubstr("vidclf_decoded_clips_total{device=\"cpu\"}"));
   EXPECT_THAT(*metrics, HasSubstr("vidclf_decode_fallbacks_total{reason=\"no_gpu\"}"));
   EXPECT_THAT(*metrics, Not(HasSubstr("vidclf_nvdec_sessions")));
+  EXPECT_THAT(*metrics, Not(HasSubstr("vidclf_idle_decoders")));  // no decoders kept on the CPU
 
   auto on_cpu = testing::ServerProcess::Start(
       VIDCLF_SERVER_BINARY, {"--model-repository", *dir_ + "/repo", "--device", "cpu"});
@@ -637,7 +638,7 @@ TEST_F(ServerTest, DecodesOnTheCpuWhereNoGpuDecodesAndSaysWhy) {
 }
 
 // A GPU named for decoding that cannot decode stops the start, naming the flag; a value that is
-// no device is refused as a flag error.
+// no device, or a negative count of kept decoders, is refused as a flag error.
 TEST_F(ServerTest, RefusesToStartWhereTheNamedDecodeDeviceCannotDecode) {
   auto server = testing::ServerProcess::Start(
       VIDCLF_SERVER_BINARY,
@@ -653,6 +654,12 @@ TEST_F(ServerTest, RefusesToStartWhereTheNamedDecodeDeviceCannotDecode) {
                           &exit_code);
   EXPECT_EQ(exit_code, 2) << output;
   EXPECT_THAT(output, HasSubstr("--decode-device: \"gpu0\" is none of auto, cpu, cuda:N"));
+  const std::string negative =
+      testing::RunCommand(std::string(VIDCLF_SERVER_BINARY) + " --model-repository " + *dir_ +
+                              "/repo --grpc-port 0 --metrics-port 0 --idle-nvdec-decoders -1 2>&1",
+                          &exit_code);
+  EXPECT_NE(exit_code, 0) << negative;
+  EXPECT_THAT(negative, HasSubstr("--idle-nvdec-decoders: Value -1 not in range 0 to 4096"));
 }
 
 TEST_F(ServerTest, MetricsPassPromtoolAndCountRequestsByCode) {
