@@ -7,8 +7,19 @@ namespace vidclf::media {
 
 bool DecoderPool::Key::operator==(const Key& other) const {
   return codec_id == other.codec_id && width == other.width && height == other.height &&
-         pixel_format == other.pixel_format && device == other.device;
+         pixel_format == other.pixel_format && length_prefixed == other.length_prefixed &&
+         device == other.device;
 }
+
+namespace {
+
+// Whether parameter sets of this form say the stream's NAL units come with length prefixes (MP4's
+// and Matroska's avcC and hvcC records begin with version 1), not start codes (Annex B, MPEG-TS).
+// A decoder reads that form from its first parameter sets only: a stream without any could not
+// tell a kept decoder that its form differs.
+bool LengthPrefixed(const uint8_t* extradata, int size) { return size > 0 && extradata[0] == 1; }
+
+}  // namespace
 
 DecoderPool::DecoderPool(int max_idle) : max_idle_(std::max(1, max_idle)) {}
 
@@ -18,13 +29,22 @@ DecoderPool::Key DecoderPool::KeyOf(const VideoDecoder& decoder) {
   const AVCodecContext& context = *decoder.get();
   // A decoder on NVDEC says AV_PIX_FMT_CUDA; the stream's own format is the software one.
   const int format = context.hw_frames_ctx != nullptr ? context.sw_pix_fmt : context.pix_fmt;
-  return Key{context.codec_id, context.width, context.height, format, decoder.nvdec.device()};
+  return Key{context.codec_id,
+             context.width,
+             context.height,
+             format,
+             LengthPrefixed(context.extradata, context.extradata_size),
+             decoder.nvdec.device()};
 }
 
 absl::StatusOr<VideoDecoder> DecoderPool::Take(const AVStream& stream, const AVCodec* codec,
                                                int max_frame_side, const NvdecDevice* nvdec) {
   const AVCodecParameters& parameters = *stream.codecpar;
-  const Key wanted{parameters.codec_id, parameters.width, parameters.height, parameters.format,
+  const Key wanted{parameters.codec_id,
+                   parameters.width,
+                   parameters.height,
+                   parameters.format,
+                   LengthPrefixed(parameters.extradata, parameters.extradata_size),
                    nvdec};
   std::unique_ptr<VideoDecoder> found;
   {

@@ -1,9 +1,10 @@
 // Decoders kept open between clips, so that a clip decoded on a GPU pays neither for setting an
 // NVDEC decoder up nor for taking it down: together 0.2-0.3 s a clip on an H200, more than
 // decoding a 720p clip takes (docs/gpu-serving-benchmark.md). A decoder is given back after its
-// clip and taken again by a later stream of the same codec, picture size and pixel format on the
-// same device; it reads the new stream's parameter sets with its first packet and is never
-// flushed (decoder_feed.h).
+// clip and taken again by a later stream of the same codec, picture size, pixel format and
+// packet form (length-prefixed as in MP4, or start codes as in MPEG-TS) on the same device; it
+// reads the new stream's parameter sets with its first packet and is never flushed
+// (decoder_feed.h).
 #ifndef VIDCLF_MEDIA_DECODER_POOL_H_
 #define VIDCLF_MEDIA_DECODER_POOL_H_
 
@@ -47,6 +48,7 @@ class DecoderPool {
     int width;
     int height;
     int pixel_format;
+    bool length_prefixed;  // NAL units with length prefixes, not start codes
     const NvdecDevice* device;
     bool operator==(const Key& other) const;
   };
