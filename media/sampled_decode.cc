@@ -347,8 +347,11 @@ absl::StatusOr<DecoderRun> RunDecoder(const ListedVideo& listed, const AVStream&
   } else if (options.nvdec != nullptr) {
     clip.gpu_fallback = decoder->nvdec.active() ? kFormatFallback : decoder->nvdec.cpu_reason();
   }
-  // One that holds an NVDEC session but decoded on the CPU (the stream's format) is not kept.
-  if (decoder->keep_set_up && (!decoder->nvdec.active() || clip.frames_decoded_on_gpu > 0)) {
+  // Kept only where it decoded as asked: on the GPU, or on the CPU where no GPU was asked for. One
+  // on the CPU for want of a session or for the stream's format would not be taken again.
+  const bool as_asked =
+      decoder->nvdec.active() ? clip.frames_decoded_on_gpu > 0 : options.nvdec == nullptr;
+  if (decoder->keep_set_up && as_asked) {
     options.decoder_pool->Give(*std::move(decoder));
   }
   run.done = decode.done();

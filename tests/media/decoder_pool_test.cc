@@ -84,7 +84,7 @@ TEST_F(DecoderPoolTest, AReusedDecoderGivesTheFramesOfANewOne) {
   EXPECT_EQ(pool.reuses(), 3 * 2 * static_cast<int64_t>(videos.size()) - 3);
 }
 
-TEST_F(DecoderPoolTest, DecodersOfAnotherSizeOrCodecAreNotTaken) {
+TEST_F(DecoderPoolTest, DecodersOfAnotherSizeAreNotTaken) {
   DecoderPool pool(/*max_idle=*/1);
   const std::string small =
       Video("small.mp4", "-f lavfi -i testsrc2=size=96x64:rate=25 -frames:v 20 -c:v libx264");
