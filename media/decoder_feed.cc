@@ -77,6 +77,11 @@ absl::Status DecoderFeed::EndRun(HeldFrames held, const std::function<absl::Stat
   return absl::OkStatus();
 }
 
+bool DecoderFeed::RunEndSetsUpAnew() const {
+  const AVCodecContext& decoder = *decoder_.get();
+  return !fill_ && decoder.hw_device_ctx != nullptr && decoder.codec_id == AV_CODEC_ID_H264;
+}
+
 bool DecoderFeed::HoldsIdrSlice(const AVPacket& packet) const {
   const uint8_t* data = packet.data;
   const int64_t size = packet.size;

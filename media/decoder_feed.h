@@ -43,8 +43,9 @@ class DecoderFeed {
   // drain's, and INVALID_ARGUMENT when the decoder fails.
   absl::Status EndRun(HeldFrames held, const std::function<absl::Status()>& drain);
 
-  // Whether runs end with fillers rather than a flush.
-  bool fills() const { return fill_; }
+  // Whether ending a run sets the decoder's GPU decoder up anew: a flushed H.264 decoder on NVDEC,
+  // one not kept set up. A seek then costs that set-up.
+  bool RunEndSetsUpAnew() const;
 
   // Whether `frame` is filler, to be dropped.
   static bool IsFiller(const AVFrame& frame) { return frame.pts == kFillerPts; }

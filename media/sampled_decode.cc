@@ -34,9 +34,9 @@ using Clock = DecodeClock;
 constexpr double kMaxLargerShare = 0.75;
 // Nor for frames larger than 4K UHD: each decoder holds its own reference frames.
 constexpr int64_t kMaxSplitFramePixels = 3840 * 2160;
-// A seek that flushes an H.264 decoder on NVDEC sets its GPU decoder up anew, which took
-// 0.2-0.3 s on an H200, about what NVDEC takes to decode 300 frames of 720p
-// (docs/gpu-serving-benchmark.md): such a decoder seeks only past at least that many frames.
+// A seek that sets the GPU decoder up anew (DecoderFeed::RunEndSetsUpAnew) took 0.2-0.3 s on an
+// H200, about what NVDEC takes to decode 300 frames of 720p (docs/gpu-serving-benchmark.md): such
+// a decoder seeks only past at least that many frames.
 constexpr int64_t kNvdecH264FramesPerSeek = 300;
 
 // Another decoder decoding the same pass beside this one.
@@ -95,10 +95,7 @@ class SampledDecode {
                       Clock::time_point deadline, const ClipOptions& options) {
     by_timestamp_ = by_timestamp;
     can_seek_ = by_timestamp && options.seek_to_keyframes;
-    if (decoder->hw_device_ctx != nullptr && decoder->codec_id == AV_CODEC_ID_H264 &&
-        !feed.fills()) {
-      min_frames_skipped_ = kNvdecH264FramesPerSeek;
-    }
+    if (feed.RunEndSetsUpAnew()) min_frames_skipped_ = kNvdecH264FramesPerSeek;
     PacketPtr packet(av_packet_alloc());
     frame_.reset(av_frame_alloc());
     if (!packet || !frame_) return absl::ResourceExhaustedError("out of memory");
