@@ -89,6 +89,11 @@ struct ClipOptions {
   // Takes decoders from this pool and gives them back after the clip, kept set up (one thread
   // each, no split between two); null: each clip opens its own. Must outlive the call.
   DecoderPool* decoder_pool = nullptr;
+  // With a frame sink, frames decoded on `nvdec` go to it as NVDEC wrote them, NV12 or P010 planes
+  // in the GPU's memory (FrameBuffer::GpuPicture), for a consumer on that GPU to convert
+  // (pipeline/frame_tensor.h) with no copy to the host; other formats, and frames decoded on the
+  // CPU, are converted on the host. Off: every frame is converted on the host.
+  bool hand_over_gpu_pictures = false;
 };
 
 // Allocates without zeroing what a vector grows by. Every float of a clip is written by the

@@ -20,7 +20,8 @@ ConversionWorker::~ConversionWorker() {
 }
 
 absl::Status ConversionWorker::Convert(Job& job) {
-  absl::Status status = converter_.Convert(*job.frame, job.out);
+  absl::Status status =
+      job.out == nullptr ? absl::OkStatus() : converter_.Convert(*job.frame, job.out);
   job.frame.reset();  // hand the buffers back to the decoder's pool
   if (status.ok() && job.converted) status = job.converted();
   return status;

@@ -32,8 +32,9 @@ class ConversionWorker {
 
   // Takes the frame's buffers, leaving `frame` blank, and converts them into `out`, which must
   // stay valid until Finish, then runs `converted` (when set) on the converting thread; its
-  // error counts as a conversion error. Returns the first conversion error met so far; after
-  // one, frames are no longer converted.
+  // error counts as a conversion error. With `out` null the frame is not converted, only
+  // `converted` runs, in turn with the others (a GPU's picture that its consumer converts). Returns
+  // the first conversion error met so far; after one, frames are no longer converted.
   absl::Status Submit(AVFrame& frame, float* out,
                       std::function<absl::Status()> converted = nullptr);
 

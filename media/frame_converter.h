@@ -56,6 +56,8 @@ class FrameConverter {
   // Rotation to apply, clockwise, as a container's display matrix asks; rounded to a multiple of
   // 90 degrees. 0 by default.
   void set_rotation(double clockwise_degrees);
+  // That rotation in quarter turns, 0..3.
+  int quarter_turns() const { return quarter_turns_; }
 
   // Writes output_floats() floats to `out`, in the layout the options ask for.
   absl::Status Convert(const AVFrame& frame, float* out);

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <deque>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -121,7 +123,8 @@ class LiveDecode {
         on_frame_(on_frame),
         clock_(*format_->streams[stream_index]),
         converter_(options.preprocess),
-        pixels_(converter_.output_floats()) {
+        pixels_(converter_.output_floats()),
+        gpu_picture_device_(GpuPictureDevice(options.nvdec, options.hand_over_gpu_pictures)) {
     converter_.set_rotation(ClockwiseRotation(*format_->streams[stream_index]));
   }
 
@@ -205,8 +208,16 @@ class LiveDecode {
     live.timestamp_seconds = clock_.Time(frame.pts, live.index);
     live.arrived = arrivals_.Of(frame.pts);
     if (live.index % options_.embed_stride == 0) {
-      if (auto status = converter_.Convert(frame, pixels_.data()); !status.ok()) return status;
-      converted = converter_.Output(pixels_.data());
+      std::optional<FrameBuffer> picture;
+      if (gpu_picture_device_ >= 0) {
+        picture = FrameBuffer::GpuPicture(frame, gpu_picture_device_, converter_.quarter_turns());
+      }
+      if (picture) {
+        converted = *std::move(picture);
+      } else {
+        if (auto status = converter_.Convert(frame, pixels_.data()); !status.ok()) return status;
+        converted = converter_.Output(pixels_.data());
+      }
       live.pixels = &converted;
     }
     return on_frame_(live);
@@ -224,6 +235,8 @@ class LiveDecode {
   FrameClock clock_;
   FrameConverter converter_;
   std::vector<float> pixels_;
+  // The GPU whose pictures are handed out as they are (hand_over_gpu_pictures); -1: none.
+  const int gpu_picture_device_;
   int64_t decoded_ = 0;
   int last_read_ = 0;
 };

@@ -41,6 +41,9 @@ struct LiveDecodeOptions {
   // Decodes on this GPU where it can (NvdecDevice::Attach); null: on the CPU. Must outlive the
   // call.
   const NvdecDevice* nvdec = nullptr;
+  // Frames decoded on `nvdec` are handed out as NVDEC wrote them, in the GPU's memory
+  // (ClipOptions::hand_over_gpu_pictures).
+  bool hand_over_gpu_pictures = false;
 };
 
 // INVALID_ARGUMENT naming the field when `options` cannot be used.
@@ -55,8 +58,9 @@ struct LiveFrame {
   // whose timestamp is missing or not after its predecessor's is placed one frame period after
   // it, so that the times always increase.
   double timestamp_seconds = 0;
-  // The converted frame (FrameConverter::Output), valid only during the callback; null for a frame
-  // off the embed stride, which is not converted.
+  // The converted frame (FrameConverter::Output), valid only during the callback, or a GPU's
+  // picture that holds its own reference (hand_over_gpu_pictures); null for a frame off the embed
+  // stride, which is not converted.
   const FrameBuffer* pixels = nullptr;
   // When the bytes of the frame's own packet arrived in the input (ByteStream::ArrivalOf its last
   // byte, or of the last byte read when the container does not say where the packet lies): the

@@ -47,6 +47,10 @@ absl::string_view DescribeGpuFallback(absl::string_view reason) {
   return reason;
 }
 
+int GpuPictureDevice(const NvdecDevice* nvdec, bool wanted) {
+  return wanted && nvdec != nullptr && nvdec->shares_models_context() ? nvdec->index() : -1;
+}
+
 NvdecDevice::Session::~Session() {
   if (device_ != nullptr) --device_->sessions_in_use_;
 }
@@ -70,8 +74,10 @@ absl::StatusOr<std::unique_ptr<NvdecDevice>> NvdecDevice::Open(int cuda_index, i
                                       kUsePrimaryContext);
   // libavutil asks the primary context for blocking synchronisation, which it cannot once
   // LibTorch has made it with its own flags: a context of its own then.
+  bool primary_context = true;
   if (result == AVERROR(ENOTSUP)) {
     result = av_hwdevice_ctx_create(&context, AV_HWDEVICE_TYPE_CUDA, index.c_str(), nullptr, 0);
+    primary_context = false;
   }
   if (result < 0) {
     return AvError(absl::StatusCode::kFailedPrecondition,
@@ -81,7 +87,7 @@ absl::StatusOr<std::unique_ptr<NvdecDevice>> NvdecDevice::Open(int cuda_index, i
                    result);
   }
   return std::unique_ptr<NvdecDevice>(
-      new NvdecDevice(context, absl::StrCat("cuda:", cuda_index), std::max(1, max_sessions)));
+      new NvdecDevice(context, cuda_index, primary_context, std::max(1, max_sessions)));
 }
 
 absl::StatusOr<std::unique_ptr<NvdecDevice>> NvdecDevice::Open(absl::string_view name,
@@ -91,8 +97,13 @@ absl::StatusOr<std::unique_ptr<NvdecDevice>> NvdecDevice::Open(absl::string_view
   return Open(*cuda_index, max_sessions);
 }
 
-NvdecDevice::NvdecDevice(AVBufferRef* context, std::string name, int max_sessions)
-    : context_(context), name_(std::move(name)), max_sessions_(max_sessions) {}
+NvdecDevice::NvdecDevice(AVBufferRef* context, int cuda_index, bool primary_context,
+                         int max_sessions)
+    : context_(context),
+      index_(cuda_index),
+      name_(absl::StrCat("cuda:", cuda_index)),
+      primary_context_(primary_context),
+      max_sessions_(max_sessions) {}
 
 NvdecDevice::~NvdecDevice() {
   {

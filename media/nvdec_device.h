@@ -32,6 +32,13 @@ absl::StatusOr<int> CudaDeviceIndex(absl::string_view name);
 // What a fallback reason above means, for the log.
 absl::string_view DescribeGpuFallback(absl::string_view reason);
 
+class NvdecDevice;
+
+// The device whose pictures a decoder on `nvdec` hands over as they are, in its memory, when that
+// is `wanted` (ClipOptions::hand_over_gpu_pictures): its index where the models' kernels can
+// address them (NvdecDevice::shares_models_context); -1, converted on the host, otherwise.
+int GpuPictureDevice(const NvdecDevice* nvdec, bool wanted);
+
 // Thread-safe. Must outlive the decoders it was attached to.
 class NvdecDevice {
  public:
@@ -74,6 +81,11 @@ class NvdecDevice {
 
   // "cuda:0".
   const std::string& name() const { return name_; }
+  // The N of cuda:N.
+  int index() const { return index_; }
+  // Whether the frames it decodes are addressable by the models' kernels: it decodes in the
+  // device's primary context, LibTorch's (not so when LibTorch made that context first).
+  bool shares_models_context() const { return primary_context_; }
   int sessions_in_use() const { return sessions_in_use_.load(); }
 
   // Whether libavcodec has an NVDEC path for `codec` (the stream's profile may still have none).
@@ -92,12 +104,14 @@ class NvdecDevice {
   void Close(CodecContextPtr decoder, Session session) const;
 
  private:
-  NvdecDevice(AVBufferRef* context, std::string name, int max_sessions);
+  NvdecDevice(AVBufferRef* context, int cuda_index, bool primary_context, int max_sessions);
   // A closing thread: frees the decoders handed to Close until the device goes.
   void CloseDecoders() const;
 
   AVBufferRef* context_;  // owned: the hwdevice context
+  const int index_;
   const std::string name_;
+  const bool primary_context_;
   const int max_sessions_;
   mutable std::atomic<int> sessions_in_use_{0};
 

@@ -64,6 +64,8 @@ class SampledDecode {
         frames_(frames),
         conversion_(converter, options.convert_while_decoding),
         sink_(options.frame_sink),
+        gpu_picture_device_(GpuPictureDevice(
+            options.nvdec, options.frame_sink != nullptr && options.hand_over_gpu_pictures)),
         partner_(partner),
         clip_(clip) {}
 
@@ -251,12 +253,16 @@ class SampledDecode {
       absl::Status status = conversion_.Submit(frame, frames_ + slot * frame_floats_);
       if (!status.ok()) return status;
     } else {
+      std::optional<FrameBuffer> picture;
+      if (gpu_picture_device_ >= 0) {
+        picture = FrameBuffer::GpuPicture(frame, gpu_picture_device_, converter_.quarter_turns());
+      }
       // The ring slot is free again: the worker holds fewer frames than the ring.
-      float* out = frames_ + (slot % kSinkRingFrames) * frame_floats_;
+      float* out = picture ? nullptr : frames_ + (slot % kSinkRingFrames) * frame_floats_;
       absl::Status status = conversion_.Submit(
-          frame, out, [sink = sink_, slot, pixels = converter_.Output(out), time = times_[index]] {
-            return sink->Frame(slot, pixels, time);
-          });
+          frame, out,
+          [sink = sink_, slot, pixels = picture ? *std::move(picture) : converter_.Output(out),
+           time = times_[index]] { return sink->Frame(slot, pixels, time); });
       if (!status.ok()) return status;
     }
     clip_.frame_indices.push_back(index);
@@ -275,6 +281,9 @@ class SampledDecode {
   float* const frames_;
   ConversionWorker conversion_;
   FrameSink* const sink_;
+  // The GPU whose pictures go to the sink as they are (ClipOptions::hand_over_gpu_pictures); -1:
+  // every frame is converted on the host.
+  const int gpu_picture_device_;
   const Partner partner_;
   DecodedClip& clip_;
   bool by_timestamp_ = false;

@@ -76,7 +76,8 @@ torch::Tensor ConvertYuv420(const Yuv420Picture& picture, const media::Preproces
                                     .mul(to_8_bit)
                                     .unsqueeze(0),
                                 crop, paired ? crop / 2 : crop)[0];
-  if (paired) chroma = chroma.repeat_interleave(2, /*dim=*/2);
+  // Each value twice along the rows, by a view: repeat_interleave would wait for the GPU.
+  if (paired) chroma = chroma.unsqueeze(3).expand({2, crop, crop / 2, 2}).reshape({2, crop, crop});
 
   // E'Y in [0, 1], E'Pb and E'Pr in [-0.5, 0.5], then R, G and B (BT.601 section 2.5, BT.709
   // section 3).
@@ -91,12 +92,14 @@ torch::Tensor ConvertYuv420(const Yuv420Picture& picture, const media::Preproces
   const torch::Tensor blue = y + 2 * (1 - weights.blue) * pb;
   const torch::Tensor green =
       (y - weights.red * red - weights.blue * blue) / (1 - weights.red - weights.blue);
-  torch::Tensor rgb = torch::stack({red, green, blue}).clamp(0, 1);
-
-  const auto channel_constants = [&](const std::array<float, 3>& values) {
-    return torch::tensor({values[0], values[1], values[2]}, rgb.options()).view({3, 1, 1});
-  };
-  rgb = (rgb - channel_constants(options.mean)) / channel_constants(options.std);
+  // Normalised channel by channel with scalars: a tensor of the constants would be copied to the
+  // GPU, which waits for all the work queued before it.
+  const std::array<torch::Tensor, 3> channels = {red, green, blue};
+  std::vector<torch::Tensor> normalised;
+  for (size_t c = 0; c < channels.size(); ++c) {
+    normalised.push_back((channels[c].clamp(0, 1) - options.mean[c]) / options.std[c]);
+  }
+  torch::Tensor rgb = torch::stack(normalised);
   if (picture.clockwise_quarter_turns % 4 != 0) {
     rgb = torch::rot90(rgb, -picture.clockwise_quarter_turns, {1, 2});
   }

@@ -219,6 +219,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   engine::EngineOptions engine_options = options.engine;
   engine_options.decode.nvdec = parts->nvdec.get();
   engine_options.decode.decoder_pool = parts->decoder_pool.get();
+  engine_options.decode.hand_over_gpu_pictures = parts->nvdec != nullptr &&
+                                                 options.decode_device.convert_on_gpu &&
+                                                 parts->nvdec->name() == device->str();
+  if (engine_options.decode.hand_over_gpu_pictures) {
+    spdlog::info("frames decoded by NVDEC become the models' input on {}", device->str());
+  }
   engine_options.decode_on_gpu = options.decode_device.kind != DecodeDeviceOptions::Kind::kCpu;
   absl::StatusOr<std::unique_ptr<engine::ClassifyEngine>> engine =
       engine::ClassifyEngine::Create(engine_options, *std::move(repository), &parts->metrics);

@@ -52,6 +52,9 @@ struct DecodeDeviceOptions {
   // Decoders kept set up between calls (media::DecoderPool), at most half of max_sessions; 0:
   // none.
   int idle_decoders = 32;
+  // NVDEC's frames are converted to the model's input on the GPU they were decoded on when the
+  // models run there (pipeline/frame_tensor.h); false: on the host, by libswscale.
+  bool convert_on_gpu = true;
 };
 
 struct ServerOptions {

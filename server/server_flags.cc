@@ -52,6 +52,7 @@ absl::StatusOr<DecodeDeviceOptions> DecodeDeviceFromFlags(const ServerFlags& fla
   DecodeDeviceOptions options;
   options.max_sessions = flags.max_nvdec_sessions;
   options.idle_decoders = flags.idle_nvdec_decoders;
+  options.convert_on_gpu = flags.nvdec_conversion == "gpu";
   absl::string_view device = flags.decode_device;
   if (device == "cpu") return options;
   if (device == "auto") {
@@ -145,6 +146,12 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
          "own up.")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
+  app.add_option("--nvdec-conversion", flags->nvdec_conversion,
+                 "Where NVDEC's frames become the model's input: gpu (by tensor operations on the "
+                 "GPU, with no copy to the host, when the models run on that GPU) or host (copied "
+                 "to the host and converted by libswscale, as frames decoded on the CPU).")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gpu", "host"}));
   app.add_option("--precision", flags->precision,
                  "Backbone precision: fp32, or on CUDA fp16 or bf16.")
       ->capture_default_str()

@@ -25,6 +25,7 @@ struct ServerFlags {
   std::string decode_device = "cpu";
   int max_nvdec_sessions = 64;
   int idle_nvdec_decoders = 32;
+  std::string nvdec_conversion = "gpu";
   std::string precision = "fp32";
   std::string memory_format = "channels-last";
   std::string backbone_kernels = "winograd";

@@ -10,7 +10,7 @@
 //   vidclf-e2e-bench --repository REPO [--model NAME] [--cores N] [--backbone_kernels winograd]
 //                    [--embed_while_decoding] [--nosplit_at_keyframes]
 //                    [--nobind_backbone_threads] [--device cuda:0 --precision fp16]
-//                    [--decode_device cuda:0 [--idle_decoders 32]]
+//                    [--decode_device cuda:0 [--idle_decoders 32] [--nvdec_conversion host]]
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -51,6 +51,7 @@ ABSL_FLAG(std::string, device, "cpu", "cpu or cuda:N, as vidclf-server's --devic
 ABSL_FLAG(std::string, precision, "fp32", "The backbone's: fp32, or on CUDA fp16 or bf16.");
 ABSL_FLAG(std::string, decode_device, "cpu", "cpu, or cuda:N to decode by that GPU's NVDEC.");
 ABSL_FLAG(int, idle_decoders, 32, "As vidclf-server's --idle-nvdec-decoders.");
+ABSL_FLAG(std::string, nvdec_conversion, "gpu", "As vidclf-server's --nvdec-conversion.");
 
 namespace {
 
@@ -155,6 +156,9 @@ int Run() {
   options.bind_backbone_threads = absl::GetFlag(FLAGS_bind_backbone_threads);
   options.decode.nvdec = nvdec.get();
   options.decode.decoder_pool = decoder_pool.get();
+  options.decode.hand_over_gpu_pictures = nvdec != nullptr &&
+                                          absl::GetFlag(FLAGS_nvdec_conversion) == "gpu" &&
+                                          nvdec->name() == device->str();
   options.decode_on_gpu = nvdec != nullptr;
   auto engine = ClassifyEngine::Create(options, *std::move(repository));
   if (!engine.ok()) {

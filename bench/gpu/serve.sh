@@ -14,8 +14,10 @@
 #     VIDEO), with the GPU's utilisation sampled by nvidia-smi;
 #   - with LIVE_VIDEO, that file sent as each of N live feeds at once in real time (vidclf stream
 #     --realtime), for each N of LIVE_FEEDS.
-# A variant is "MODEL_DEVICE PRECISION [DECODE_DEVICE [IDLE_DECODERS]]" (decode device cpu when
-# left out; IDLE_DECODERS, the NVDEC decoders kept between calls, 32 when left out). Every
+# A variant is "MODEL_DEVICE PRECISION [DECODE_DEVICE [IDLE_DECODERS [NVDEC_CONVERSION]]]" (decode
+# device cpu when left out; IDLE_DECODERS, the NVDEC decoders kept between calls, 32 when left
+# out; NVDEC_CONVERSION, where NVDEC's frames become the model's input, gpu or host). The servers
+# allow MAX_NVDEC_SESSIONS (64) NVDEC decoders at once. Every
 # log and result goes into OUTPUT_DIR, which bench/gpu/serving_report.py reads. PREBUILT=1 takes
 # the binaries already in BUILD_DIR, to try the script on a machine without a GPU.
 #
@@ -109,13 +111,15 @@ done
 # Pictures converted to the model's input by tensors on the CPU and the GPU, beside libswscale.
 step yuv-conversion run "$bin/vidclf-yuv-conversion-rate"
 
-# "MODEL_DEVICE PRECISION [DECODE_DEVICE [IDLE_DECODERS]]" as a file name: cuda-fp16-nvdec,
-# cuda-fp16-nvdec-fresh (no decoder kept between calls), cpu-fp32.
+# "MODEL_DEVICE PRECISION [DECODE_DEVICE [IDLE_DECODERS [NVDEC_CONVERSION]]]" as a file name:
+# cuda-fp16-nvdec, cuda-fp16-nvdec-fresh (no decoder kept between calls), cuda-fp16-nvdec-hostconv
+# (NVDEC's frames converted on the host), cpu-fp32.
 variant_name() {
   local name=${1%%:*}-$2
   if [ -n "$3" ] && [ "$3" != cpu ]; then
     name=$name-nvdec
     [ "${4:-32}" = 0 ] && name=$name-fresh
+    [ "${5:-gpu}" = host ] && name=$name-hostconv
   fi
   echo "$name"
 }
@@ -128,11 +132,11 @@ requests() {
 default_variants="cuda:0 fp16 cuda:0,cuda:0 fp16,cpu fp32"
 IFS=, read -r -a inprocess_variants <<<"${INPROCESS_VARIANTS-$default_variants}"
 for variant in "${inprocess_variants[@]}"; do
-  read -r device precision decode_device idle <<<"$variant"
-  name=inprocess-$(variant_name "$device" "$precision" "$decode_device" "$idle")
+  read -r device precision decode_device idle conversion <<<"$variant"
+  name=inprocess-$(variant_name "$device" "$precision" "$decode_device" "$idle" "$conversion")
   requests | step "$name" run "$bin/vidclf-e2e-bench" --repository "$repository" \
     --device "$device" --precision "$precision" --decode_device "${decode_device:-cpu}" \
-    --idle_decoders "${idle:-32}"
+    --idle_decoders "${idle:-32}" --nvdec_conversion "${conversion:-gpu}"
 done
 
 # Over gRPC: a server per variant, loaded by the C++ client at rising concurrency, with the GPU
@@ -142,12 +146,13 @@ read -r -a serving_videos <<<"${SERVING_VIDEOS-${videos[*]}}"
 metrics=http://127.0.0.1:9151/metrics
 IFS=, read -r -a serving_variants <<<"${SERVING_VARIANTS-$default_variants}"
 for variant in "${serving_variants[@]}"; do
-  read -r device precision decode_device idle <<<"$variant"
-  name=serving-$(variant_name "$device" "$precision" "$decode_device" "$idle")
+  read -r device precision decode_device idle conversion <<<"$variant"
+  name=serving-$(variant_name "$device" "$precision" "$decode_device" "$idle" "$conversion")
   LD_LIBRARY_PATH=$lib "$bin/vidclf-server" --model-repository "$repository" \
     --host 127.0.0.1 --grpc-port 50151 --metrics-port 9151 --device "$device" \
-    --precision "$precision" --decode-device "${decode_device:-cpu}" --max-streams 128 \
-    --idle-nvdec-decoders "${idle:-32}" \
+    --precision "$precision" --decode-device "${decode_device:-cpu}" --max-streams 160 \
+    --idle-nvdec-decoders "${idle:-32}" --nvdec-conversion "${conversion:-gpu}" \
+    --max-nvdec-sessions "${MAX_NVDEC_SESSIONS:-64}" \
     >"$out/$name-server.txt" 2>&1 &
   server=$!
   for _ in $(seq 120); do

@@ -44,11 +44,13 @@ def variants(directory, prefix):
 
 def label(variant):
     """cuda-fp16-nvdec -> models cuda fp16, decoding on NVDEC; cuda-fp16-nvdec-fresh adds that
-    no decoder is kept between calls."""
+    no decoder is kept between calls, cuda-fp16-nvdec-hostconv that NVDEC's frames are converted
+    on the host."""
     parts = variant.split("-")
     decode = "NVDEC" if "nvdec" in parts else "CPU"
     fresh = ", a decoder set up per call" if "fresh" in parts else ""
-    return f"models {parts[0]} {parts[1]}, decoding on {decode}{fresh}"
+    host = ", frames converted on the host" if "hostconv" in parts else ""
+    return f"models {parts[0]} {parts[1]}, decoding on {decode}{fresh}{host}"
 
 
 def median(values):
@@ -146,16 +148,23 @@ def reuse_table(rates, reused, kept):
 
 def compare_table(compared):
     rounds = any("round" in line for line in compared)
+    # Runs before NVDEC's pictures were converted on the GPU have no such columns.
+    pictures = any("gpu_pictures" in line for line in compared)
     lines = [
         "",
         "NVDEC's clips against the CPU's (`vidclf-decode-compare`: 16 frames sampled, 224x224 "
         "crops, the same frames chosen; differences in 8-bit levels after conversion)" +
         (", the GPU's decoders taken from a pool: in round 1 each file decodes with a decoder "
-         "kept from round 0's clips." if rounds else ":"),
+         "kept from round 0's clips." if rounds else ":") +
+        (" NVDEC's frames converted on the host by libswscale (max, mean), then handed over as "
+         "NVDEC's pictures and converted on the GPU by tensors, as the server does (pictures "
+         "so converted; max, mean)." if pictures else ""),
         "",
         "| file |" + (" round | decoder kept from an earlier clip |" if rounds else "") +
-        " decoded on | why on the CPU | frames decoded on the GPU | max | mean |",
-        "|---|" + ("---|---|" if rounds else "") + "---|---|---|---|---|",
+        " decoded on | why on the CPU | frames decoded on the GPU | max | mean |" +
+        (" GPU pictures | GPU max | GPU mean |" if pictures else ""),
+        "|---|" + ("---|---|" if rounds else "") + "---|---|---|---|---|" +
+        ("---|---|---|" if pictures else ""),
     ]
     for line in compared:
         name = f"| `{os.path.basename(line['file'])}` |"
@@ -164,10 +173,14 @@ def compare_table(compared):
         if "error" in line:
             lines.append(f"{name} error: {line['error']} | | | | |")
             continue
-        lines.append(
-            f"{name} {line['decoded_on']} | {line['gpu_fallback'] or '-'} | "
-            f"{line['frames_decoded_on_gpu']} | {line['max_levels']:.2f} | "
-            f"{line['mean_levels']:.3f} |")
+        row = (f"{name} {line['decoded_on']} | {line['gpu_fallback'] or '-'} | "
+               f"{line['frames_decoded_on_gpu']} | {line['max_levels']:.2f} | "
+               f"{line['mean_levels']:.3f} |")
+        if pictures:
+            levels = line.get("gpu_pictures_levels")
+            row += (f" {line['gpu_pictures']} | {levels['max']:.2f} | {levels['mean']:.3f} |"
+                    if levels else f" {line.get('gpu_pictures', '')} | | |")
+        lines.append(row)
     return lines
 
 
@@ -271,30 +284,38 @@ def live_section(directory):
         "",
         "N clients at once, each sending the same file as a live feed no faster than it plays; "
         "every frame embedded and answered. Latency: from a frame's arrival to its prediction "
-        "(the prediction's `latency_ms`), over every prediction of every feed.",
+        "(the prediction's `latency_ms`), over every prediction of every feed; and the median "
+        "over feeds of each feed's first and last prediction's: a server that keeps up holds "
+        "its lag from first to last, one that falls behind adds to it.",
         "",
-        "| variant | feeds | predictions / frames sent | dropped | latency p50 ms | p99 ms |",
-        "|---|---|---|---|---|---|",
+        "| variant | feeds | predictions / frames sent | dropped | latency p50 ms | p99 ms |"
+        " first prediction ms | last prediction ms |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for (name, count), paths in sorted(feeds.items()):
         predictions, latencies, dropped, sent = 0, [], 0, 0
+        firsts, lasts = [], []
         for path in paths:
             with open(path, encoding="utf-8") as file:
                 text = file.read()
             answers = json_lines(text)
             predictions += len(answers)
             latencies += [answer["latency_ms"] for answer in answers]
+            if answers:
+                firsts.append(answers[0]["latency_ms"])
+                lasts.append(answers[-1]["latency_ms"])
             summary = re.search(r"(\d+) frames seen, (\d+) embedded; (\d+) dropped", text)
             if summary:
                 sent += int(summary.group(1))
                 dropped += int(summary.group(3))
         if not latencies:
-            lines.append(f"| {label(name)} | {len(paths)} | no prediction | | | |")
+            lines.append(f"| {label(name)} | {len(paths)} | no prediction | | | | | |")
             continue
         latencies.sort()
         p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
         lines.append(f"| {label(name)} | {len(paths)} | {predictions} / {sent} | {dropped} | "
-                     f"{median(latencies):.0f} | {p99:.0f} |")
+                     f"{median(latencies):.0f} | {p99:.0f} | {median(firsts):.0f} | "
+                     f"{median(lasts):.0f} |")
     return lines + [""]
 
 

@@ -215,6 +215,7 @@ absl::StatusOr<std::shared_ptr<StreamSession>> ClassifyEngine::OpenStream(
   resources.observer = observer_;
   resources.uri_allowlist = &options_.uri_allowlist;
   resources.nvdec = options_.decode.nvdec;
+  resources.hand_over_gpu_pictures = options_.decode.hand_over_gpu_pictures;
   StreamOptions resolved = options;
   if (resolved.max_reconnects < 0 || resolved.max_reconnects > resources.max_source_reconnects) {
     resolved.max_reconnects = resources.max_source_reconnects;

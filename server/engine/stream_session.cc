@@ -191,6 +191,7 @@ media::LiveDecodeOptions StreamSession::LiveDecoding() const {
   decode.max_fragment_samples = resources_.max_fragment_samples;
   decode.cancellation = &cancellation_;
   decode.nvdec = resources_.nvdec;
+  decode.hand_over_gpu_pictures = resources_.hand_over_gpu_pictures;
   return decode;
 }
 

@@ -125,6 +125,8 @@ struct StreamResources {
   const media::UriAllowlist* uri_allowlist = nullptr;
   // Decodes feeds on this GPU where it can; null: on the CPU.
   const media::NvdecDevice* nvdec = nullptr;
+  // Its frames go to the backbone as NVDEC wrote them (media::LiveDecodeOptions).
+  bool hand_over_gpu_pictures = false;
   absl::Duration source_stall_timeout = absl::Seconds(10);
   int max_source_reconnects = 5;
 };

@@ -638,7 +638,8 @@ TEST_F(ServerTest, DecodesOnTheCpuWhereNoGpuDecodesAndSaysWhy) {
 }
 
 // A GPU named for decoding that cannot decode stops the start, naming the flag; a value that is
-// no device, or a negative count of kept decoders, is refused as a flag error.
+// no device, a negative count of kept decoders or an unknown place of conversion is refused as a
+// flag error.
 TEST_F(ServerTest, RefusesToStartWhereTheNamedDecodeDeviceCannotDecode) {
   auto server = testing::ServerProcess::Start(
       VIDCLF_SERVER_BINARY,
@@ -648,18 +649,21 @@ TEST_F(ServerTest, RefusesToStartWhereTheNamedDecodeDeviceCannotDecode) {
               HasSubstr("--decode-device: cannot open cuda:0 for decoding (it needs an NVIDIA GPU "
                         "and the driver's libcuda.so.1 and libnvcuvid.so.1)"));
   int exit_code = 0;
-  const std::string output =
-      testing::RunCommand(std::string(VIDCLF_SERVER_BINARY) + " --model-repository " + *dir_ +
-                              "/repo --grpc-port 0 --metrics-port 0 --decode-device gpu0 2>&1",
-                          &exit_code);
+  // The server's output when started with `flag`, which it refuses.
+  const auto refused = [&](const std::string& flag) {
+    return testing::RunCommand(std::string(VIDCLF_SERVER_BINARY) + " --model-repository " + *dir_ +
+                                   "/repo --grpc-port 0 --metrics-port 0 " + flag + " 2>&1",
+                               &exit_code);
+  };
+  const std::string output = refused("--decode-device gpu0");
   EXPECT_EQ(exit_code, 2) << output;
   EXPECT_THAT(output, HasSubstr("--decode-device: \"gpu0\" is none of auto, cpu, cuda:N"));
-  const std::string negative =
-      testing::RunCommand(std::string(VIDCLF_SERVER_BINARY) + " --model-repository " + *dir_ +
-                              "/repo --grpc-port 0 --metrics-port 0 --idle-nvdec-decoders -1 2>&1",
-                          &exit_code);
+  const std::string negative = refused("--idle-nvdec-decoders -1");
   EXPECT_NE(exit_code, 0) << negative;
   EXPECT_THAT(negative, HasSubstr("--idle-nvdec-decoders: Value -1 not in range 0 to 4096"));
+  const std::string conversion = refused("--nvdec-conversion cuda");
+  EXPECT_NE(exit_code, 0) << conversion;
+  EXPECT_THAT(conversion, HasSubstr("--nvdec-conversion: cuda not in {gpu,host}"));
 }
 
 TEST_F(ServerTest, MetricsPassPromtoolAndCountRequestsByCode) {

@@ -57,6 +57,30 @@ TEST(ConversionWorker, ConvertsEachFrameIntoItsSlotAsTheConverterWould) {
   }
 }
 
+// A GPU's picture, which its consumer converts, is handed on in turn with the converted frames.
+TEST(ConversionWorker, HandsOnFramesWithNoOutputUnconvertedInTurn) {
+  for (const bool own_thread : {true, false}) {
+    FrameConverter converter(SmallCrop());
+    std::vector<float> out(converter.output_floats(), -7.0f);
+    std::vector<int> order;
+    ConversionWorker worker(converter, own_thread);
+    for (int i = 0; i < 4; ++i) {
+      FramePtr frame = PatternFrame(i);
+      float* into = i == 2 ? out.data() : nullptr;
+      ASSERT_TRUE(worker
+                      .Submit(*frame, into,
+                              [&order, i] {
+                                order.push_back(i);
+                                return absl::OkStatus();
+                              })
+                      .ok());
+    }
+    ASSERT_TRUE(worker.Finish().ok());
+    EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3})) << "own thread: " << own_thread;
+    EXPECT_NE(out.front(), -7.0f) << "the frame with an output is converted";
+  }
+}
+
 TEST(ConversionWorker, ReportsTheFirstErrorAndConvertsNothingAfterIt) {
   for (const bool own_thread : {true, false}) {
     FrameConverter converter(SmallCrop());
