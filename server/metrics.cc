@@ -262,6 +262,16 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
                     "prediction being sent.")
               .Register(registry)
               .Add({}, LatencyBuckets())),
+      stream_frame_stages_(prometheus::BuildHistogram()
+                               .Name("vidclf_stream_frame_stage_seconds")
+                               .Help("Where a live stream's frame spent its time before its "
+                                     "head's step, by stage: decode (from its arrival to the "
+                                     "backbone's queue, waiting for room included), embed (to "
+                                     "its embedding), head (to its step).")
+                               .Register(registry)),
+      stream_frame_decode_(stream_frame_stages_.Add({{"stage", "decode"}}, LatencyBuckets())),
+      stream_frame_embed_(stream_frame_stages_.Add({{"stage", "embed"}}, LatencyBuckets())),
+      stream_frame_head_(stream_frame_stages_.Add({{"stage", "head"}}, LatencyBuckets())),
       stream_dropped_predictions_(prometheus::BuildCounter()
                                       .Name("vidclf_stream_dropped_predictions_total")
                                       .Help("Stream predictions dropped because the client had "
@@ -324,6 +334,13 @@ void ServerMetrics::StreamFrames(int64_t frames) {
 }
 
 void ServerMetrics::HeadStepped(int streams) { stream_head_step_streams_.Observe(streams); }
+
+void ServerMetrics::StreamFrameTimed(double decode_seconds, double embed_seconds,
+                                     double head_seconds) {
+  stream_frame_decode_.Observe(decode_seconds);
+  stream_frame_embed_.Observe(embed_seconds);
+  stream_frame_head_.Observe(head_seconds);
+}
 
 void ServerMetrics::SourceReconnect() { source_reconnects_.Increment(); }
 

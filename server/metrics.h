@@ -44,6 +44,7 @@ class ServerMetrics : public engine::EngineObserver {
   void Refused(engine::Refusal refusal) override;
   void StreamFrames(int64_t frames) override;
   void HeadStepped(int streams) override;
+  void StreamFrameTimed(double decode_seconds, double embed_seconds, double head_seconds) override;
   void SourceReconnect() override;
   // Counts every failure, and logs the first as a warning: a server that lost its binding is
   // slower (model/thread_affinity.h), which an operator should hear of without a dashboard.
@@ -69,6 +70,10 @@ class ServerMetrics : public engine::EngineObserver {
   prometheus::Counter& stream_frames_;
   prometheus::Histogram& stream_head_step_streams_;
   prometheus::Histogram& stream_update_latency_;
+  prometheus::Family<prometheus::Histogram>& stream_frame_stages_;
+  prometheus::Histogram& stream_frame_decode_;
+  prometheus::Histogram& stream_frame_embed_;
+  prometheus::Histogram& stream_frame_head_;
   prometheus::Counter& stream_dropped_predictions_;
   prometheus::Counter& source_reconnects_;
   prometheus::Counter& thread_binding_failures_;

@@ -316,7 +316,29 @@ def live_section(directory):
         lines.append(f"| {label(name)} | {len(paths)} | {predictions} / {sent} | {dropped} | "
                      f"{median(latencies):.0f} | {p99:.0f} | {median(firsts):.0f} | "
                      f"{median(lasts):.0f} |")
-    return lines + [""]
+    stages = stage_lines(directory, sorted({name for name, _ in feeds}))
+    return lines + [""] + (stages + [""] if stages else [])
+
+
+def stage_lines(directory, names):
+    """Where the live frames of each server spent their time (vidclf_stream_frame_stage_seconds,
+    over all the server's feeds); nothing for runs whose servers did not say."""
+    lines = []
+    for name in names:
+        text = read(directory, f"serving-{name}-metrics.txt")
+        means = []
+        for stage in ("decode", "embed", "head"):
+            found = [re.search(rf'^vidclf_stream_frame_stage_seconds_{part}\{{stage="{stage}"\}} '
+                               r"(\S+)$", text, re.M) for part in ("sum", "count")]
+            if not all(found) or float(found[1].group(1)) == 0:
+                break
+            means.append(1000 * float(found[0].group(1)) / float(found[1].group(1)))
+        if len(means) == 3:
+            lines.append(f"- {label(name)}: a live frame took {means[0]:.0f} ms on average from its "
+                         f"arrival to the backbone's queue (decoding and conversion), {means[1]:.0f} "
+                         f"ms more to its embedding and {means[2]:.0f} ms more to its head's step "
+                         "(`vidclf_stream_frame_stage_seconds`, over all its feeds).")
+    return lines
 
 
 def conversion_section(directory):

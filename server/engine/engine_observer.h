@@ -45,6 +45,12 @@ class EngineObserver {
   virtual void StreamFrames(int64_t frames) = 0;
   // The heads of `streams` live streams stepped together, in one pass over the head's weights.
   virtual void HeadStepped(int streams) = 0;
+  // A live stream's frame reached its head's step: `decode_seconds` from its packet's arrival to
+  // its hand-over to the backbone (decoding, conversion, and waiting for room among the stream's
+  // frames in flight), `embed_seconds` from there to its embedding (waiting for a batch, and the
+  // batch), `head_seconds` from there to its step (waiting for the head stepper, and the step).
+  virtual void StreamFrameTimed(double decode_seconds, double embed_seconds,
+                                double head_seconds) = 0;
   // A stream following a source the server pulls tries to reach it again after a drop.
   virtual void SourceReconnect() = 0;
   // The backbone's intra-op threads could not all be bound one per CPU, for the reason given;
@@ -64,6 +70,7 @@ class NullObserver : public EngineObserver {
   void Refused(Refusal) override {}
   void StreamFrames(int64_t) override {}
   void HeadStepped(int) override {}
+  void StreamFrameTimed(double, double, double) override {}
   void SourceReconnect() override {}
   void ThreadBindingFailed(const absl::Status&) override {}
 };

@@ -33,7 +33,8 @@ class HeadStepper {
     torch::Tensor embeddings;     // [T, 512]
     model::HeadState state;
   };
-  // The outcome of one stream's step: its probabilities [1, C] and next state, or why it failed.
+  // The outcome of one stream's step: its probabilities [1, C] on the host and its next state (on
+  // the model's device), or why it failed.
   using StepResult = absl::StatusOr<std::pair<torch::Tensor, model::HeadState>>;
 
   // A stream whose head the stepper steps. One round at a time calls it.

@@ -233,7 +233,11 @@ absl::Status StreamSession::Take(const SourceFrame& frame) {
     frames_seen_ = std::max(frames_seen_, frame.index + 1);
   }
   if (frame.pixels == nullptr) return absl::OkStatus();  // off the embed stride
-  return Submit(FrameInfo{frame.index, frame.seconds, frame.arrived}, *frame.pixels);
+  FrameInfo info;
+  info.index = frame.index;
+  info.seconds = frame.seconds;
+  info.arrived = frame.arrived;
+  return Submit(info, *frame.pixels);
 }
 
 absl::Status StreamSession::Submit(const FrameInfo& info, const media::FrameBuffer& frame) {
@@ -253,7 +257,8 @@ absl::Status StreamSession::Submit(const FrameInfo& info, const media::FrameBuff
         this));
     if (!failure_.ok()) return failure_;
     slot = next_slot_++;
-    in_flight_[slot] = info;
+    FrameInfo& submitted = in_flight_[slot] = info;
+    submitted.submitted = StreamClock::now();
   }
   resources_.observer->StreamFrames(1);
   resources_.batcher->Enqueue(shared_from_this(), /*pass=*/0, slot, *std::move(pixels));
@@ -272,7 +277,8 @@ void StreamSession::Embedded(int /*pass*/, int64_t slot, absl::StatusOr<torch::T
     absl::MutexLock lock(&mutex_);
     const auto frame = in_flight_.find(slot);
     if (frame == in_flight_.end()) return;  // cannot happen: the batcher answers once per frame
-    const FrameInfo info = frame->second;
+    FrameInfo info = frame->second;
+    info.embedded = StreamClock::now();
     in_flight_.erase(frame);
     if (embedding.ok()) {
       ready_[slot] = ReadyFrame{*std::move(embedding), info};
@@ -347,6 +353,15 @@ void StreamSession::Stepped(HeadStepper::StepResult result) {
   }
   probabilities_ = std::move(result->first);
   head_state_ = std::move(result->second);
+  const StreamClock::time_point now = StreamClock::now();
+  const auto seconds = [](StreamClock::duration duration) {
+    return std::max(0.0, std::chrono::duration<double>(duration).count());
+  };
+  for (const ReadyFrame& frame : frames) {
+    resources_.observer->StreamFrameTimed(seconds(frame.info.submitted - frame.info.arrived),
+                                          seconds(frame.info.embedded - frame.info.submitted),
+                                          seconds(now - frame.info.embedded));
+  }
 
   const int64_t stepped_before = frames_stepped_;
   frames_stepped_ += static_cast<int64_t>(frames.size());

@@ -181,6 +181,9 @@ class StreamSession : public FrameOwner,
     int64_t index = 0;
     double seconds = 0;
     StreamClock::time_point arrived;
+    // When it was handed to the backbone, and embedded (EngineObserver::StreamFrameTimed).
+    StreamClock::time_point submitted;
+    StreamClock::time_point embedded;
   };
   struct ReadyFrame {
     torch::Tensor embedding;
