@@ -262,9 +262,9 @@ absl::StatusOr<torch::Tensor> VideoModel::Embed(const torch::Tensor& frames,
     torch::InferenceMode inference;
     std::vector<torch::Tensor> chunks;
     for (const torch::Tensor& chunk : frames.split(max_batch_frames)) {
-      // From pinned host memory the copy runs asynchronously and the GPU converts the precision;
-      // otherwise LibTorch converts on the CPU first. Either way the source is not touched after
-      // Embed returns: the copy back to the CPU below waits for the device.
+      // From pinned host memory the copy runs asynchronously and the GPU converts the precision
+      // (LibTorch's pinned allocator keeps the memory until the copy has run); otherwise LibTorch
+      // converts on the CPU first.
       torch::Tensor input = chunk.to(device_, backbone_dtype_, /*non_blocking=*/chunk.is_pinned());
       // The fused backbone lays out its input itself (oneDNN's own layout on the CPU).
       const torch::Tensor embeddings =
@@ -272,7 +272,7 @@ absl::StatusOr<torch::Tensor> VideoModel::Embed(const torch::Tensor& frames,
               ? fused_backbone_->forward(input)
               : backbone_->forward(
                     channels_last_ ? input.contiguous(torch::MemoryFormat::ChannelsLast) : input);
-      chunks.push_back(embeddings.to(torch::kCPU, torch::kFloat));
+      chunks.push_back(embeddings.to(torch::kFloat));
     }
     return torch::cat(chunks);
   } catch (const c10::OutOfMemoryError& e) {

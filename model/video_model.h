@@ -67,9 +67,11 @@ class VideoModel {
   // The head that runs `attention` (see Classify): head() for "", else a substitution's.
   absl::StatusOr<TemporalHead*> HeadFor(absl::string_view attention) const;
 
-  // frames: [T, 3, crop, crop] float, on any device. Returns embeddings [T, 512] float on the CPU.
-  // Runs in eval mode without autograd, in chunks of at most `max_batch_frames` frames to bound
-  // peak memory. Out of device memory is RESOURCE_EXHAUSTED, any other failure INVALID_ARGUMENT.
+  // frames: [T, 3, crop, crop] float, on any device. Returns embeddings [T, 512] float on the
+  // model's device: a GPU's stay there for the heads, which send only their answers back, and may
+  // still be being computed when Embed returns (reading them waits). Runs in eval mode without
+  // autograd, in chunks of at most `max_batch_frames` frames to bound peak memory. Out of device
+  // memory is RESOURCE_EXHAUSTED, any other failure INVALID_ARGUMENT.
   absl::StatusOr<torch::Tensor> Embed(const torch::Tensor& frames,
                                       int64_t max_batch_frames = 32) const;
 

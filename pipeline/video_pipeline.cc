@@ -43,7 +43,7 @@ absl::StatusOr<EmbeddedVideo> DecodeAndEmbed(const model::VideoModel& model,
                                             decoded->crop_size, clip.preprocess.channels_last);
   absl::StatusOr<torch::Tensor> embeddings = model.Embed(frames);
   if (!embeddings.ok()) return embeddings.status();
-  result.embeddings = *std::move(embeddings);
+  result.embeddings = embeddings->cpu();  // waits for a GPU's
   result.embed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

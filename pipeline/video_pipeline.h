@@ -16,7 +16,7 @@
 namespace vidclf::pipeline {
 
 struct EmbeddedVideo {
-  torch::Tensor embeddings;  // [T, 512]
+  torch::Tensor embeddings;  // [T, 512], on the CPU
   std::vector<double> timestamps_seconds;
   double decode_seconds = 0;
   double preprocess_seconds = 0;

@@ -35,7 +35,9 @@ namespace vidclf::engine {
 struct BatchReport {
   uint64_t batch_id = 0;      // batches are numbered from 1 in the order they run
   double waited_seconds = 0;  // in the queue, before its batch started
-  double batch_seconds = 0;   // the backbone's time for the whole batch
+  // The backbone's time for the whole batch; on a GPU, until the batch is queued there (the heads,
+  // which read its embeddings, wait for the rest).
+  double batch_seconds = 0;
   int batch_frames = 0;
 };
 

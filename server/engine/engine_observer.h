@@ -12,7 +12,8 @@ namespace vidclf::engine {
 
 // The stages a call passes through. Queue: from admission until decoding starts, plus the
 // longest wait of one of its frames for the backbone. Preprocess overlaps decode (frames are
-// converted on a thread of their own), and embed overlaps both.
+// converted on a thread of their own), and embed overlaps both. On a GPU, embed ends when the
+// backbone's work is queued there, and head includes waiting for it to run.
 enum class Stage { kQueue, kDecode, kPreprocess, kEmbed, kHead };
 absl::string_view StageName(Stage stage);
 
@@ -48,7 +49,8 @@ class EngineObserver {
   // A live stream's frame reached its head's step: `decode_seconds` from its packet's arrival to
   // its hand-over to the backbone (decoding, conversion, and waiting for room among the stream's
   // frames in flight), `embed_seconds` from there to its embedding (waiting for a batch, and the
-  // batch), `head_seconds` from there to its step (waiting for the head stepper, and the step).
+  // batch; on a GPU, until it is queued there), `head_seconds` from there to its step (waiting for
+  // the head stepper, and the step, which on a GPU waits for the embedding to run).
   virtual void StreamFrameTimed(double decode_seconds, double embed_seconds,
                                 double head_seconds) = 0;
   // A stream following a source the server pulls tries to reach it again after a drop.

@@ -78,16 +78,13 @@ void HeadStepper::StepTogether(const std::vector<Pending*>& group) {
     return;
   }
   observer_->HeadStepped(static_cast<int>(group.size()));
-  // The group's probabilities come to the host in one copy: each stream reading its own from a
-  // GPU would wait for the GPU once per stream.
-  const torch::Tensor probabilities = stepped.ok() ? stepped->first.cpu() : torch::Tensor();
   for (size_t i = 0; i < group.size(); ++i) {
     if (!stepped.ok()) {
       group[i]->stream->Stepped(stepped.status());
       continue;
     }
     group[i]->stream->Stepped(
-        std::make_pair(probabilities.narrow(/*dim=*/0, static_cast<int64_t>(i), 1),
+        std::make_pair(stepped->first.narrow(/*dim=*/0, static_cast<int64_t>(i), 1),
                        std::move(stepped->second[i])));
   }
 }
