@@ -49,12 +49,14 @@ FusedResNet18::FusedResNet18(const ResNet18& resnet, const torch::Device& device
     : channels_last_(channels_last),
       onednn_(device.is_cpu() && dtype == torch::kFloat && at::hasMKLDNN()) {
   const FoldedResNet18 folded = FoldBatchNorms(resnet);
-  const bool use_winograd =
+  winograd_ =
       winograd && device.is_cpu() && dtype == torch::kFloat && OneDnnResNet18::WinogradAvailable();
-  if (use_winograd) {  // the graph holds the only copy of the weights
+  const bool cpu_bf16 =
+      device.is_cpu() && dtype == torch::kBFloat16 && OneDnnResNet18::Bf16Available();
+  if (winograd_ || cpu_bf16) {  // the graph holds the only copy of the weights
     onednn_ = false;
     channels_last_ = false;
-    winograd_ = std::make_unique<OneDnnResNet18>(folded, true);
+    primitives_ = std::make_unique<OneDnnResNet18>(folded, winograd_, dtype);
     return;
   }
   const torch::TensorOptions placement = torch::TensorOptions().device(device).dtype(dtype);
@@ -106,10 +108,11 @@ std::vector<const FoldedConvolution*> FusedResNet18::Convolutions() const {
 
 bool FusedResNet18::SameAs(const FusedResNet18& other) const {
   if (channels_last_ != other.channels_last_ || onednn_ != other.onednn_ ||
-      uses_winograd() != other.uses_winograd()) {
+      uses_winograd() != other.uses_winograd() ||
+      (primitives_ == nullptr) != (other.primitives_ == nullptr)) {
     return false;
   }
-  if (uses_winograd()) return winograd_->SameWeights(*other.winograd_);
+  if (primitives_) return primitives_->SameWeights(*other.primitives_);
   const std::vector<const FoldedConvolution*> mine = Convolutions();
   const std::vector<const FoldedConvolution*> theirs = other.Convolutions();
   if (mine.size() != theirs.size()) return false;
@@ -126,7 +129,7 @@ bool FusedResNet18::SameAs(const FusedResNet18& other) const {
 torch::Tensor FusedResNet18::forward(const torch::Tensor& frames) const {
   TORCH_CHECK(frames.dim() == 4 && frames.size(1) == 3,
               "ResNet18 expects frames shaped [N, 3, H, W]; got ", frames.sizes());
-  if (winograd_) return winograd_->forward(frames);
+  if (primitives_) return primitives_->forward(frames).to(frames.scalar_type());
   torch::Tensor x = onednn_          ? frames.to_mkldnn()
                     : channels_last_ ? frames.contiguous(torch::MemoryFormat::ChannelsLast)
                                      : frames;

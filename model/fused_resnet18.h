@@ -25,8 +25,9 @@ class FusedResNet18 {
   // Folds the weights of `resnet` (its batch-norm running statistics, as eval mode uses them) and
   // places them on `device` in `dtype`, channels-last when asked (ignored where oneDNN runs).
   // With `winograd`, on the CPU in fp32 where oneDNN's Winograd kernels run
-  // (OneDnnResNet18::WinogradAvailable), the 3x3 convolutions of stride 1 run them. Throws
-  // c10::Error.
+  // (OneDnnResNet18::WinogradAvailable), the 3x3 convolutions of stride 1 run them. On the CPU in
+  // bf16, oneDNN's bf16 kernels run it where the CPU has their instructions
+  // (OneDnnResNet18::Bf16Available). Throws c10::Error.
   FusedResNet18(const ResNet18& resnet, const torch::Device& device, torch::Dtype dtype,
                 bool channels_last, bool winograd = false);
   ~FusedResNet18();
@@ -46,7 +47,7 @@ class FusedResNet18 {
   // Whether the convolutions run as oneDNN kernels on pre-reordered weights.
   bool uses_onednn() const { return onednn_; }
   // Whether the 3x3 convolutions of stride 1 run oneDNN's Winograd kernels.
-  bool uses_winograd() const { return winograd_ != nullptr; }
+  bool uses_winograd() const { return winograd_; }
 
   // Whether `other` computes exactly what this does: the same folded weights, bit for bit, on the
   // same device in the same dtype and layout.
@@ -64,9 +65,10 @@ class FusedResNet18 {
   bool onednn_;
   FoldedConvolution stem_;
   std::vector<FoldedBlock> blocks_;
-  // Runs forward instead where Winograd's kernels were asked for and run; stem_ and blocks_ are
-  // then empty, and it holds the only copy of the weights.
-  std::unique_ptr<OneDnnResNet18> winograd_;
+  bool winograd_;
+  // Runs forward instead where Winograd's kernels were asked for and run, or in bf16 on the CPU;
+  // stem_ and blocks_ are then empty, and it holds the only copy of the weights.
+  std::unique_ptr<OneDnnResNet18> primitives_;
 };
 
 }  // namespace vidclf::model

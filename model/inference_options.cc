@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/onednn_resnet18.h"
 
 namespace vidclf::model {
 namespace {
@@ -114,8 +115,14 @@ absl::StatusOr<StepWeights> ParseStepWeights(absl::string_view name) {
 
 absl::StatusOr<torch::Dtype> BackboneDtype(Precision precision, const torch::Device& device) {
   if (precision == Precision::kFp32) return torch::kFloat;
+  // CPUs without native half-precision units run these slower than fp32, not faster.
+  if (precision == Precision::kBf16 && device.is_cpu()) {
+    if (OneDnnResNet18::Bf16Available()) return torch::kBFloat16;
+    return absl::InvalidArgumentError(
+        "precision bf16 needs a CUDA device, or a CPU with bf16 instructions (AVX-512 BF16 or "
+        "AMX); this CPU runs fp32");
+  }
   if (!device.is_cuda()) {
-    // CPUs without native half-precision units run these slower than fp32, not faster.
     return absl::InvalidArgumentError(absl::StrCat("precision ", PrecisionName(precision),
                                                    " needs a CUDA device; the CPU runs fp32"));
   }

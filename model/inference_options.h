@@ -71,7 +71,8 @@ absl::StatusOr<BackboneKernels> ParseBackboneKernels(absl::string_view name);
 std::string StepWeightsName(StepWeights weights);
 absl::StatusOr<StepWeights> ParseStepWeights(absl::string_view name);
 
-// The backbone dtype of `precision` on `device`: INVALID_ARGUMENT for half precision off CUDA.
+// The backbone dtype of `precision` on `device`: INVALID_ARGUMENT for half precision off CUDA,
+// but for bf16 on a CPU that has bf16 instructions (oneDNN's kernels run it there).
 absl::StatusOr<torch::Dtype> BackboneDtype(Precision precision, const torch::Device& device);
 
 }  // namespace vidclf::model

@@ -31,8 +31,8 @@ dnnl::primitive_attr UserScratchpad() {
   return attr;
 }
 
-memory::desc Any(const memory::dims& dims) {
-  return memory::desc(dims, memory::data_type::f32, memory::format_tag::any);
+memory::desc Any(const memory::dims& dims, memory::data_type type) {
+  return memory::desc(dims, type, memory::format_tag::any);
 }
 
 // Winograd's F(4x4, 3x3) transforms each 3x3 kernel into 6x6: four times the weights to read.
@@ -46,8 +46,15 @@ constexpr int64_t kWinogradMinSide = 14;
 // oneDNN calls keep them: left to choose, oneDNN picked its brgconv kernels and plain layouts for
 // the direct convolutions here, which took 1.7x as long on 4x4 frames of 512 channels (same run)
 // and cost a reorder at every change of kernel.
-memory::desc Blocked(const memory::dims& dims) {
-  return memory::desc(dims, memory::data_type::f32, memory::format_tag::nChw16c);
+memory::desc Blocked(const memory::dims& dims, memory::data_type type) {
+  return memory::desc(dims, type, memory::format_tag::nChw16c);
+}
+
+// oneDNN's type for activations and weights in `dtype` (float32 or bfloat16).
+memory::data_type DataType(torch::Dtype dtype) {
+  TORCH_CHECK(dtype == torch::kFloat || dtype == torch::kBFloat16,
+              "oneDNN's ResNet18 runs float32 or bfloat16, not ", dtype);
+  return dtype == torch::kFloat ? memory::data_type::f32 : memory::data_type::bf16;
 }
 
 // Copies `from` into `to`, converting the layout, before returning.
@@ -62,7 +69,8 @@ void ReorderNow(memory from, memory to) {
 struct OneDnnResNet18::Graph {
   struct Convolution {
     int64_t out_channels = 0, in_channels = 0, kernel = 0, stride = 1, padding = 0;
-    torch::Tensor bias;  // float32 on the CPU
+    memory::data_type type = memory::data_type::f32;  // of its weights, input and output
+    torch::Tensor bias;                               // float32 on the CPU
     bool winograd = false;
     // The only full copy of the weights, in the direct kernels' layout, made at construction and
     // never changed after: the folded plain weights are not kept.
@@ -98,9 +106,11 @@ struct OneDnnResNet18::Graph {
   };
   std::vector<Block> blocks;
   std::mutex mutex;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::shared_ptr<const Plan>> plans;
+  std::map<std::tuple<int64_t, int64_t, int64_t, memory::data_type>, std::shared_ptr<const Plan>>
+      plans;
 
-  std::shared_ptr<const Plan> PlanFor(int64_t n, int64_t h, int64_t w);
+  // The plan for `n` frames of `h` x `w` in `input` (f32 or bf16, NHWC).
+  std::shared_ptr<const Plan> PlanFor(int64_t n, int64_t h, int64_t w, memory::data_type input);
 };
 
 namespace {
@@ -127,11 +137,12 @@ dnnl::convolution_forward::primitive_desc ConvolutionPrimitive(const Graph::Conv
                                                                const memory::dims& in, bool stem,
                                                                const dnnl::primitive_attr& attr) {
   const dnnl::convolution_forward::desc desc(
-      dnnl::prop_kind::forward_inference, algorithm, stem ? Any(in) : Blocked(in),
-      Any({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}),
+      dnnl::prop_kind::forward_inference, algorithm,
+      stem ? Any(in, conv.type) : Blocked(in, conv.type),
+      Any({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}, conv.type),
       memory::desc({conv.out_channels}, memory::data_type::f32, memory::format_tag::x),
-      Blocked(OutputDims(conv, in)), {conv.stride, conv.stride}, {conv.padding, conv.padding},
-      {conv.padding, conv.padding});
+      Blocked(OutputDims(conv, in), conv.type), {conv.stride, conv.stride},
+      {conv.padding, conv.padding}, {conv.padding, conv.padding});
   return dnnl::convolution_forward::primitive_desc(desc, attr, CpuEngine());
 }
 
@@ -203,9 +214,10 @@ class PlanBuilder {
     const memory::dims in = plan_.buffers[src].dims();
     const memory::dims out = {in[0], in[1], (in[2] + 2 * pad - kernel) / stride + 1,
                               (in[3] + 2 * pad - kernel) / stride + 1};
-    const dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm,
-                                           plan_.buffers[src], Any(out), {stride, stride},
-                                           {kernel, kernel}, {pad, pad}, {pad, pad});
+    const dnnl::pooling_forward::desc desc(
+        dnnl::prop_kind::forward_inference, algorithm, plan_.buffers[src],
+        Any(out, plan_.buffers[src].data_type()), {stride, stride}, {kernel, kernel}, {pad, pad},
+        {pad, pad});
     const dnnl::pooling_forward::primitive_desc pd(desc, UserScratchpad(), CpuEngine());
     const int dst = Buffer(pd.dst_desc());
     Add(dnnl::pooling_forward(pd), {{DNNL_ARG_SRC, Call(src)}, {DNNL_ARG_DST, Call(dst)}},
@@ -248,14 +260,14 @@ class PlanBuilder {
 
 }  // namespace
 
-std::shared_ptr<const Graph::Plan> Graph::PlanFor(int64_t n, int64_t h, int64_t w) {
+std::shared_ptr<const Graph::Plan> Graph::PlanFor(int64_t n, int64_t h, int64_t w,
+                                                  memory::data_type input) {
   std::lock_guard<std::mutex> lock(mutex);
-  auto& cached = plans[{n, h, w}];
+  auto& cached = plans[{n, h, w, input}];
   if (cached) return cached;
   auto plan = std::make_shared<Plan>();
   PlanBuilder build(plan.get(), &convolutions);
-  const int frames =
-      build.Buffer(memory::desc({n, 3, h, w}, memory::data_type::f32, memory::format_tag::nhwc));
+  const int frames = build.Buffer(memory::desc({n, 3, h, w}, input, memory::format_tag::nhwc));
   const int features =
       build.Buffer(memory::desc({n, 512, 1, 1}, memory::data_type::f32, memory::format_tag::nchw));
   int x = build.Convolve(0, frames, /*relu=*/true);
@@ -290,9 +302,9 @@ bool OneDnnResNet18::WinogradAvailable() {
   try {
     const dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd,
-        Any({1, 64, 8, 8}), Any({64, 64, 3, 3}),
-        memory::desc({64}, memory::data_type::f32, memory::format_tag::x), Any({1, 64, 8, 8}),
-        {1, 1}, {1, 1}, {1, 1});
+        Any({1, 64, 8, 8}, memory::data_type::f32), Any({64, 64, 3, 3}, memory::data_type::f32),
+        memory::desc({64}, memory::data_type::f32, memory::format_tag::x),
+        Any({1, 64, 8, 8}, memory::data_type::f32), {1, 1}, {1, 1}, {1, 1});
     dnnl::convolution_forward::primitive_desc(desc, CpuEngine());
     return true;
   } catch (const dnnl::error&) {
@@ -300,16 +312,29 @@ bool OneDnnResNet18::WinogradAvailable() {
   }
 }
 
-OneDnnResNet18::OneDnnResNet18(const FoldedResNet18& folded, bool winograd)
+bool OneDnnResNet18::Bf16Available() {
+  // oneDNN also runs bf16 on AVX-512 CPUs without bf16 instructions, by emulation, more slowly
+  // than fp32: only the instructions count.
+  const auto bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
+}
+
+OneDnnResNet18::OneDnnResNet18(const FoldedResNet18& folded, bool winograd, torch::Dtype dtype)
     : graph_(std::make_unique<Graph>()) {
+  const memory::data_type type = DataType(dtype);
+  TORCH_CHECK(dtype == torch::kFloat || Bf16Available(),
+              "this CPU has no bf16 instructions (AVX-512 BF16 or AMX) for oneDNN's bf16 kernels");
   auto add = [&](const FoldedConvolution& conv) {
     Graph::Convolution convolution;
+    convolution.type = type;
     convolution.out_channels = conv.weight.size(0);
     convolution.in_channels = conv.weight.size(1);
     convolution.kernel = conv.weight.size(2);
     convolution.stride = conv.stride;
     convolution.padding = conv.padding;
-    convolution.winograd = winograd && convolution.kernel == 3 && conv.stride == 1;
+    // oneDNN's Winograd kernels are float32's only.
+    convolution.winograd =
+        winograd && dtype == torch::kFloat && convolution.kernel == 3 && conv.stride == 1;
     convolution.bias = conv.bias.to(torch::kCPU, torch::kFloat).contiguous();
     // Stored in the layout the direct kernels take at 56x56, which is what they take at every
     // size here; a plan that asks for another gets a copy reordered from this one.
@@ -350,7 +375,7 @@ bool OneDnnResNet18::SameWeights(const OneDnnResNet18& other) const {
     // bytes, equal weights. They never change after construction, so no lock is needed.
     if (a.out_channels != b.out_channels || a.in_channels != b.in_channels ||
         a.kernel != b.kernel || a.stride != b.stride || a.padding != b.padding ||
-        a.winograd != b.winograd || !torch::equal(a.bias, b.bias) ||
+        a.type != b.type || a.winograd != b.winograd || !torch::equal(a.bias, b.bias) ||
         a.stored_layout != b.stored_layout ||
         std::memcmp(a.stored.get_data_handle(), b.stored.get_data_handle(),
                     a.stored_layout.get_size()) != 0) {
@@ -363,13 +388,16 @@ bool OneDnnResNet18::SameWeights(const OneDnnResNet18& other) const {
 torch::Tensor OneDnnResNet18::forward(const torch::Tensor& frames) const {
   TORCH_CHECK(frames.dim() == 4 && frames.size(1) == 3 && frames.device().is_cpu(),
               "ResNet18 expects frames shaped [N, 3, H, W] on the CPU; got ", frames.sizes());
+  // bf16 frames are read as they are; any other type as float32. The first step converts them
+  // to the graph's type and layout.
   const torch::Tensor input =
-      frames.to(torch::kFloat).contiguous(torch::MemoryFormat::ChannelsLast);
+      (frames.scalar_type() == torch::kBFloat16 ? frames : frames.to(torch::kFloat))
+          .contiguous(torch::MemoryFormat::ChannelsLast);
   const std::shared_ptr<const Graph::Plan> plan =
-      graph_->PlanFor(input.size(0), input.size(2), input.size(3));
+      graph_->PlanFor(input.size(0), input.size(2), input.size(3), DataType(input.scalar_type()));
   torch::Tensor features = torch::empty({input.size(0), 512}, torch::kFloat);
   std::vector<memory> buffers(plan->buffers.size());
-  buffers[0] = memory(plan->buffers[0], CpuEngine(), input.data_ptr<float>());
+  buffers[0] = memory(plan->buffers[0], CpuEngine(), input.data_ptr());
   buffers[1] = memory(plan->buffers[1], CpuEngine(), features.data_ptr<float>());
   // Allocated at first use.
   auto buffer = [&](int index) -> const memory& {
@@ -398,7 +426,9 @@ struct OneDnnResNet18::Graph {};
 
 bool OneDnnResNet18::WinogradAvailable() { return false; }
 
-OneDnnResNet18::OneDnnResNet18(const FoldedResNet18&, bool) {
+bool OneDnnResNet18::Bf16Available() { return false; }
+
+OneDnnResNet18::OneDnnResNet18(const FoldedResNet18&, bool, torch::Dtype) {
   TORCH_CHECK(false, "this build has no oneDNN");
 }
 

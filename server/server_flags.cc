@@ -153,7 +153,8 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
       ->capture_default_str()
       ->check(CLI::IsMember({"gpu", "host"}));
   app.add_option("--precision", flags->precision,
-                 "Backbone precision: fp32, or on CUDA fp16 or bf16.")
+                 "Backbone precision: fp32; fp16 on CUDA; bf16 on CUDA or on a CPU with bf16 "
+                 "instructions (AVX-512 BF16, AMX).")
       ->capture_default_str()
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   app.add_option("--memory-format", flags->memory_format,

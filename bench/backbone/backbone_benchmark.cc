@@ -122,6 +122,15 @@ std::vector<Variant> MakeVariants(const torch::Device& device, int size) {
     variant.options.backbone_kernels = BackboneKernels::kWinograd;
     variants.push_back(std::move(variant));
   }
+  if (device.is_cpu() && OneDnnResNet18::Bf16Available()) {
+    Variant variant;
+    variant.name = "bf16, oneDNN's bf16 kernels";
+    variant.options.device = device;
+    variant.options.precision = Precision::kBf16;
+    variant.options.channels_last = true;
+    variant.options.backbone_kernels = BackboneKernels::kFused;
+    variants.push_back(std::move(variant));
+  }
   for (const bool pinned : {false, true}) {
     if (!device.is_cuda()) break;
     Variant variant;
@@ -165,10 +174,10 @@ int main(int argc, char** argv) {
   // The peak of each precision: a square matrix product on the device, timed with the variants.
   std::map<Precision, std::pair<torch::Tensor, torch::Tensor>> gemm_inputs;
   for (const Precision precision : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
-    if (precision != Precision::kFp32 && !device->is_cuda()) continue;
-    const torch::Dtype dtype = *vidclf::model::BackboneDtype(precision, *device);
-    gemm_inputs[precision] = {torch::randn({gemm_size, gemm_size}).to(*device, dtype),
-                              torch::randn({gemm_size, gemm_size}).to(*device, dtype)};
+    const absl::StatusOr<torch::Dtype> dtype = vidclf::model::BackboneDtype(precision, *device);
+    if (!dtype.ok()) continue;  // a precision this device does not run
+    gemm_inputs[precision] = {torch::randn({gemm_size, gemm_size}).to(*device, *dtype),
+                              torch::randn({gemm_size, gemm_size}).to(*device, *dtype)};
   }
 
   std::cout << "| frame size | batch | variant | ms per batch (median) | frames/s | GFLOP/s | "

@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <thread>
 #include <utility>
 
@@ -105,6 +106,35 @@ TEST(FusedResNet18, WinogradKernelsMatchTheEagerModelWithin1e4) {
   EXPECT_TRUE(torch::equal(first, second));
   EXPECT_FALSE(fused.SameAs(FusedResNet18(resnet, torch::kCPU, torch::kFloat, true)));
   EXPECT_THROW(fused.forward(torch::randn({4, 3, 112, 96})), c10::Error);
+}
+
+// oneDNN's bf16 kernels on a CPU with bf16 instructions against the float32 eager model: within
+// what bf16's 8-bit mantissa allows through 20 convolutions, batched as unbatched, from float32 or
+// bf16 frames, and through FusedResNet18 as the server builds it for --precision bf16.
+TEST(FusedResNet18, Bf16KernelsStayNearTheFloatModel) {
+  if (!OneDnnResNet18::Bf16Available()) GTEST_SKIP() << "no bf16 instructions on this CPU";
+  ResNet18 resnet = RandomResNet18(torch::kFloat);
+  torch::InferenceMode inference;
+  const FoldedResNet18 folded = FoldBatchNorms(resnet);
+  const OneDnnResNet18 onednn(folded, /*winograd=*/true, torch::kBFloat16);
+  const torch::Tensor frames = torch::randn({16, 3, 112, 112});
+  const torch::Tensor expected = resnet->forward(frames);
+  const torch::Tensor got = onednn.forward(frames);
+  ASSERT_EQ(got.scalar_type(), torch::kFloat);
+  const double error = RelativeError(got, expected);
+  std::cout << "bf16 kernels: relative error " << error << "\n";
+  EXPECT_LT(error, 2e-2);
+  EXPECT_GT(error, 0) << "bf16 differs from float32 somewhere";
+  EXPECT_TRUE(torch::equal(onednn.forward(frames.narrow(0, 3, 1)), got.narrow(0, 3, 1)));
+  EXPECT_LT(RelativeError(onednn.forward(frames.to(torch::kBFloat16)), expected), 2e-2);
+
+  const FusedResNet18 fused(resnet, torch::kCPU, torch::kBFloat16, /*channels_last=*/true,
+                            /*winograd=*/true);
+  EXPECT_FALSE(fused.uses_winograd()) << "Winograd's kernels are float32's only";
+  const torch::Tensor from_fused = fused.forward(frames.to(torch::kBFloat16));
+  EXPECT_EQ(from_fused.scalar_type(), torch::kBFloat16);
+  EXPECT_LT(RelativeError(from_fused.to(torch::kFloat), expected), 2e-2);
+  EXPECT_FALSE(fused.SameAs(FusedResNet18(resnet, torch::kCPU, torch::kFloat, true, true)));
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "model/onednn_resnet18.h"
+
 namespace vidclf::model {
 namespace {
 
@@ -42,11 +44,19 @@ TEST(InferenceOptions, DefaultsAreTheServersAndExactIsTheModelAsTrained) {
   EXPECT_EQ(exact.backbone_kernels, BackboneKernels::kEager);
 }
 
-TEST(InferenceOptions, HalfPrecisionNeedsCudaAndAMissingGpuIsNamed) {
-  EXPECT_EQ(*BackboneDtype(Precision::kFp32, torch::Device(torch::kCPU)), torch::kFloat);
-  const absl::Status half = BackboneDtype(Precision::kBf16, torch::Device(torch::kCPU)).status();
+TEST(InferenceOptions, HalfPrecisionNeedsCudaOrBf16InstructionsAndAMissingGpuIsNamed) {
+  const torch::Device cpu(torch::kCPU);
+  EXPECT_EQ(*BackboneDtype(Precision::kFp32, cpu), torch::kFloat);
+  const absl::Status half = BackboneDtype(Precision::kFp16, cpu).status();
   EXPECT_EQ(half.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(half.message()), HasSubstr("bf16 needs a CUDA device"));
+  EXPECT_THAT(std::string(half.message()), HasSubstr("fp16 needs a CUDA device"));
+  const absl::StatusOr<torch::Dtype> bf16 = BackboneDtype(Precision::kBf16, cpu);
+  if (OneDnnResNet18::Bf16Available()) {
+    EXPECT_EQ(*bf16, torch::kBFloat16);
+  } else {
+    EXPECT_EQ(bf16.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(bf16.status().message()), HasSubstr("bf16 instructions"));
+  }
   InferenceOptions far;
   far.device = torch::Device(torch::kCUDA, 99);
   const absl::Status missing = ResolveDevice(far).status();

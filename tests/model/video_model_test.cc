@@ -285,6 +285,29 @@ TEST_F(VideoModelTest, LowPrecisionNeedsCuda) {
   EXPECT_THAT(ParsePrecision("fp8").status().message(), HasSubstr("unknown precision \"fp8\""));
 }
 
+// bf16 on the CPU runs oneDNN's bf16 kernels where the CPU has the instructions, near fp32.
+TEST_F(VideoModelTest, Bf16RunsOnACpuWithItsInstructions) {
+  InferenceOptions options = InferenceOptions::Exact();
+  options.precision = Precision::kBf16;
+  options.backbone_kernels = BackboneKernels::kWinograd;
+  torch::manual_seed(31);
+  ASSERT_TRUE((*VideoModel::Create(config_))->Save(dir_.string()).ok());
+  auto bf16 = VideoModel::Load(dir_.string(), options);
+  if (!OneDnnResNet18::Bf16Available()) {
+    EXPECT_EQ(bf16.status().code(), absl::StatusCode::kInvalidArgument);
+    GTEST_SKIP() << "no bf16 instructions on this CPU: the refusal checked";
+  }
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  auto exact = VideoModel::Load(dir_.string(), InferenceOptions::Exact());
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  const torch::Tensor frames = torch::randn({5, 3, 64, 64});
+  auto from_bf16 = (*bf16)->Embed(frames, /*max_batch_frames=*/2);
+  auto expected = (*exact)->Embed(frames);
+  ASSERT_TRUE(from_bf16.ok() && expected.ok()) << from_bf16.status() << expected.status();
+  EXPECT_EQ(from_bf16->scalar_type(), torch::kFloat);
+  EXPECT_LT(((*from_bf16 - *expected).norm() / expected->norm()).item<double>(), 2e-2);
+}
+
 TEST_F(VideoModelTest, ChannelsLastEmbedsLikeNchw) {
   torch::manual_seed(14);
   ASSERT_TRUE((*VideoModel::Create(config_))->Save(dir_.string()).ok());
