@@ -10,6 +10,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,17 @@
 
 namespace vidclf {
 namespace {
+
+// The backbone's kernels as the start-up log names them, for resolved `inference`.
+std::string DescribeBackbone(const model::InferenceOptions& inference) {
+  if (inference.backbone_kernels == model::BackboneKernels::kEager) return "eager backbone";
+  if (inference.device->is_cpu() && inference.precision == model::Precision::kBf16) {
+    return "fused backbone on oneDNN's bf16 kernels (this CPU has bf16 instructions)";
+  }
+  return inference.backbone_kernels == model::BackboneKernels::kWinograd
+             ? "fused backbone (Winograd where it runs)"
+             : "fused backbone";
+}
 
 int Milliseconds(absl::Duration duration) {
   return static_cast<int>(
@@ -175,12 +187,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   IdleMemoryReleaser::UseOneArena();
   model::TuneHeapForTensors();
   spdlog::info("{}", model::ConfigureTorchThreads(options.engine.cores));
-  spdlog::info("models run on {} in {}, {}, {} backbone", device->str(),
+  spdlog::info("models run on {} in {}, {}, {}", device->str(),
                model::PrecisionName(inference.precision),
-               inference.channels_last ? "channels-last" : "NCHW",
-               inference.backbone_kernels == model::BackboneKernels::kWinograd
-                   ? "fused (Winograd where it runs)"
-                   : model::BackboneKernelsName(inference.backbone_kernels));
+               inference.channels_last ? "channels-last" : "NCHW", DescribeBackbone(inference));
   media::ConfigureLibav(options.libav);  // before any thread decodes
   // Before the models, which would otherwise make the GPU's primary context first.
   absl::StatusOr<std::unique_ptr<media::NvdecDevice>> nvdec =

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "model/onednn_resnet18.h"
 #include "model/thread_affinity.h"
 #include "model/video_model.h"
 #include "tests/test_util/server_process.h"
@@ -635,6 +636,35 @@ TEST_F(ServerTest, DecodesOnTheCpuWhereNoGpuDecodesAndSaysWhy) {
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_THAT(*metrics, HasSubstr("vidclf_decoded_clips_total{device=\"cpu\"} 1"));
   EXPECT_THAT(*metrics, Not(HasSubstr("vidclf_decode_fallbacks_total{")));
+}
+
+// bf16 on the CPU: where the CPU has bf16 instructions the server runs oneDNN's bf16 kernels, says
+// so, and answers with fp32's top label; elsewhere it does not start, and says why.
+TEST_F(ServerTest, Bf16OnTheCpuRunsWhereTheCpuHasItsInstructions) {
+  auto bf16 = testing::ServerProcess::Start(
+      VIDCLF_SERVER_BINARY,
+      {"--model-repository", *dir_ + "/repo", "--device", "cpu", "--precision", "bf16"});
+  if (!model::OneDnnResNet18::Bf16Available()) {
+    ASSERT_FALSE(bf16.ok());
+    EXPECT_THAT(std::string(bf16.status().message()), HasSubstr("bf16 instructions"));
+    GTEST_SKIP() << "no bf16 instructions on this CPU: the refusal checked";
+  }
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_THAT((*bf16)->output(), HasSubstr("in bf16, channels-last, fused backbone on oneDNN's "
+                                           "bf16 kernels"));
+  int exit_code = 0;
+  const std::string classify = "classify " + *dir_ + "/clip.mp4 --json --top-k 1";
+  const std::string fp32 = Client(classify, &exit_code);
+  ASSERT_EQ(exit_code, 0) << fp32;
+  const std::string answer =
+      testing::RunCommand(std::string(VIDCLF_CLIENT_BINARY) + " " + classify + " --server " +
+                              (*bf16)->grpc_address() + " 2>&1",
+                          &exit_code);
+  ASSERT_EQ(exit_code, 0) << answer;
+  const auto top = [](const std::string& json) {
+    return nlohmann::json::parse(json)["top_k"][0]["label"];
+  };
+  EXPECT_EQ(top(answer), top(fp32));
 }
 
 // A GPU named for decoding that cannot decode stops the start, naming the flag; a value that is
