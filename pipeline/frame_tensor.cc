@@ -109,7 +109,7 @@ absl::StatusOr<torch::Tensor> FrameTensor(const media::FrameBuffer& frame,
 
 absl::StatusOr<torch::Tensor> FrameTensor(const media::FrameBuffer& frame,
                                           const model::VideoModel& model) {
-  return FrameTensor(frame, WithModelPreprocessing(model, media::ClipOptions{}).preprocess);
+  return FrameTensor(frame, ModelPreprocessing(model));
 }
 
 }  // namespace vidclf::pipeline

@@ -21,7 +21,7 @@ namespace vidclf::pipeline {
 // LibTorch's default stream both are the legacy one).
 absl::StatusOr<torch::Tensor> FrameTensor(const media::FrameBuffer& frame,
                                           const model::VideoModel& model);
-// The same with the model's preprocessing given (video_pipeline.h: WithModelPreprocessing).
+// The same with the model's preprocessing given (video_pipeline.h: ModelPreprocessing).
 absl::StatusOr<torch::Tensor> FrameTensor(const media::FrameBuffer& frame,
                                           const media::PreprocessOptions& preprocess);
 

@@ -8,13 +8,19 @@
 
 namespace vidclf::pipeline {
 
-media::ClipOptions WithModelPreprocessing(const model::VideoModel& model, media::ClipOptions clip) {
+media::PreprocessOptions ModelPreprocessing(const model::VideoModel& model) {
   const model::InputConfig& input = model.config().input;
-  clip.preprocess.resize_shorter_side = input.resize_shorter_side;
-  clip.preprocess.crop_size = input.crop_size;
-  clip.preprocess.mean = input.mean;
-  clip.preprocess.std = input.std;
-  clip.preprocess.channels_last = model.channels_last();
+  media::PreprocessOptions preprocess;
+  preprocess.resize_shorter_side = input.resize_shorter_side;
+  preprocess.crop_size = input.crop_size;
+  preprocess.mean = input.mean;
+  preprocess.std = input.std;
+  preprocess.channels_last = model.channels_last();
+  return preprocess;
+}
+
+media::ClipOptions WithModelPreprocessing(const model::VideoModel& model, media::ClipOptions clip) {
+  clip.preprocess = ModelPreprocessing(model);
   return clip;
 }
 

@@ -23,8 +23,10 @@ struct EmbeddedVideo {
   double embed_seconds = 0;
 };
 
-// `clip` with its preprocessing replaced by the model's own (resize, crop, mean/std, layout), so
-// that frames reach the backbone exactly as in training.
+// The model's own preprocessing (resize, crop, mean/std, layout), so that frames reach the
+// backbone exactly as in training.
+media::PreprocessOptions ModelPreprocessing(const model::VideoModel& model);
+// `clip` with its preprocessing replaced by ModelPreprocessing(model).
 media::ClipOptions WithModelPreprocessing(const model::VideoModel& model, media::ClipOptions clip);
 
 // `num_frames` preprocessed frames at `pixels` (media's layout for `channels_last`) as a

@@ -169,8 +169,7 @@ std::unique_ptr<FrameSource> StreamSession::MakeSource() {
     }
     default: {
       PictureSource::Options pictures;
-      pictures.preprocess =
-          pipeline::WithModelPreprocessing(*model_, media::ClipOptions{}).preprocess;
+      pictures.preprocess = pipeline::ModelPreprocessing(*model_);
       pictures.max_frame_side = resources_.max_frame_side;
       pictures.raw_rgb24 = options_.input == StreamOptions::Input::kRawRgb24;
       pictures.width = options_.width;
@@ -184,7 +183,7 @@ std::unique_ptr<FrameSource> StreamSession::MakeSource() {
 
 media::LiveDecodeOptions StreamSession::LiveDecoding() const {
   media::LiveDecodeOptions decode;
-  decode.preprocess = pipeline::WithModelPreprocessing(*model_, media::ClipOptions{}).preprocess;
+  decode.preprocess = pipeline::ModelPreprocessing(*model_);
   decode.embed_stride = options_.embed_stride;
   decode.decoder_threads = 1;  // many feeds share the cores; one thread each is enough
   decode.max_frame_side = resources_.max_frame_side;

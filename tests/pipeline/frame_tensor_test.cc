@@ -160,8 +160,7 @@ TEST(FrameTensor, ConvertsNv12AndP010PicturesByTheTensorConversion) {
   for (const bool channels_last : {false, true}) {
     const auto model = TinyModel(channels_last);
     ASSERT_NE(model, nullptr);
-    const media::PreprocessOptions preprocess =
-        WithModelPreprocessing(*model, media::ClipOptions{}).preprocess;
+    const media::PreprocessOptions preprocess = ModelPreprocessing(*model);
     for (const bool deep : {false, true}) {
       const Samples samples = MakeSamples(kWidth, kHeight, kStride, deep);
       absl::StatusOr<torch::Tensor> tensor;
