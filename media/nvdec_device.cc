@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/thread_name.h"
 
 extern "C" {
 #include <libavutil/hwcontext.h>
@@ -152,7 +153,10 @@ void NvdecDevice::Close(CodecContextPtr decoder, Session session) const {
   std::lock_guard<std::mutex> lock(closing_mutex_);
   to_close_.emplace_back(std::move(decoder), std::move(session));
   if (idle_closers_ == 0) {
-    closers_.emplace_back([this] { CloseDecoders(); });
+    closers_.emplace_back([this] {
+      NameThisThread("vidclf-nvdecoff");
+      CloseDecoders();
+    });
   } else {
     closing_wanted_.notify_one();
   }

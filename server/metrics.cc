@@ -265,11 +265,14 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
       stream_frame_stages_(prometheus::BuildHistogram()
                                .Name("vidclf_stream_frame_stage_seconds")
                                .Help("Where a live stream's frame spent its time before its "
-                                     "head's step, by stage: decode (from its arrival to the "
-                                     "backbone's queue, waiting for room included), embed (to "
+                                     "head's step, by stage: decode (from its arrival until the "
+                                     "decoder gave it out), convert (to the model's input), wait "
+                                     "(for room among the stream's frames in flight), embed (to "
                                      "its embedding), head (to its step).")
                                .Register(registry)),
       stream_frame_decode_(stream_frame_stages_.Add({{"stage", "decode"}}, LatencyBuckets())),
+      stream_frame_convert_(stream_frame_stages_.Add({{"stage", "convert"}}, LatencyBuckets())),
+      stream_frame_wait_(stream_frame_stages_.Add({{"stage", "wait"}}, LatencyBuckets())),
       stream_frame_embed_(stream_frame_stages_.Add({{"stage", "embed"}}, LatencyBuckets())),
       stream_frame_head_(stream_frame_stages_.Add({{"stage", "head"}}, LatencyBuckets())),
       stream_dropped_predictions_(prometheus::BuildCounter()
@@ -335,11 +338,12 @@ void ServerMetrics::StreamFrames(int64_t frames) {
 
 void ServerMetrics::HeadStepped(int streams) { stream_head_step_streams_.Observe(streams); }
 
-void ServerMetrics::StreamFrameTimed(double decode_seconds, double embed_seconds,
-                                     double head_seconds) {
-  stream_frame_decode_.Observe(decode_seconds);
-  stream_frame_embed_.Observe(embed_seconds);
-  stream_frame_head_.Observe(head_seconds);
+void ServerMetrics::StreamFrameTimed(const engine::StreamFrameTimes& times) {
+  stream_frame_decode_.Observe(times.decode);
+  stream_frame_convert_.Observe(times.convert);
+  stream_frame_wait_.Observe(times.wait);
+  stream_frame_embed_.Observe(times.embed);
+  stream_frame_head_.Observe(times.head);
 }
 
 void ServerMetrics::SourceReconnect() { source_reconnects_.Increment(); }

@@ -44,7 +44,7 @@ class ServerMetrics : public engine::EngineObserver {
   void Refused(engine::Refusal refusal) override;
   void StreamFrames(int64_t frames) override;
   void HeadStepped(int streams) override;
-  void StreamFrameTimed(double decode_seconds, double embed_seconds, double head_seconds) override;
+  void StreamFrameTimed(const engine::StreamFrameTimes& times) override;
   void SourceReconnect() override;
   // Counts every failure, and logs the first as a warning: a server that lost its binding is
   // slower (model/thread_affinity.h), which an operator should hear of without a dashboard.
@@ -72,6 +72,8 @@ class ServerMetrics : public engine::EngineObserver {
   prometheus::Histogram& stream_update_latency_;
   prometheus::Family<prometheus::Histogram>& stream_frame_stages_;
   prometheus::Histogram& stream_frame_decode_;
+  prometheus::Histogram& stream_frame_convert_;
+  prometheus::Histogram& stream_frame_wait_;
   prometheus::Histogram& stream_frame_embed_;
   prometheus::Histogram& stream_frame_head_;
   prometheus::Counter& stream_dropped_predictions_;

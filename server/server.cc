@@ -240,6 +240,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (!engine.ok()) return engine.status();
   parts->engine = *std::move(engine);
   LogBackboneThreads(*parts->engine);
+  const engine::EngineOptions& resolved = parts->engine->options();
+  spdlog::info("backbone batches of up to {} frames; heads on {} thread{}",
+               resolved.batching.max_batch_frames, resolved.head_threads,
+               resolved.head_threads == 1 ? "" : "s");
 
   MetricsHttpOptions metrics_options = options.metrics;
   metrics_options.tokens = parts->metrics_tokens.get();

@@ -76,6 +76,7 @@ engine::EngineOptions EngineOptionsFromFlags(const ServerFlags& flags) {
                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   options.decode_slots = flags.decode_slots;
   options.arrival_slots = flags.arrival_slots;
+  options.head_threads = flags.head_threads;
   options.head_intra_op_threads = flags.head_intra_op_threads;
   options.batching.max_batch_frames = flags.max_batch_frames;
   options.batching.max_queue_delay = absl::Microseconds(flags.max_queue_delay_us);
@@ -198,15 +199,21 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
   app.add_option("--decode-slots", flags->decode_slots, "Calls decoded at once (0: one per core).")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--head-threads", flags->head_threads,
+                 "Threads that run heads; each steps its own share of the live streams, so that "
+                 "on a GPU one waiting for its step's answer does not hold the others back.")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--head-intra-op-threads", flags->head_intra_op_threads,
                  "LibTorch intra-op threads that run heads and live streams' steps (0: as many "
                  "as --cores).")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-batch-frames", flags->max_batch_frames,
-                 "Most frames, from any calls, in one backbone batch.")
+                 "Most frames, from any calls, in one backbone batch (0: 16 where the models run "
+                 "on the CPU, 64 on a GPU).")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-queue-delay-us", flags->max_queue_delay_us,
                  "Longest a frame waits for others to join its batch while calls are decoding.")
       ->capture_default_str()

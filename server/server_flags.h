@@ -34,8 +34,9 @@ struct ServerFlags {
   int cores = 0;
   int decode_slots = 0;
   int arrival_slots = 0;
+  int head_threads = 1;
   int head_intra_op_threads = 0;
-  int max_batch_frames = 16;
+  int max_batch_frames = 0;
   int max_queue_delay_us = 2000;
   bool embed_while_decoding = false;
   bool bind_backbone_threads = true;

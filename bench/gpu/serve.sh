@@ -11,12 +11,16 @@
 #     libswscale (vidclf-yuv-conversion-rate);
 #   - the engine in-process (vidclf-e2e-bench), one call at a time;
 #   - the server over gRPC at rising concurrency (vidclf bench) on SERVING_VIDEOS (default: every
-#     VIDEO), with the GPU's utilisation sampled by nvidia-smi;
+#     VIDEO; none when empty), with the GPU's utilisation sampled by nvidia-smi;
 #   - with LIVE_VIDEO, that file sent as each of N live feeds at once in real time (vidclf stream
-#     --realtime), for each N of LIVE_FEEDS.
-# A variant is "MODEL_DEVICE PRECISION [DECODE_DEVICE [IDLE_DECODERS [NVDEC_CONVERSION]]]" (decode
-# device cpu when left out; IDLE_DECODERS, the NVDEC decoders kept between calls, 32 when left
-# out; NVDEC_CONVERSION, where NVDEC's frames become the model's input, gpu or host). The servers
+#     --realtime), for each N of LIVE_FEEDS, with the server's metrics read before and after and
+#     its threads' CPU time sampled (thread_cpu.py); with LIVE_DECODE_DEVICE too, that file
+#     decoded by N decoders side by side alone, twice each (vidclf-decode-rate): the decoders'
+#     own ceiling for those feeds.
+# A variant is "MODEL_DEVICE PRECISION [DECODE_DEVICE [IDLE_DECODERS [NVDEC_CONVERSION
+# [SERVER_FLAG...]]]]" (decode device cpu when left out; IDLE_DECODERS, the NVDEC decoders kept
+# between calls, 32 when left out; NVDEC_CONVERSION, where NVDEC's frames become the model's
+# input, gpu or host; SERVER_FLAGs, more of the server's flags, as --name=value). The servers
 # allow MAX_NVDEC_SESSIONS (64) NVDEC decoders at once. Every
 # log and result goes into OUTPUT_DIR, which bench/gpu/serving_report.py reads. PREBUILT=1 takes
 # the binaries already in BUILD_DIR, to try the script on a machine without a GPU.
@@ -24,7 +28,7 @@
 #   [INPROCESS_VARIANTS="cuda:0 fp16 cuda:0,cuda:0 fp16 cuda:0 0,cpu fp32"] \
 #   [SERVING_VARIANTS="cpu fp32"] \
 #   [SERVING_VIDEOS="A.mp4 B.mp4"] [CONCURRENCY=1,4,16,32] [DECODE_RATE_DEVICES="cpu cuda:0"] \
-#   [LIVE_VIDEO=C.mp4 LIVE_FEEDS="16 64"] \
+#   [LIVE_VIDEO=C.mp4 LIVE_FEEDS="16 64" [LIVE_DECODE_DEVICE=cuda:0]] \
 #   bench/gpu/serve.sh DEPS.tar.xz CONFIGS_DIR OUTPUT_DIR VIDEO...
 set -uo pipefail
 
@@ -108,12 +112,18 @@ for decode_device in ${DECODE_RATE_DEVICES-cpu cuda:0}; do
   fi
 done
 
+if [ -n "${LIVE_VIDEO:-}" ] && [ -n "${LIVE_DECODE_DEVICE:-}" ]; then
+  step live-decode-rate run "$bin/vidclf-decode-rate" --rounds 1 --passes 2 --keep_set_up \
+    --decode_device "$LIVE_DECODE_DEVICE" --parallel "$(echo "$LIVE_FEEDS" | tr ' ' ,)" \
+    "$LIVE_VIDEO"
+fi
+
 # Pictures converted to the model's input by tensors on the CPU and the GPU, beside libswscale.
 step yuv-conversion run "$bin/vidclf-yuv-conversion-rate"
 
-# "MODEL_DEVICE PRECISION [DECODE_DEVICE [IDLE_DECODERS [NVDEC_CONVERSION]]]" as a file name:
-# cuda-fp16-nvdec, cuda-fp16-nvdec-fresh (no decoder kept between calls), cuda-fp16-nvdec-hostconv
-# (NVDEC's frames converted on the host), cpu-fp32.
+# A variant as a file name: cuda-fp16-nvdec, cuda-fp16-nvdec-fresh (no decoder kept between
+# calls), cuda-fp16-nvdec-hostconv (NVDEC's frames converted on the host), cpu-fp32; each server
+# flag adds its name and value (--head-threads=4: _head-threads.4).
 variant_name() {
   local name=${1%%:*}-$2
   if [ -n "$3" ] && [ "$3" != cpu ]; then
@@ -121,6 +131,11 @@ variant_name() {
     [ "${4:-32}" = 0 ] && name=$name-fresh
     [ "${5:-gpu}" = host ] && name=$name-hostconv
   fi
+  local flag
+  for flag in ${6:-}; do
+    flag=${flag#--}
+    name=${name}_${flag//=/.}
+  done
   echo "$name"
 }
 
@@ -144,15 +159,21 @@ done
 # process and TERM reaches it.
 read -r -a serving_videos <<<"${SERVING_VIDEOS-${videos[*]}}"
 metrics=http://127.0.0.1:9151/metrics
+scrape() {
+  python3 -c 'import sys, urllib.request as r; print(r.urlopen(sys.argv[1]).read().decode())' \
+    "$metrics" >"$1" 2>&1
+}
 IFS=, read -r -a serving_variants <<<"${SERVING_VARIANTS-$default_variants}"
 for variant in "${serving_variants[@]}"; do
-  read -r device precision decode_device idle conversion <<<"$variant"
-  name=serving-$(variant_name "$device" "$precision" "$decode_device" "$idle" "$conversion")
+  read -r device precision decode_device idle conversion flags <<<"$variant"
+  name=serving-$(variant_name "$device" "$precision" "$decode_device" "$idle" "$conversion" \
+    "$flags")
+  # shellcheck disable=SC2086 # the flags are words
   LD_LIBRARY_PATH=$lib "$bin/vidclf-server" --model-repository "$repository" \
     --host 127.0.0.1 --grpc-port 50151 --metrics-port 9151 --device "$device" \
     --precision "$precision" --decode-device "${decode_device:-cpu}" --max-streams 160 \
     --idle-nvdec-decoders "${idle:-32}" --nvdec-conversion "${conversion:-gpu}" \
-    --max-nvdec-sessions "${MAX_NVDEC_SESSIONS:-64}" \
+    --max-nvdec-sessions "${MAX_NVDEC_SESSIONS:-64}" ${flags:-} \
     >"$out/$name-server.txt" 2>&1 &
   server=$!
   for _ in $(seq 120); do
@@ -165,10 +186,16 @@ for variant in "${serving_variants[@]}"; do
       --format=csv,noheader,nounits -lms 500 >"$out/$name-gpu.csv" 2>&1 &
     sampler=$!
   fi
-  step "$name" run "$bin/vidclf" bench --server 127.0.0.1:50151 --json --warmup 8 \
-    --concurrency "${CONCURRENCY-1,4,16,32}" --metrics-url "$metrics" "${serving_videos[@]}"
+  if [ "${#serving_videos[@]}" -gt 0 ]; then
+    step "$name" run "$bin/vidclf" bench --server 127.0.0.1:50151 --json --warmup 8 \
+      --concurrency "${CONCURRENCY-1,4,16,32}" --metrics-url "$metrics" "${serving_videos[@]}"
+  fi
   for feeds in ${LIVE_FEEDS-}; do
     echo "== $name: $feeds live feeds of $LIVE_VIDEO"
+    basename "$LIVE_VIDEO" >"$out/$name-live$feeds-file.txt"
+    scrape "$out/$name-live$feeds-metrics-before.txt"
+    python3 "$(dirname "$0")/thread_cpu.py" "$server" "$out/$name-live$feeds-threads.jsonl" &
+    threads=$!
     feeders=()
     for feed in $(seq "$feeds"); do
       run "$bin/vidclf" stream --server 127.0.0.1:50151 --realtime --json --top-k 1 \
@@ -176,10 +203,12 @@ for variant in "${serving_variants[@]}"; do
       feeders+=($!)
     done
     wait "${feeders[@]}"
+    kill -TERM "$threads"
+    wait "$threads"
+    scrape "$out/$name-live$feeds-metrics-after.txt"
   done
   [ -n "$sampler" ] && kill "$sampler"
-  python3 -c 'import sys, urllib.request as r; print(r.urlopen(sys.argv[1]).read().decode())' \
-    "$metrics" >"$out/$name-metrics.txt" 2>&1
+  scrape "$out/$name-metrics.txt"
   kill -TERM "$server"
   wait "$server"
 done

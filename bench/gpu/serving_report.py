@@ -37,7 +37,7 @@ def variants(directory, prefix):
     names = set()
     for path in glob.glob(os.path.join(directory, prefix + "-*.txt")):
         name = os.path.basename(path)[len(prefix) + 1:-len(".txt")]
-        if not re.search(r"-(server|metrics|live\d+-\d+)$", name):
+        if not re.search(r"-(server|metrics|live\d+-.+)$", name):
             names.add(name)
     return sorted(names, key=lambda name: ("nvdec" not in name, name))
 
@@ -45,12 +45,14 @@ def variants(directory, prefix):
 def label(variant):
     """cuda-fp16-nvdec -> models cuda fp16, decoding on NVDEC; cuda-fp16-nvdec-fresh adds that
     no decoder is kept between calls, cuda-fp16-nvdec-hostconv that NVDEC's frames are converted
-    on the host."""
-    parts = variant.split("-")
+    on the host; each _NAME.VALUE the server flag --NAME VALUE."""
+    base, *flags = variant.split("_")
+    parts = base.split("-")
     decode = "NVDEC" if "nvdec" in parts else "CPU"
     fresh = ", a decoder set up per call" if "fresh" in parts else ""
     host = ", frames converted on the host" if "hostconv" in parts else ""
-    return f"models {parts[0]} {parts[1]}, decoding on {decode}{fresh}{host}"
+    given = "".join(f", `--{flag.replace('.', ' ', 1)}`" for flag in flags)
+    return f"models {parts[0]} {parts[1]}, decoding on {decode}{fresh}{host}{given}"
 
 
 def median(values):
@@ -215,13 +217,19 @@ def inprocess_section(directory, videos):
     return lines + [""]
 
 
-def gpu_samples(directory, name):
-    """Median GPU and decoder utilisation (%) and the most GPU memory (MiB) nvidia-smi saw."""
+def gpu_samples(directory, name, window=None):
+    """Median GPU and decoder utilisation (%) and the most GPU memory (MiB) nvidia-smi saw, over
+    the samples within `window` (epoch seconds, the GPU machine's clock in UTC) when given."""
     path = os.path.join(directory, f"serving-{name}-gpu.csv")
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as file:
         rows = [row for row in csv.reader(file) if len(row) == 4]
+    if window:
+        def when(row):
+            stamp = datetime.datetime.strptime(row[0].strip(), "%Y/%m/%d %H:%M:%S.%f")
+            return stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
+        rows = [row for row in rows if window[0] <= when(row) <= window[1]]
     if not rows:
         return None
     column = lambda i: [float(row[i]) for row in rows]  # noqa: E731
@@ -276,6 +284,8 @@ def live_section(directory):
     feeds = {}
     for path in glob.glob(os.path.join(directory, "serving-*-live*-*.txt")):
         match = re.search(r"serving-(.+)-live(\d+)-\d+\.txt$", path)
+        if not match:
+            continue  # the server's metrics around the run
         feeds.setdefault((match.group(1), int(match.group(2))), []).append(path)
     if not feeds:
         return []
@@ -288,11 +298,13 @@ def live_section(directory):
         "over feeds of each feed's first and last prediction's: a server that keeps up holds "
         "its lag from first to last, one that falls behind adds to it.",
         "",
-        "| variant | feeds | predictions / frames sent | dropped | latency p50 ms | p99 ms |"
+        "| variant | file | feeds | predictions / frames sent | dropped | latency p50 ms | p99 ms |"
         " first prediction ms | last prediction ms |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for (name, count), paths in sorted(feeds.items()):
+        video = read(directory, f"serving-{name}-live{count}-file.txt").strip()
+        video = f"`{video}`" if video else ""
         predictions, latencies, dropped, sent = 0, [], 0, 0
         firsts, lasts = [], []
         for path in paths:
@@ -309,36 +321,99 @@ def live_section(directory):
                 sent += int(summary.group(1))
                 dropped += int(summary.group(3))
         if not latencies:
-            lines.append(f"| {label(name)} | {len(paths)} | no prediction | | | | | |")
+            lines.append(f"| {label(name)} | {video} | {len(paths)} | no prediction | | | | | |")
             continue
         latencies.sort()
         p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
-        lines.append(f"| {label(name)} | {len(paths)} | {predictions} / {sent} | {dropped} | "
+        lines.append(f"| {label(name)} | {video} | {len(paths)} | {predictions} / {sent} | "
+                     f"{dropped} | "
                      f"{median(latencies):.0f} | {p99:.0f} | {median(firsts):.0f} | "
                      f"{median(lasts):.0f} |")
-    stages = stage_lines(directory, sorted({name for name, _ in feeds}))
-    return lines + [""] + (stages + [""] if stages else [])
+    notes = []
+    for name, count in sorted(feeds):
+        notes += live_run_lines(directory, name, count)
+    return lines + [""] + (notes + [""] if notes else []) + live_decoders_lines(directory)
 
 
-def stage_lines(directory, names):
-    """Where the live frames of each server spent their time (vidclf_stream_frame_stage_seconds,
-    over all the server's feeds); nothing for runs whose servers did not say."""
+def metric_sums(text, name):
+    """{labels: value} of every sample of metric `name` in a Prometheus text page."""
+    return {match.group(1) or "": float(match.group(2))
+            for match in re.finditer(rf"^{name}(\{{[^}}]*\}})? (\S+)$", text, re.M)}
+
+
+def live_run_lines(directory, name, count):
+    """Where one live run's frames spent their time (vidclf_stream_frame_stage_seconds, read
+    before and after the run), and where the server's CPU time went (thread_cpu.py)."""
+    prefix = f"serving-{name}-live{count}"
+    before = read(directory, f"{prefix}-metrics-before.txt")
+    after = read(directory, f"{prefix}-metrics-after.txt")
     lines = []
-    for name in names:
-        text = read(directory, f"serving-{name}-metrics.txt")
+    if after:
+        sums = [metric_sums(text, "vidclf_stream_frame_stage_seconds_sum")
+                for text in (before, after)]
+        counts = [metric_sums(text, "vidclf_stream_frame_stage_seconds_count")
+                  for text in (before, after)]
         means = []
-        for stage in ("decode", "embed", "head"):
-            found = [re.search(rf'^vidclf_stream_frame_stage_seconds_{part}\{{stage="{stage}"\}} '
-                               r"(\S+)$", text, re.M) for part in ("sum", "count")]
-            if not all(found) or float(found[1].group(1)) == 0:
-                break
-            means.append(1000 * float(found[0].group(1)) / float(found[1].group(1)))
-        if len(means) == 3:
-            lines.append(f"- {label(name)}: a live frame took {means[0]:.0f} ms on average from its "
-                         f"arrival to the backbone's queue (decoding and conversion), {means[1]:.0f} "
-                         f"ms more to its embedding and {means[2]:.0f} ms more to its head's step "
-                         "(`vidclf_stream_frame_stage_seconds`, over all its feeds).")
+        for stage in ("decode", "convert", "wait", "embed", "head"):
+            key = f'{{stage="{stage}"}}'
+            frames = counts[1].get(key, 0) - counts[0].get(key, 0)
+            if frames > 0:
+                seconds = sums[1].get(key, 0) - sums[0].get(key, 0)
+                means.append(f"{stage} {1000 * seconds / frames:.1f}")
+        if means:
+            lines.append(f"- {label(name)}, {count} feeds: a live frame's mean ms by stage "
+                         f"before its head's step (`vidclf_stream_frame_stage_seconds`): "
+                         f"{', '.join(means)}.")
+    samples = [json.loads(line) for line in
+               read(directory, f"{prefix}-threads.jsonl").splitlines() if line.strip()]
+    if len(samples) >= 2:
+        first, last = samples[0], samples[-1]
+        seconds = last["t"] - first["t"]
+        hertz = first["ticks_per_s"]
+        # A thread's ticks over the run: its last sample's less the first sample's (0 for a
+        # thread begun during the run).
+        latest = {}
+        for sample in samples:
+            latest.update(sample["threads"])
+        by_name = {}
+        for tid, (thread, ticks) in latest.items():
+            begun = first["threads"].get(tid, [thread, 0])[1]
+            cpu, threads = by_name.get(thread, (0, 0))
+            by_name[thread] = (cpu + (ticks - begun) / hertz, threads + 1)
+        total = sum(cpu for cpu, _ in by_name.values())
+        busiest = sorted(by_name.items(), key=lambda item: -item[1][0])[:6]
+        machine = ((last["machine_busy"] - first["machine_busy"]) /
+                   (last["machine_total"] - first["machine_total"]))
+        threads = "; ".join(f"`{thread}` ({n} thread{'' if n == 1 else 's'}) {cpu / seconds:.2f}"
+                            for thread, (cpu, n) in busiest)
+        lines.append(f"- {label(name)}, {count} feeds: the server used {total / seconds:.1f} "
+                     f"cores over the {seconds:.0f} s run (the machine, clients included, "
+                     f"{100 * machine:.0f}% of its cores); by thread name, cores: {threads}.")
+        gpu = gpu_samples(directory, name, (first["t"], last["t"]))
+        if gpu:
+            lines.append(f"- {label(name)}, {count} feeds: GPU {gpu[0]:.0f}%, NVDEC {gpu[1]:.0f}% "
+                         f"(medians of {gpu[3]} nvidia-smi samples), at most {gpu[2]:.0f} MiB.")
     return lines
+
+
+def live_decoders_lines(directory):
+    """The live feeds' file decoded by as many decoders side by side as feeds, alone."""
+    rates = json_lines(read(directory, "live-decode-rate.txt"))
+    if not rates:
+        return []
+    lines = ["The live feeds' file decoded alone by as many decoders side by side as there "
+             "were feeds, each twice (`vidclf-decode-rate --passes 2 --keep_set_up`): frames/s "
+             "over both passes with the decoders' opening, and in the second pass (the first "
+             "decoder's, times the decoders), the decoders' own ceiling for those feeds:", ""]
+    for rate in rates:
+        second = (rate["parallel"] * rate["frames_per_decoder"] / 2 /
+                  (rate["later_pass_ms"] / 1000)) if rate.get("later_pass_ms") else float("nan")
+        lines.append(f"- {rate['parallel']} decoders on {rate['decode_device']} of "
+                     f"`{os.path.basename(rate['file'])}`: "
+                     f"{rate['frames_per_second']:.0f} frames/s with opening, {second:.0f} in the "
+                     f"second pass; the first decoder's first frame came {rate['first_frame_ms']:.0f} ms "
+                     "after its opening, the decoders all set up at once.")
+    return lines + [""]
 
 
 def conversion_section(directory):
@@ -398,7 +473,9 @@ def main():
                   if line.strip()]
         lines += [f"## Machine {number}", ""]
         lines += [f"- {line}" for line in read(directory, "machine.txt").strip().splitlines()]
-        lines += ["- Files: " + ", ".join(f"`{os.path.basename(v)}`" for v in videos) + ".", ""]
+        if videos:
+            lines.append("- Files: " + ", ".join(f"`{os.path.basename(v)}`" for v in videos) + ".")
+        lines.append("")
         lines += decoders_section(directory)
         lines += conversion_section(directory)
         lines += inprocess_section(directory, videos)

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/thread_name.h"
 #include "model/thread_affinity.h"
 
 namespace vidclf::engine {
@@ -52,6 +53,7 @@ std::vector<BackboneBatcher::Frame> BackboneBatcher::TakeUnwanted() {
 }
 
 void BackboneBatcher::Loop() {
+  NameThisThread("vidclf-backbone");
   absl::MutexLock lock(&mutex_);
   while (true) {
     mutex_.Await(absl::Condition(

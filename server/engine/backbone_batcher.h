@@ -61,7 +61,7 @@ class FrameOwner {
 };
 
 struct BatcherOptions {
-  // Most frames in one batch.
+  // Most frames in one batch; EngineOptions may leave it 0 for the engine to choose.
   int max_batch_frames = 16;
   // Longest a frame waits for others to join its batch while calls are still decoding.
   absl::Duration max_queue_delay = absl::Microseconds(2000);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/thread_name.h"
 #include "model/thread_affinity.h"
 #include "model/torch_threads.h"
 #include "model/video_model.h"
@@ -34,6 +35,11 @@ EngineOptions Resolved(EngineOptions options, const ModelRepository& repository)
                               ? model::DedicatedCpus(options.cores)
                               : std::vector<int>{};
   if (options.head_intra_op_threads <= 0) options.head_intra_op_threads = options.cores;
+  // A GPU runs a batch of 64 frames in about the time of 16, and each batch costs the host the
+  // same: its live feeds need the larger batches (docs/gpu-serving-benchmark.md, machine 10).
+  if (options.batching.max_batch_frames <= 0) {
+    options.batching.max_batch_frames = ModelsRunOnTheCpu(repository) ? 16 : 64;
+  }
   return options;
 }
 
@@ -55,7 +61,7 @@ absl::StatusOr<std::unique_ptr<ClassifyEngine>> ClassifyEngine::Create(
   if (options.cores < 0 || options.decode_slots < 0 || options.arrival_slots < 0 ||
       options.head_threads < 1 || options.head_intra_op_threads < 0 ||
       options.max_sampled_frames < 1 || options.admission.max_inflight_calls < 0 ||
-      options.admission.max_inflight_bytes < 0 || options.batching.max_batch_frames < 1 ||
+      options.admission.max_inflight_bytes < 0 || options.batching.max_batch_frames < 0 ||
       options.batching.max_queue_delay < absl::ZeroDuration() || options.max_streams < 0 ||
       options.stream_idle_timeout <= absl::ZeroDuration() ||
       options.stream_resources.max_buffered_bytes < 1 ||
@@ -84,13 +90,17 @@ ClassifyEngine::ClassifyEngine(const EngineOptions& options,
       head_stepper_(&head_stage_, options.head_threads, options.max_streams, observer_),
       head_stage_(options.head_threads,
                   [threads = options.head_intra_op_threads] {
+                    NameThisThread("vidclf-head");
                     model::SetIntraOpThreadsOfThisThread(threads);
                   }),
       batcher_(
           options.batching, [this] { return calls_decoding_.load(); }, observer_),
-      decode_stage_(options.decode_slots),
-      arrival_stage_(options.arrival_slots),
-      stream_watchdog_([this] { WatchStreams(); }) {}
+      decode_stage_(options.decode_slots, [] { NameThisThread("vidclf-decode"); }),
+      arrival_stage_(options.arrival_slots, [] { NameThisThread("vidclf-arrival"); }),
+      stream_watchdog_([this] {
+        NameThisThread("vidclf-watchdog");
+        WatchStreams();
+      }) {}
 
 ClassifyEngine::~ClassifyEngine() {
   StartDraining();

@@ -27,6 +27,20 @@ enum class Refusal {
 };
 absl::string_view RefusalName(Refusal refusal);
 
+// Where a live stream's frame spent its time before its head's step, in seconds, stage after
+// stage: from its packet's arrival until the decoder gave it out (waiting behind the feed's
+// earlier frames included); its conversion to the model's input; waiting for room among the
+// stream's frames in flight (the backbone or head behind); from there to its embedding (waiting
+// for a batch, and the batch; on a GPU, until it is queued there); and to its step (waiting for
+// the head stepper, and the step, which on a GPU waits for the embedding to run).
+struct StreamFrameTimes {
+  double decode = 0;
+  double convert = 0;
+  double wait = 0;
+  double embed = 0;
+  double head = 0;
+};
+
 // Every method may be called from any engine thread, at once: implementations are thread-safe
 // and quick.
 class EngineObserver {
@@ -46,13 +60,8 @@ class EngineObserver {
   virtual void StreamFrames(int64_t frames) = 0;
   // The heads of `streams` live streams stepped together, in one pass over the head's weights.
   virtual void HeadStepped(int streams) = 0;
-  // A live stream's frame reached its head's step: `decode_seconds` from its packet's arrival to
-  // its hand-over to the backbone (decoding, conversion, and waiting for room among the stream's
-  // frames in flight), `embed_seconds` from there to its embedding (waiting for a batch, and the
-  // batch; on a GPU, until it is queued there), `head_seconds` from there to its step (waiting for
-  // the head stepper, and the step, which on a GPU waits for the embedding to run).
-  virtual void StreamFrameTimed(double decode_seconds, double embed_seconds,
-                                double head_seconds) = 0;
+  // A live stream's frame reached its head's step, after the times in `times`.
+  virtual void StreamFrameTimed(const StreamFrameTimes& times) = 0;
   // A stream following a source the server pulls tries to reach it again after a drop.
   virtual void SourceReconnect() = 0;
   // The backbone's intra-op threads could not all be bound one per CPU, for the reason given;
@@ -72,7 +81,7 @@ class NullObserver : public EngineObserver {
   void Refused(Refusal) override {}
   void StreamFrames(int64_t) override {}
   void HeadStepped(int) override {}
-  void StreamFrameTimed(double, double, double) override {}
+  void StreamFrameTimed(const StreamFrameTimes&) override {}
   void SourceReconnect() override {}
   void ThreadBindingFailed(const absl::Status&) override {}
 };

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/thread_name.h"
 #include "pipeline/frame_tensor.h"
 #include "pipeline/video_pipeline.h"
 #include "server/engine/container_source.h"
@@ -142,6 +143,7 @@ bool StreamSession::ended() const {
 }
 
 void StreamSession::Feed() {
+  NameThisThread("vidclf-feed");
   const absl::Status status =
       MakeSource()->Run([this](const SourceFrame& frame) { return Take(frame); });
   if (!status.ok()) Fail(status);
@@ -236,12 +238,14 @@ absl::Status StreamSession::Take(const SourceFrame& frame) {
   info.index = frame.index;
   info.seconds = frame.seconds;
   info.arrived = frame.arrived;
+  info.decoded = StreamClock::now();
   return Submit(info, *frame.pixels);
 }
 
 absl::Status StreamSession::Submit(const FrameInfo& info, const media::FrameBuffer& frame) {
   absl::StatusOr<torch::Tensor> pixels = pipeline::FrameTensor(frame, model());
   if (!pixels.ok()) return pixels.status();
+  const StreamClock::time_point converted = StreamClock::now();
   int64_t slot = 0;
   {
     absl::MutexLock lock(&mutex_);
@@ -257,6 +261,7 @@ absl::Status StreamSession::Submit(const FrameInfo& info, const media::FrameBuff
     if (!failure_.ok()) return failure_;
     slot = next_slot_++;
     FrameInfo& submitted = in_flight_[slot] = info;
+    submitted.converted = converted;
     submitted.submitted = StreamClock::now();
   }
   resources_.observer->StreamFrames(1);
@@ -357,9 +362,11 @@ void StreamSession::Stepped(HeadStepper::StepResult result) {
     return std::max(0.0, std::chrono::duration<double>(duration).count());
   };
   for (const ReadyFrame& frame : frames) {
-    resources_.observer->StreamFrameTimed(seconds(frame.info.submitted - frame.info.arrived),
-                                          seconds(frame.info.embedded - frame.info.submitted),
-                                          seconds(now - frame.info.embedded));
+    const FrameInfo& info = frame.info;
+    resources_.observer->StreamFrameTimed(
+        {seconds(info.decoded - info.arrived), seconds(info.converted - info.decoded),
+         seconds(info.submitted - info.converted), seconds(info.embedded - info.submitted),
+         seconds(now - info.embedded)});
   }
 
   const int64_t stepped_before = frames_stepped_;

@@ -181,7 +181,10 @@ class StreamSession : public FrameOwner,
     int64_t index = 0;
     double seconds = 0;
     StreamClock::time_point arrived;
-    // When it was handed to the backbone, and embedded (EngineObserver::StreamFrameTimed).
+    // When the decoder gave it out, it was converted, handed to the backbone, and embedded
+    // (EngineObserver::StreamFrameTimed).
+    StreamClock::time_point decoded;
+    StreamClock::time_point converted;
     StreamClock::time_point submitted;
     StreamClock::time_point embedded;
   };

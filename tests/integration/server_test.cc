@@ -599,6 +599,13 @@ TEST_F(ServerTest, LogsWhereTheBackbonesThreadsRun) {
   }
 }
 
+// Left to choose (--max-batch-frames 0, the default), the server batches 16 frames at most where
+// the models run on the CPU, as its benchmarks found best there, and says so.
+TEST_F(ServerTest, ChoosesTheCpusBatchSize) {
+  EXPECT_THAT(server_->output(),
+              HasSubstr("backbone batches of up to 16 frames; heads on 1 thread"));
+}
+
 // The suite's server runs its models on the CPU with --decode-device auto: it decodes on the CPU,
 // says why once, and counts each call as a fallback; a server with the default, --decode-device
 // cpu, counts none, and both give the same scores.

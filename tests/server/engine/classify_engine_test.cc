@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <set>
@@ -293,6 +295,37 @@ TEST_F(ClassifyEngineTest, HeadsRunWithTheirOwnIntraOpThreads) {
   negative.head_intra_op_threads = -1;
   EXPECT_EQ(ClassifyEngine::Create(negative, Repository()).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The names of this process's threads (/proc/self/task/TID/comm).
+std::set<std::string> ThreadNames() {
+  std::set<std::string> names;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name)) names.insert(name);
+  }
+  return names;
+}
+
+// The engine's threads carry their stage's name, so that `top -H` and /proc say where its time
+// goes.
+TEST_F(ClassifyEngineTest, NamesItsThreadsByStage) {
+  EngineOptions options;
+  options.cores = 2;
+  std::unique_ptr<ClassifyEngine> engine = Engine(options);
+  ASSERT_NE(engine, nullptr);
+  const std::set<std::string> expected = {"vidclf-backbone", "vidclf-head", "vidclf-decode",
+                                          "vidclf-arrival", "vidclf-watchdog"};
+  // Each thread names itself as it starts.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  std::set<std::string> names = ThreadNames();
+  while (!std::includes(names.begin(), names.end(), expected.begin(), expected.end()) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+    names = ThreadNames();
+  }
+  EXPECT_THAT(names, ::testing::IsSupersetOf(expected));
 }
 
 // The CPUs of this process's threads that are bound to a single CPU, one entry per thread.

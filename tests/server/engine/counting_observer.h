@@ -28,7 +28,7 @@ class CountingObserver : public engine::EngineObserver {
     absl::MutexLock lock(&mutex_);
     step_groups_.push_back(streams);
   }
-  void StreamFrameTimed(double, double, double) override {}
+  void StreamFrameTimed(const engine::StreamFrameTimes&) override {}
   void SourceReconnect() override {}
   void ThreadBindingFailed(const absl::Status&) override {}
   void Refused(engine::Refusal refusal) override {
