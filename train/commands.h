@@ -88,6 +88,9 @@ struct EvalFlags {
   // With stream: "int8" steps through int8 weights (model::StepWeights::kInt8) and
   // compares the probabilities with float32 steps'.
   std::string stream_step_weights = "float32";
+  // Other than fp32: the split's clips are embedded again by the backbone in this precision (as
+  // vidclf-server --precision runs it on this machine), and the predictions compared with fp32's.
+  std::string backbone_precision = "fp32";
 };
 
 struct ExportFlags {

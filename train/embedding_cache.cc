@@ -1,5 +1,6 @@
 #include "train/embedding_cache.h"
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -41,7 +42,65 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// One clip of `dataset` decoded and embedded by `model`'s backbone: [T, 512] on the host.
+absl::StatusOr<torch::Tensor> EmbedClip(const model::VideoModel& model, const Dataset& dataset,
+                                        const Clip& clip, const media::ClipOptions& clip_options) {
+  absl::StatusOr<std::string> bytes = ReadFile((fs::path(dataset.root) / clip.path).string());
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<pipeline::EmbeddedVideo> embedded =
+      pipeline::DecodeAndEmbed(model, media::VideoSource::Bytes(*bytes), clip_options);
+  if (!embedded.ok()) return embedded.status();
+  if (embedded->embeddings.size(0) == 0) {
+    return absl::InvalidArgumentError("no frames decoded");
+  }
+  return embedded->embeddings;
+}
+
 }  // namespace
+
+absl::StatusOr<media::ClipOptions> SamplingOfSettings(const nlohmann::json& settings) {
+  const nlohmann::json sampling = settings.value("sampling", nlohmann::json::object());
+  absl::StatusOr<media::SamplingStrategy> strategy =
+      media::ParseSamplingStrategy(sampling.value("strategy", std::string()));
+  if (!strategy.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the cache's settings record no sampling: ", strategy.status().message()));
+  }
+  media::ClipOptions options;
+  options.sampling.strategy = *strategy;
+  options.sampling.num_frames = sampling.value("num_frames", options.sampling.num_frames);
+  options.sampling.frames_per_second =
+      sampling.value("frames_per_second", options.sampling.frames_per_second);
+  options.decoder_threads = 1;
+  return options;
+}
+
+absl::StatusOr<std::vector<torch::Tensor>> EmbedClips(const model::VideoModel& model,
+                                                      const Dataset& dataset,
+                                                      const std::vector<Clip>& clips,
+                                                      const media::ClipOptions& clip_options,
+                                                      int jobs) {
+  std::vector<absl::StatusOr<torch::Tensor>> embedded(clips.size(),
+                                                      absl::CancelledError("not embedded"));
+  Progress progress("clips", static_cast<int64_t>(clips.size()));
+  std::atomic<bool> failed{false};
+  RunParallelJobs(static_cast<int>(clips.size()), jobs, [&](int i) {
+    embedded[i] = EmbedClip(model, dataset, clips[i], clip_options);
+    progress.Advance(1, "");
+    if (!embedded[i].ok()) failed = true;
+    return !failed;
+  });
+  progress.Finish();
+  std::vector<torch::Tensor> tensors;
+  for (size_t i = 0; i < clips.size(); ++i) {
+    if (!embedded[i].ok() && !absl::IsCancelled(embedded[i].status())) {
+      return absl::Status(embedded[i].status().code(),
+                          absl::StrCat(clips[i].path, ": ", embedded[i].status().message()));
+    }
+  }
+  for (absl::StatusOr<torch::Tensor>& tensor : embedded) tensors.push_back(*std::move(tensor));
+  return tensors;
+}
 
 absl::StatusOr<EmbeddingCache> EmbeddingCache::Open(const std::string& work_dir,
                                                     const nlohmann::json& settings) {
@@ -131,21 +190,14 @@ absl::StatusOr<EmbedReport> EmbedDataset(const model::VideoModel& model, const D
   absl::Status failure;
   RunParallelJobs(static_cast<int>(pending.size()), jobs, [&](int i) {
     const Clip& clip = *pending[i];
-    const std::string file = (fs::path(dataset.root) / clip.path).string();
-    absl::StatusOr<std::string> bytes = ReadFile(file);
-    absl::StatusOr<pipeline::EmbeddedVideo> embedded =
-        bytes.ok()
-            ? pipeline::DecodeAndEmbed(model, media::VideoSource::Bytes(*bytes), clip_options)
-            : absl::StatusOr<pipeline::EmbeddedVideo>(bytes.status());
+    absl::StatusOr<torch::Tensor> embedded = EmbedClip(model, dataset, clip, clip_options);
     std::string note;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      if (!embedded.ok() || embedded->embeddings.size(0) == 0) {
-        report.skipped.push_back({clip.path, embedded.ok()
-                                                 ? "no frames decoded"
-                                                 : std::string(embedded.status().message())});
+      if (!embedded.ok()) {
+        report.skipped.push_back({clip.path, std::string(embedded.status().message())});
         note = "skipped " + clip.path;
-      } else if (absl::Status put = cache.Put(clip, embedded->embeddings); !put.ok()) {
+      } else if (absl::Status put = cache.Put(clip, *embedded); !put.ok()) {
         if (failure.ok()) failure = put;
       } else {
         ++report.embedded;

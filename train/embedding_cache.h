@@ -57,6 +57,18 @@ struct EmbedReport {
   double seconds = 0;
 };
 
+// The sampling a cache's `settings` (its embed.json) record, as the clip options that made its
+// embeddings (one decoder thread); INVALID_ARGUMENT when they record none.
+absl::StatusOr<media::ClipOptions> SamplingOfSettings(const nlohmann::json& settings);
+
+// Embeds `clips` of `dataset` with `model`'s backbone, `jobs` clips at a time, into memory: one
+// [T, 512] host tensor each, in order. Fails with the first clip that cannot be read or decoded.
+absl::StatusOr<std::vector<torch::Tensor>> EmbedClips(const model::VideoModel& model,
+                                                      const Dataset& dataset,
+                                                      const std::vector<Clip>& clips,
+                                                      const media::ClipOptions& clip_options,
+                                                      int jobs);
+
 // Embeds every clip of `dataset` that the cache lacks with `model`'s backbone, `jobs` clips at a
 // time, drawing a progress line. A clip that cannot be read or decoded is skipped and listed,
 // never fatal. `clip_options` carries the sampling; its preprocessing is replaced by the model's.

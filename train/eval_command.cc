@@ -1,4 +1,5 @@
 // vidclf-train eval: a run's classification report on a split of the cached embeddings.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "model/video_model.h"
 #include "train/classification_report.h"
 #include "train/commands.h"
+#include "train/embedding_cache.h"
 #include "train/work_dir.h"
 
 namespace vidclf::train {
@@ -39,6 +41,12 @@ void AddEvalFlags(CLI::App* app, EvalFlags* flags, bool with_work) {
                     "with float32 steps'.")
         ->capture_default_str()
         ->check(CLI::IsMember({"float32", "int8"}));
+    app->add_option("--backbone-precision", flags->backbone_precision,
+                    "bf16: embed the split's clips again with the backbone in bf16, as "
+                    "vidclf-server --precision bf16 runs it on this CPU, and report how the "
+                    "predictions and embeddings differ from fp32's (the cached embeddings).")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"fp32", "bf16"}));
   }
 }
 
@@ -82,6 +90,73 @@ absl::StatusOr<nlohmann::json> AgainstFloat32Steps(const std::string& run_dir,
                         {"median_probability_difference", moved.median().item<double>()}};
 }
 
+// How predictions of the run's head move when the split's clips are embedded again by the cache's
+// backbone in `precision` rather than read from the cache (fp32): top-1 agreement, accuracy and
+// macro recall in each, and the embeddings' largest and median relative error, frame by frame.
+absl::StatusOr<nlohmann::json> AgainstFloat32Backbone(
+    const std::string& work, const Dataset& dataset, const LoadedSplit& split,
+    model::TemporalHead& head, const torch::Tensor& float32_predicted, model::Precision precision) {
+  absl::StatusOr<EmbeddingCache> cache = OpenWorkCache(work);
+  if (!cache.ok()) return cache.status();
+  absl::StatusOr<nlohmann::json> settings = ReadJsonFile((fs::path(work) / "embed.json").string());
+  if (!settings.ok()) return settings.status();
+  absl::StatusOr<media::ClipOptions> clip_options = SamplingOfSettings(*settings);
+  if (!clip_options.ok()) return clip_options.status();
+  model::InferenceOptions options;  // the server's defaults on the CPU
+  options.device = torch::Device(torch::kCPU);
+  options.precision = precision;
+  absl::StatusOr<std::unique_ptr<model::VideoModel>> backbone =
+      model::VideoModel::Load(cache->backbone_dir(), options);
+  if (!backbone.ok()) return backbone.status();
+  // Clips side by side, each on one intra-op thread, as embed runs them.
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  model::ConfigureTorchThreads(1);
+  absl::StatusOr<std::vector<torch::Tensor>> embedded =
+      EmbedClips(**backbone, dataset, split.clips, *clip_options, cores);
+  model::ConfigureTorchThreads(cores);
+  if (!embedded.ok()) return embedded.status();
+
+  std::vector<double> errors;  // each frame's relative error
+  std::vector<int64_t> labels;
+  for (int64_t clip = 0; clip < split.set.size(); ++clip) {
+    const int64_t frames = split.set.lengths[clip].item<int64_t>();
+    const torch::Tensor exact = split.set.embeddings[clip].narrow(0, 0, frames);
+    const torch::Tensor& other = (*embedded)[clip];
+    if (other.size(0) != frames) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(split.clips[clip].path, " gave ", other.size(0),
+                       " frames where the cache holds ", frames, "; embed the data set again"));
+    }
+    const torch::Tensor relative = (other - exact).norm(2, 1) / exact.norm(2, 1).clamp_min(1e-12);
+    const auto values = relative.contiguous();
+    errors.insert(errors.end(), values.data_ptr<float>(), values.data_ptr<float>() + frames);
+    labels.push_back(split.set.labels[clip].item<int64_t>());
+  }
+  const torch::Tensor predicted =
+      model::Predict(head, model::MakeEmbeddingSet(*embedded, labels)).contiguous();
+  const auto as_vector = [](const torch::Tensor& classes) {
+    return std::vector<int64_t>(classes.data_ptr<int64_t>(),
+                                classes.data_ptr<int64_t>() + classes.size(0));
+  };
+  const torch::Tensor truth = split.set.labels.contiguous();
+  absl::StatusOr<ClassificationReport> exact =
+      ReportFromPredictions(dataset.classes, as_vector(truth), as_vector(float32_predicted));
+  absl::StatusOr<ClassificationReport> lower =
+      ReportFromPredictions(dataset.classes, as_vector(truth), as_vector(predicted));
+  if (!exact.ok()) return exact.status();
+  if (!lower.ok()) return lower.status();
+  std::sort(errors.begin(), errors.end());
+  return nlohmann::json{{"precision", model::PrecisionName(precision)},
+                        {"clips", split.set.size()},
+                        {"same_top1", predicted.eq(float32_predicted).sum().item<int64_t>()},
+                        {"accuracy_fp32", exact->accuracy},
+                        {"accuracy", lower->accuracy},
+                        {"macro_recall_fp32", exact->macro_recall},
+                        {"macro_recall", lower->macro_recall},
+                        {"largest_embedding_error", errors.back()},
+                        {"median_embedding_error", errors[errors.size() / 2]}};
+}
+
 }  // namespace
 
 int RunEval(const EvalFlags& flags) {
@@ -93,6 +168,12 @@ int RunEval(const EvalFlags& flags) {
   const bool int8 = flags.stream_step_weights == "int8";
   if (int8 && !flags.stream) {
     std::cerr << "vidclf-train eval: --stream-step-weights int8 needs --stream\n";
+    return kExitUsage;
+  }
+  const bool other_precision = flags.backbone_precision != "fp32";
+  if (other_precision && flags.stream) {
+    std::cerr << "vidclf-train eval: --backbone-precision compares whole clips; leave out "
+                 "--stream\n";
     return kExitUsage;
   }
   model::ConfigureTorchThreads(static_cast<int>(std::thread::hardware_concurrency()));
@@ -148,6 +229,16 @@ int RunEval(const EvalFlags& flags) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  absl::StatusOr<nlohmann::json> against_float32_backbone = nlohmann::json();
+  if (other_precision) {
+    against_float32_backbone =
+        AgainstFloat32Backbone(flags.work, *dataset, *loaded, **head, predicted,
+                               *model::ParsePrecision(flags.backbone_precision));
+    if (!against_float32_backbone.ok()) {
+      std::cerr << "vidclf-train eval: " << against_float32_backbone.status().message() << "\n";
+      return kExitFailed;
+    }
+  }
   absl::StatusOr<nlohmann::json> against_float32 = nlohmann::json();
   if (int8) {
     against_float32 = AgainstFloat32Steps(run_dir, loaded->set, flags.attention, probabilities);
@@ -185,6 +276,19 @@ int RunEval(const EvalFlags& flags) {
         (*against_float32)["max_probability_difference"].get<double>(),
         (*against_float32)["median_probability_difference"].get<double>());
   }
+  if (other_precision) {
+    const nlohmann::json& against = *against_float32_backbone;
+    std::cout << absl::StrFormat(
+        "The backbone in %s against fp32: the same top class on %d of %d clips; accuracy "
+        "%.4f against %.4f, macro recall %.4f against %.4f; embeddings %.2g from fp32's at most "
+        "(median %.2g), relative, frame by frame\n",
+        against["precision"].get<std::string>(), against["same_top1"].get<int64_t>(),
+        against["clips"].get<int64_t>(), against["accuracy"].get<double>(),
+        against["accuracy_fp32"].get<double>(), against["macro_recall"].get<double>(),
+        against["macro_recall_fp32"].get<double>(),
+        against["largest_embedding_error"].get<double>(),
+        against["median_embedding_error"].get<double>());
+  }
   nlohmann::json json = ReportToJson(*report);
   json["run"] = flags.run;
   json["split"] = flags.split;
@@ -193,9 +297,11 @@ int RunEval(const EvalFlags& flags) {
   json["stream"] = flags.stream;
   json["stream_step_weights"] = flags.stream_step_weights;
   if (int8) json["against_float32_steps"] = *against_float32;
+  if (other_precision) json["against_float32_backbone"] = *against_float32_backbone;
   const std::string name = "eval-" + flags.split +
                            (flags.attention.empty() ? "" : "-" + flags.attention) +
-                           (flags.stream ? "-stream-" + flags.stream_step_weights : "") + ".json";
+                           (flags.stream ? "-stream-" + flags.stream_step_weights : "") +
+                           (other_precision ? "-" + flags.backbone_precision : "") + ".json";
   if (auto status = WriteJsonFile(json, (fs::path(run_dir) / name).string()); !status.ok()) {
     std::cerr << "vidclf-train eval: " << status.message() << "\n";
     return kExitFailed;

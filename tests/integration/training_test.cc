@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "model/onednn_resnet18.h"
 #include "model/video_model.h"
 #include "pipeline/video_pipeline.h"
 #include "tests/test_util/server_process.h"
@@ -249,6 +250,30 @@ TEST_F(TrainingTest, FitLowersTheLossAndWritesItsCurves) {
   EXPECT_TRUE(streamed["stream"].get<bool>());
   EXPECT_EQ(int8["against_float32_steps"]["clips"], whole["total"]);
   EXPECT_LT(int8["against_float32_steps"]["max_probability_difference"].get<double>(), 0.05);
+
+  // --backbone-precision bf16 embeds the test clips again with the backbone in bf16, where the CPU
+  // has the instructions, and compares with fp32's cached embeddings; elsewhere it says why not.
+  const std::string bf16 =
+      Train(absl::StrCat("eval --work ", work, " --run causal --backbone-precision bf16"), &code);
+  if (!model::OneDnnResNet18::Bf16Available()) {
+    EXPECT_NE(code, 0);
+    EXPECT_THAT(bf16, HasSubstr("bf16"));
+  } else {
+    EXPECT_EQ(code, 0) << bf16;
+    EXPECT_THAT(bf16, HasSubstr("The backbone in bf16 against fp32: the same top class on"));
+    const nlohmann::json against = report("eval-test-bf16.json")["against_float32_backbone"];
+    EXPECT_EQ(against["clips"], whole["total"]);
+    EXPECT_EQ(against["accuracy_fp32"], whole["accuracy"]);
+    // bf16 keeps 8 bits of mantissa: the embeddings move, by well under a percent.
+    EXPECT_GT(against["median_embedding_error"].get<double>(), 0);
+    EXPECT_LT(against["largest_embedding_error"].get<double>(), 0.05);
+    EXPECT_GE(against["same_top1"].get<int64_t>(), whole["total"].get<int64_t>() - 1);
+  }
+  EXPECT_THAT(
+      Train(absl::StrCat("eval --work ", work, " --run causal --stream --backbone-precision bf16"),
+            &code),
+      HasSubstr("leave out --stream"));
+  EXPECT_EQ(code, 2);
 }
 
 // A user's own data set in the UCF101 layout, two classes, no split lists: trained, exported,
