@@ -42,11 +42,12 @@ absl::Status ConversionWorker::Submit(AVFrame& frame, float* out,
     waiting_seconds_ += seconds;
     return error_;
   }
-  if (!thread_.joinable())
+  if (!thread_.joinable()) {
     thread_ = std::thread([this] {
       NameThisThread("vidclf-convert");
       Run();
     });
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [this] { return waiting_.size() < kMaxWaitingFrames || !error_.ok(); });
   waiting_seconds_ += SecondsSince(start);

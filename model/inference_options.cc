@@ -17,8 +17,10 @@ namespace {
 template <typename Enum, size_t N>
 using NameTable = std::array<std::pair<Enum, const char*>, N>;
 
-constexpr NameTable<Precision, 3> kPrecisions = {
-    {{Precision::kFp32, "fp32"}, {Precision::kFp16, "fp16"}, {Precision::kBf16, "bf16"}}};
+constexpr NameTable<Precision, 4> kPrecisions = {{{Precision::kFp32, "fp32"},
+                                                  {Precision::kFp16, "fp16"},
+                                                  {Precision::kBf16, "bf16"},
+                                                  {Precision::kAuto, "auto"}}};
 constexpr NameTable<BackboneKernels, 3> kBackboneKernels = {
     {{BackboneKernels::kEager, "eager"},
      {BackboneKernels::kFused, "fused"},
@@ -114,7 +116,8 @@ absl::StatusOr<StepWeights> ParseStepWeights(absl::string_view name) {
 }
 
 absl::StatusOr<torch::Dtype> BackboneDtype(Precision precision, const torch::Device& device) {
-  if (precision == Precision::kFp32) return torch::kFloat;
+  // A model without a bundle to choose by (VideoModel::Create) runs fp32.
+  if (precision == Precision::kFp32 || precision == Precision::kAuto) return torch::kFloat;
   // CPUs without native half-precision units run these slower than fp32, not faster.
   if (precision == Precision::kBf16 && device.is_cpu()) {
     if (OneDnnResNet18::Bf16Available()) return torch::kBFloat16;

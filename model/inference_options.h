@@ -16,8 +16,9 @@
 namespace vidclf::model {
 
 // Backbone arithmetic. The head always runs in fp32: it is small, and the normalisers of softmax
-// and linear attention are where low precision hurts.
-enum class Precision { kFp32, kFp16, kBf16 };
+// and linear attention are where low precision hurts. kAuto: each bundle's own choice on its
+// device (model/precision_choice.h), made as VideoModel::Load loads it.
+enum class Precision { kFp32, kFp16, kBf16, kAuto };
 
 // How the backbone runs.
 enum class BackboneKernels {

@@ -183,6 +183,9 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Create(const ModelConfig
     std::unique_ptr<VideoModel> model(new VideoModel(config, ResNet18(), MakeHead(config),
                                                      inference->device, inference->dtype,
                                                      options.channels_last));
+    model->precision_ = options.precision == Precision::kAuto
+                            ? PrecisionChoice{Precision::kFp32, "fp32: no bundle to choose by"}
+                            : PrecisionChoice{options.precision, ""};
     model->Prepare(options);
     return model;
   } catch (const c10::Error& e) {
@@ -192,9 +195,7 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Create(const ModelConfig
 }
 
 absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& bundle_dir,
-                                                             const InferenceOptions& options) {
-  absl::StatusOr<ResolvedInference> inference = ResolveInference(options);
-  if (!inference.ok()) return inference.status();
+                                                             const InferenceOptions& asked) {
   const std::filesystem::path dir(bundle_dir);
   std::ifstream config_stream(dir / kConfigFile);
   if (!config_stream) {
@@ -209,6 +210,16 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& 
   if (!config.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(bundle_dir, ": ", config.status().message()));
   }
+  InferenceOptions options = asked;
+  PrecisionChoice precision{asked.precision, ""};
+  if (asked.precision == Precision::kAuto) {
+    absl::StatusOr<torch::Device> device = ResolveDevice(asked);
+    if (!device.ok()) return device.status();
+    precision = ChoosePrecision(*config, *device);
+    options.precision = precision.precision;
+  }
+  absl::StatusOr<ResolvedInference> inference = ResolveInference(options);
+  if (!inference.ok()) return inference.status();
   ResNet18 backbone;
   std::shared_ptr<TemporalHead> head;
   try {
@@ -218,6 +229,7 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& 
     std::unique_ptr<VideoModel> model(new VideoModel(*std::move(config), std::move(backbone),
                                                      std::move(head), inference->device,
                                                      inference->dtype, options.channels_last));
+    model->precision_ = precision;
     model->Prepare(options);
     return model;
   } catch (const c10::Error& e) {

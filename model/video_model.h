@@ -18,6 +18,7 @@
 #include "model/heads/temporal_head.h"
 #include "model/inference_options.h"
 #include "model/model_config.h"
+#include "model/precision_choice.h"
 #include "model/resnet18.h"
 
 namespace vidclf::model {
@@ -52,6 +53,9 @@ class VideoModel {
   // Whether live streams' one-frame steps run int8 weights (StepWeights::kInt8 asked for, and the
   // head has such a step).
   bool int8_step_weights() const { return int8_step_weights_; }
+  // The precision the backbone runs in: InferenceOptions::precision as asked, or what
+  // Precision::kAuto chose for the bundle, and why.
+  const PrecisionChoice& precision() const { return precision_; }
   // Whether the backbone runs fused (BackboneKernels::kFused or kWinograd).
   bool fused_backbone() const { return fused_backbone_ != nullptr; }
   // Whether its 3x3 convolutions run oneDNN's Winograd kernels (BackboneKernels::kWinograd, where
@@ -119,6 +123,7 @@ class VideoModel {
   torch::Dtype backbone_dtype_;
   bool channels_last_;
   bool int8_step_weights_ = false;
+  PrecisionChoice precision_;
   // LibTorch's forward() is not const, but in eval mode under InferenceMode it only reads.
   mutable ResNet18 backbone_;
   // Set instead of backbone_ when the backbone is fused; shared with models of the same weights.

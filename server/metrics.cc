@@ -69,16 +69,18 @@ class EngineCollector : public prometheus::Collectable {
     AddSample(queue, load.calls_waiting_to_decode, {{"stage", "decode"}});
     AddSample(queue, static_cast<double>(load.frames_waiting_for_backbone), {{"stage", "embed"}});
     prometheus::MetricFamily info =
-        Family("vidclf_model_info", "The models served (value 1), with their version and head.");
+        Family("vidclf_model_info",
+               "The models served (value 1), with their version, head and backbone precision.");
     for (const auto& [name, entry] : engine_->repository()->entries()) {
       const model::ModelConfig& config = entry.model->config();
-      AddSample(info, 1,
-                {{"model", name},
-                 {"version", config.version},
-                 {"head", model::HeadTypeName(config.head)},
-                 {"attention", config.head == model::HeadType::kTransformer
-                                   ? config.transformer.attention.type
-                                   : ""}});
+      AddSample(
+          info, 1,
+          {{"model", name},
+           {"version", config.version},
+           {"head", model::HeadTypeName(config.head)},
+           {"attention",
+            config.head == model::HeadType::kTransformer ? config.transformer.attention.type : ""},
+           {"precision", model::PrecisionName(entry.model->precision().precision)}});
     }
     prometheus::MetricFamily streams = Family(
         "vidclf_active_streams",

@@ -40,6 +40,9 @@ std::string DescribeBackbone(const model::InferenceOptions& inference) {
   if (inference.device->is_cpu() && inference.precision == model::Precision::kBf16) {
     return "fused backbone on oneDNN's bf16 kernels (this CPU has bf16 instructions)";
   }
+  if (inference.device->is_cpu() && inference.precision == model::Precision::kAuto) {
+    return "fused backbone (Winograd in fp32, oneDNN's bf16 kernels in bf16)";
+  }
   return inference.backbone_kernels == model::BackboneKernels::kWinograd
              ? "fused backbone (Winograd where it runs)"
              : "fused backbone";
@@ -55,11 +58,14 @@ void LogModels(const engine::ModelRepository& repository) {
   std::map<const void*, std::string> first_of_backbone;
   for (const auto& [name, entry] : repository.entries()) {
     const auto [first, inserted] = first_of_backbone.emplace(entry.model->backbone_key(), name);
-    spdlog::info("loaded model {} version {} ({} labels{}{}{})", name,
-                 entry.model->config().version, entry.model->config().labels.size(),
-                 inserted ? "" : absl::StrCat(", backbone shared with ", first->second),
-                 entry.model->winograd_backbone() ? ", Winograd 3x3 convolutions" : "",
-                 entry.model->int8_step_weights() ? ", int8 stream step weights" : "");
+    const model::PrecisionChoice& precision = entry.model->precision();
+    spdlog::info(
+        "loaded model {} version {} ({} labels, backbone in {}{}{}{})", name,
+        entry.model->config().version, entry.model->config().labels.size(),
+        precision.reason.empty() ? model::PrecisionName(precision.precision) : precision.reason,
+        inserted ? "" : absl::StrCat(", backbone shared with ", first->second),
+        entry.model->winograd_backbone() ? ", Winograd 3x3 convolutions" : "",
+        entry.model->int8_step_weights() ? ", int8 stream step weights" : "");
   }
 }
 
@@ -188,7 +194,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   model::TuneHeapForTensors();
   spdlog::info("{}", model::ConfigureTorchThreads(options.engine.cores));
   spdlog::info("models run on {} in {}, {}, {}", device->str(),
-               model::PrecisionName(inference.precision),
+               inference.precision == model::Precision::kAuto
+                   ? "the precision each bundle's evaluation allows (--precision auto)"
+                   : model::PrecisionName(inference.precision),
                inference.channels_last ? "channels-last" : "NCHW", DescribeBackbone(inference));
   media::ConfigureLibav(options.libav);  // before any thread decodes
   // Before the models, which would otherwise make the GPU's primary context first.

@@ -95,6 +95,13 @@ int RunExport(const ExportFlags& flags) {
                     {"weighted_f1", (*metrics)["weighted"]["f1"]},
                     {"mcc", (*metrics)["mcc"]},
                     {"classes", (*metrics)["classes"]}};
+  // The backbone in bf16 against fp32 on the same clips (eval --backbone-precision bf16), by which
+  // vidclf-server --precision auto decides (model/precision_choice.h).
+  if (absl::StatusOr<nlohmann::json> bf16 =
+          ReadJsonFile((fs::path(run_dir) / "eval-test-bf16.json").string());
+      bf16.ok() && bf16->contains("against_float32_backbone")) {
+    config.metrics["backbone_precision"] = {{"bf16", (*bf16)["against_float32_backbone"]}};
+  }
   std::error_code error;
   config.provenance = {
       {"made_by", "vidclf-train"},
@@ -128,7 +135,9 @@ int RunExport(const ExportFlags& flags) {
   }
   std::cout << "wrote " << bundle.string() << " (test accuracy "
             << config.metrics["accuracy"].get<double>() << ", macro recall "
-            << config.metrics["macro_recall"].get<double>() << ")" << std::endl;
+            << config.metrics["macro_recall"].get<double>()
+            << (config.metrics.contains("backbone_precision") ? "; its bf16 evaluation too" : "")
+            << ")" << std::endl;
   return 0;
 }
 

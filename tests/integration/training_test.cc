@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "model/onednn_resnet18.h"
@@ -274,6 +275,48 @@ TEST_F(TrainingTest, FitLowersTheLossAndWritesItsCurves) {
             &code),
       HasSubstr("leave out --stream"));
   EXPECT_EQ(code, 2);
+
+  // export records the bf16 evaluation in the bundle, and a server with --precision auto runs the
+  // bundle's backbone in bf16 where the CPU has the instructions, saying why either way; a bundle
+  // without the record stays fp32.
+  const std::string repository = work + "/auto-repository";
+  Train(absl::StrCat("export --work ", work, " --run causal --output-repository ", repository));
+  Train(absl::StrCat("export --work ", work, " --run tiny --output-repository ", repository));
+  std::ifstream causal_json(repository + "/causal/1/model.json");
+  const nlohmann::json causal = nlohmann::json::parse(causal_json);
+  if (model::OneDnnResNet18::Bf16Available()) {
+    EXPECT_EQ(causal["metrics"]["backbone_precision"]["bf16"]["clips"], whole["total"]);
+  }
+  auto server = testing::ServerProcess::Start(
+      VIDCLF_SERVER_BINARY, {"--model-repository", repository, "--precision", "auto"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  // The line that starts with `start` in `text`.
+  const auto line_of = [](const std::string& text, const std::string& start) {
+    const size_t begin = text.find(start);
+    return begin == std::string::npos ? std::string()
+                                      : text.substr(begin, text.find('\n', begin) - begin);
+  };
+  const std::string causal_line = line_of((*server)->output(), "loaded model causal version 1");
+  const std::string tiny_line = line_of((*server)->output(), "loaded model tiny version 1");
+  if (model::OneDnnResNet18::Bf16Available()) {
+    EXPECT_THAT(causal_line, HasSubstr("backbone in bf16: this CPU has bf16 instructions, and the "
+                                       "bundle's bf16 evaluation meets the bar"));
+    EXPECT_THAT(tiny_line, HasSubstr("backbone in fp32: the bundle records no bf16 evaluation"));
+  } else {
+    EXPECT_THAT(causal_line, HasSubstr("backbone in fp32: no bf16 instructions on this CPU"));
+  }
+  auto metrics = testing::HttpGet((*server)->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  std::string causal_info;
+  for (const absl::string_view line : absl::StrSplit(*metrics, '\n')) {
+    if (absl::StartsWith(line, "vidclf_model_info{") &&
+        absl::StrContains(line, "model=\"causal\"")) {
+      causal_info = std::string(line);
+    }
+  }
+  EXPECT_THAT(causal_info,
+              HasSubstr(model::OneDnnResNet18::Bf16Available() ? "precision=\"bf16\""
+                                                               : "precision=\"fp32\""));
 }
 
 // A user's own data set in the UCF101 layout, two classes, no split lists: trained, exported,

@@ -12,7 +12,8 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TEST(InferenceOptions, NamesParseBackAndUnknownOnesListTheKnown) {
-  for (const Precision precision : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
+  for (const Precision precision :
+       {Precision::kFp32, Precision::kFp16, Precision::kBf16, Precision::kAuto}) {
     EXPECT_EQ(*ParsePrecision(PrecisionName(precision)), precision);
   }
   for (const BackboneKernels kernels :

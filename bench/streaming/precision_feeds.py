@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""Live feeds kept up with at stride 1 by backbone precision, side by side in one run.
+
+For each level of feeds, a fresh vidclf-server in each precision (`--precision`) takes N real-time
+320x240 25 fps feeds at once, as run_benchmark.py sends them, every frame embedded; a precision's
+higher levels are skipped once one is not kept up with. Writes the section "Live feeds by backbone
+precision" of the page at --output, keeping the page's other sections.
+
+Usage: precision_feeds.py --server BIN --client BIN --model-repository DIR
+                          --output docs/streaming-benchmark.md [--precisions fp32,bf16]
+                          [--levels 8,12,16,24] [--seconds 20]
+"""
+import argparse
+import os
+import tempfile
+import time
+
+import run_benchmark
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--client", required=True)
+    parser.add_argument("--model-repository", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--levels", default="8,12,16,24")
+    parser.add_argument("--seconds", type=int, default=20)
+    args = parser.parse_args()
+
+    feed = os.path.join(tempfile.mkdtemp(prefix="vidclf-precision-feeds-"), "camera.mp4")
+    run_benchmark.make_feed(feed, args.seconds)
+    frames = 25 * args.seconds
+    precisions = args.precisions.split(",")
+    began = time.strftime("%Y-%m-%d %H:%M")
+    results = {precision: [] for precision in precisions}
+    for streams in [int(level) for level in args.levels.split(",")]:
+        for precision in precisions:
+            if results[precision] and not results[precision][-1]["kept_up"]:
+                continue  # the next levels would not keep up either
+            server, grpc_port, metrics_port = run_benchmark.start_server(
+                args.server, args.model_repository, ["--precision", precision])
+            try:
+                result = run_benchmark.run_level(args.client, grpc_port, metrics_port, feed,
+                                                 streams, 1, frames)
+            finally:
+                run_benchmark.stop_server(server)
+            result["precision"] = precision
+            results[precision].append(result)
+            print(result, flush=True)
+
+    lines = [
+        "## Live feeds by backbone precision",
+        "",
+        f"Written by `bench/streaming/precision_feeds.py --levels {args.levels} --precisions "
+        f"{args.precisions}` on {began}, on this machine's cores (`nproc`: {os.cpu_count()}, "
+        f"{run_benchmark.cpu_model()}), with the client processes on the same machine: the feeds "
+        "and the kept-up rule of the table above, every frame embedded (stride 1), a fresh server "
+        "for each precision and level, the precisions taking turns level by level.",
+        "",
+        "| precision | feeds | kept up | feeds complete | p50 update ms | p99 update ms |"
+        " first update ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for precision in precisions:
+        for r in results[precision]:
+            lines.append(f"| {precision} | {r['streams']} | {'yes' if r['kept_up'] else 'no'} | "
+                         f"{r['complete']} of {r['streams']} | {r['p50']:.0f} | {r['p99']:.0f} | "
+                         f"{r['first']:.0f} |")
+    lines.append("")
+    for precision in precisions:
+        kept = [r["streams"] for r in results[precision] if r["kept_up"]]
+        most = f"**{max(kept)}**" if kept else f"fewer than {results[precision][0]['streams']}"
+        lines.append(f"Most feeds kept up with in {precision}: {most}.")
+        lines.append("")
+    with open(args.output) as page:
+        old = page.read().splitlines()
+    new = [line for heading, body in run_benchmark.sections(old)
+           if heading != lines[0] for line in body]
+    while new and not new[-1]:
+        new.pop()
+    with open(args.output, "w") as page:
+        page.write("\n".join(new + [""] + lines).rstrip("\n") + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
