@@ -89,6 +89,10 @@ struct ClipOptions {
   // Takes decoders from this pool and gives them back after the clip, kept set up (one thread
   // each, no split between two); null: each clip opens its own. Must outlive the call.
   DecoderPool* decoder_pool = nullptr;
+  // With `nvdec`: decodes on the CPU, with `decoder_threads` and no pool, a clip that the CPU
+  // decodes faster (NvdecDevice::CpuDecodesFasterAlone), saying so as DecodedClip::gpu_fallback
+  // kCpuFasterChoice. For a call that decodes alone, with every core.
+  bool cpu_when_faster = false;
   // With a frame sink, frames decoded on `nvdec` go to it as NVDEC wrote them, NV12 or P010 planes
   // in the GPU's memory (FrameBuffer::GpuPicture), for a consumer on that GPU to convert
   // (pipeline/frame_tensor.h) with no copy to the host; other formats, and frames decoded on the

@@ -45,6 +45,10 @@ absl::string_view DescribeGpuFallback(absl::string_view reason) {
   if (reason == kFormatFallback) {
     return "NVDEC does not decode the video's profile, chroma format or bit depth";
   }
+  if (reason == kCpuFasterChoice) {
+    return "a lone call of H.264 at 720p or more decodes faster on the CPU's cores than on one "
+           "NVDEC decoder";
+  }
   return reason;
 }
 
@@ -125,6 +129,11 @@ bool NvdecDevice::CanDecode(const AVCodec& codec) {
       return true;
     }
   }
+}
+
+bool NvdecDevice::CpuDecodesFasterAlone(const AVCodecParameters& stream) {
+  return stream.codec_id == AV_CODEC_ID_H264 &&
+         static_cast<int64_t>(stream.width) * stream.height >= int64_t{1280} * 720;
 }
 
 NvdecDevice::Session NvdecDevice::Attach(AVCodecContext& decoder, const AVCodec& codec) const {

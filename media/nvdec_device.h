@@ -25,6 +25,8 @@ inline constexpr char kNoGpuFallback[] = "no_gpu";       // no device could be o
 inline constexpr char kCodecFallback[] = "codec";        // NVDEC has no decoder for the codec
 inline constexpr char kSessionsFallback[] = "sessions";  // the device's sessions are all in use
 inline constexpr char kFormatFallback[] = "format";      // the stream's profile, chroma or depth
+// Chosen, not forced: a lone call the CPU decodes faster (ClipOptions::cpu_when_faster).
+inline constexpr char kCpuFasterChoice[] = "cpu_faster";
 
 // The index N of a device named "cuda:N" ("cuda": 0); INVALID_ARGUMENT for any other name.
 absl::StatusOr<int> CudaDeviceIndex(absl::string_view name);
@@ -90,6 +92,12 @@ class NvdecDevice {
 
   // Whether libavcodec has an NVDEC path for `codec` (the stream's profile may still have none).
   static bool CanDecode(const AVCodec& codec);
+  // Whether the CPU's cores, all given to one call, decode `stream` faster than one NVDEC decoder:
+  // H.264 of 1280x720 pixels or more. On an H200 with 16 cores a 720p H.264 call took 76 ms on the
+  // CPU against 108 on NVDEC, one NVDEC decoder's rate; HEVC (60 ms against 205) and 320x240
+  // H.264 (16 against 22) were faster on NVDEC even alone (docs/gpu-serving-benchmark.md, machine
+  // 7).
+  static bool CpuDecodesFasterAlone(const AVCodecParameters& stream);
 
   // Sets up `decoder` (allocated for `codec`, not yet opened) to decode on this device when
   // libavcodec has an NVDEC path for the codec and a session is free. The stream's own profile

@@ -499,6 +499,18 @@ absl::StatusOr<DecodedClip> DecodeListed(const ListedVideo& listed, const AVForm
                                          Clock::time_point start, Clock::time_point deadline,
                                          const ClipOptions& options) {
   const AVStream& video = *format.streams[listed.stream.index];
+  const bool cpu_faster = options.nvdec != nullptr && options.cpu_when_faster &&
+                          NvdecDevice::CpuDecodesFasterAlone(*video.codecpar);
+  if (cpu_faster) {
+    ClipOptions on_cpu = options;
+    on_cpu.nvdec = nullptr;
+    on_cpu.decoder_pool = nullptr;  // its decoders are NVDEC's, or one thread each
+    on_cpu.cpu_when_faster = false;
+    absl::StatusOr<DecodedClip> clip =
+        DecodeListed(listed, format, open_reader, start, deadline, on_cpu);
+    if (clip.ok()) clip->gpu_fallback = kCpuFasterChoice;
+    return clip;
+  }
   for (const bool by_timestamp : {!listed.table.pts.empty(), false}) {
     if (options.frame_sink != nullptr) {
       options.frame_sink->StartPass(static_cast<int64_t>(listed.wanted.size()));

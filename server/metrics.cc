@@ -233,7 +233,8 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
                             .Help("Calls decoded on the CPU where --decode-device asked for a "
                                   "GPU, by reason: no_gpu (none could be opened), codec "
                                   "(NVDEC has no decoder for it), sessions (all in use), format "
-                                  "(the stream's profile, chroma or bit depth).")
+                                  "(the stream's profile, chroma or bit depth), cpu_faster (a "
+                                  "lone call the CPU decodes faster, --decode-device auto).")
                             .Register(registry)),
       frames_embedded_(prometheus::BuildCounter()
                            .Name("vidclf_frames_embedded_total")

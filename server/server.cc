@@ -243,6 +243,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     spdlog::info("frames decoded by NVDEC become the models' input on {}", device->str());
   }
   engine_options.decode_on_gpu = options.decode_device.kind != DecodeDeviceOptions::Kind::kCpu;
+  engine_options.cpu_when_faster_alone =
+      options.decode_device.kind == DecodeDeviceOptions::Kind::kAuto;
   absl::StatusOr<std::unique_ptr<engine::ClassifyEngine>> engine =
       engine::ClassifyEngine::Create(engine_options, *std::move(repository), &parts->metrics);
   if (!engine.ok()) return engine.status();

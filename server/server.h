@@ -44,7 +44,8 @@ struct DecodeDeviceOptions {
   };
   // The CPU by default: a machine without a GPU would count every call as a fallback, and one
   // 720p H.264 call alone decodes faster on 16 cores than on one NVDEC decoder; under concurrent
-  // calls NVDEC answers more for a fifth of the CPU time (docs/gpu-serving-benchmark.md).
+  // calls NVDEC answers more for a fifth of the CPU time (docs/gpu-serving-benchmark.md). kAuto
+  // decodes such a lone call on the CPU (EngineOptions::cpu_when_faster_alone).
   Kind kind = Kind::kCpu;
   int cuda_index = 0;
   // NVDEC decoders open at once; past them, calls and streams decode on the CPU.

@@ -204,7 +204,7 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
   app.add_option("--head-threads", flags->head_threads,
                  "Threads that run heads; live streams' steps are shared among them.")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 256));
   app.add_option("--head-intra-op-threads", flags->head_intra_op_threads,
                  "LibTorch intra-op threads that run heads and live streams' steps (0: as many "
                  "as --cores).")
@@ -214,7 +214,7 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "Most frames, from any calls, in one backbone batch (0: 16 where the models run "
                  "on the CPU, 64 on a GPU).")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 4096));
   app.add_option("--max-queue-delay-us", flags->max_queue_delay_us,
                  "Longest a frame waits for others to join its batch while calls are decoding.")
       ->capture_default_str()

@@ -95,7 +95,8 @@ void ClassifyCall::Decode() {
   const int decoding = ++engine_->calls_decoding_;
   const int cores = engine_->options().cores;
   const int threads = decoding == 1 ? 2 * cores : cores / decoding;
-  const media::ClipOptions clip = ClipOptionsFor(std::clamp(threads, 1, 16));
+  media::ClipOptions clip = ClipOptionsFor(std::clamp(threads, 1, 16));
+  clip.cpu_when_faster = engine_->options().cpu_when_faster_alone && decoding == 1;
   absl::StatusOr<media::DecodedClip> decoded = media::DecodeClip(input_.source, clip);
   if (input_.source.stream() != nullptr) {
     input_.source.stream()->SetWaitListener(nullptr);  // nobody reads any more

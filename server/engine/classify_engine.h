@@ -82,6 +82,9 @@ struct EngineOptions {
   // A GPU was asked to decode (decode.nvdec, or none could be opened): calls decoded on the CPU
   // count as fallbacks (EngineObserver::ClipDecoded).
   bool decode_on_gpu = false;
+  // With decode.nvdec: a call that decodes alone decodes on the CPU where its cores are faster
+  // than one NVDEC decoder (media::ClipOptions::cpu_when_faster); --decode-device auto.
+  bool cpu_when_faster_alone = false;
   // URIs that calls may ask the server to pull video from; empty: none.
   media::UriAllowlist uri_allowlist;
   // Live streams followed at once, counted from their first byte (ReserveStream); past it, a new

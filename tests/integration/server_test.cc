@@ -701,6 +701,15 @@ TEST_F(ServerTest, RefusesToStartWhereTheNamedDecodeDeviceCannotDecode) {
   const std::string conversion = refused("--nvdec-conversion cuda");
   EXPECT_NE(exit_code, 0) << conversion;
   EXPECT_THAT(conversion, HasSubstr("--nvdec-conversion: cuda not in {gpu,host}"));
+  const std::string no_head = refused("--head-threads 0");
+  EXPECT_NE(exit_code, 0) << no_head;
+  EXPECT_THAT(no_head, HasSubstr("--head-threads: Value 0 not in range 1 to 256"));
+  const std::string batch = refused("--max-batch-frames -1");
+  EXPECT_NE(exit_code, 0) << batch;
+  EXPECT_THAT(batch, HasSubstr("--max-batch-frames: Value -1 not in range 0 to 4096"));
+  const std::string precision = refused("--precision int8");
+  EXPECT_NE(exit_code, 0) << precision;
+  EXPECT_THAT(precision, HasSubstr("--precision: int8 not in {fp32,fp16,bf16,auto}"));
 }
 
 TEST_F(ServerTest, MetricsPassPromtoolAndCountRequestsByCode) {

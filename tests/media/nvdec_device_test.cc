@@ -46,7 +46,56 @@ TEST(NvdecDeviceTest, ExplainsEachFallback) {
   EXPECT_EQ(DescribeGpuFallback(kCodecFallback), "NVDEC has no decoder for the video's codec");
   EXPECT_EQ(DescribeGpuFallback(kSessionsFallback),
             "every NVDEC session this server allows was in use");
+  EXPECT_EQ(DescribeGpuFallback(kCpuFasterChoice),
+            "a lone call of H.264 at 720p or more decodes faster on the CPU's cores than on one "
+            "NVDEC decoder");
   EXPECT_EQ(DescribeGpuFallback("unknown"), "unknown");
+}
+
+// A call alone decodes on the CPU only what its cores decode faster than one NVDEC decoder: H.264
+// of 720p or more (either way up), not smaller H.264 or other codecs.
+TEST(NvdecDeviceTest, ChoosesTheCpuForALoneCallOfLargeH264Only) {
+  const auto stream = [](AVCodecID codec, int width, int height) {
+    AVCodecParameters parameters{};
+    parameters.codec_id = codec;
+    parameters.width = width;
+    parameters.height = height;
+    return parameters;
+  };
+  EXPECT_TRUE(NvdecDevice::CpuDecodesFasterAlone(stream(AV_CODEC_ID_H264, 1280, 720)));
+  EXPECT_TRUE(NvdecDevice::CpuDecodesFasterAlone(stream(AV_CODEC_ID_H264, 720, 1280)));
+  EXPECT_TRUE(NvdecDevice::CpuDecodesFasterAlone(stream(AV_CODEC_ID_H264, 1920, 1080)));
+  EXPECT_FALSE(NvdecDevice::CpuDecodesFasterAlone(stream(AV_CODEC_ID_H264, 640, 360)));
+  EXPECT_FALSE(NvdecDevice::CpuDecodesFasterAlone(stream(AV_CODEC_ID_HEVC, 1920, 1080)));
+  EXPECT_FALSE(NvdecDevice::CpuDecodesFasterAlone(stream(AV_CODEC_ID_AV1, 1920, 1080)));
+}
+
+// ClipOptions::cpu_when_faster: where a GPU decodes, a 720p H.264 clip decodes on the CPU and
+// says why, a 320x240 one on NVDEC; without a device it changes nothing (no fallback: none was
+// asked for).
+TEST(NvdecDeviceTest, CpuWhenFasterDecodesLargeH264OnTheCpu) {
+  const std::string large = testing::ReadFile(testing::CachedVideo(
+      "-f lavfi -i testsrc2=size=1280x720:rate=10 -frames:v 10 -c:v libx264", ".mp4"));
+  ClipOptions options;
+  options.cpu_when_faster = true;
+  auto alone = DecodeClip(VideoSource::Bytes(large), options);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ(alone->decoded_on, "cpu");
+  EXPECT_EQ(alone->gpu_fallback, "");
+
+  auto device = NvdecDevice::Open(0, /*max_sessions=*/4);
+  if (!device.ok()) GTEST_SKIP() << device.status();
+  options.nvdec = device->get();
+  auto on_cpu = DecodeClip(VideoSource::Bytes(large), options);
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status();
+  EXPECT_EQ(on_cpu->decoded_on, "cpu");
+  EXPECT_EQ(on_cpu->gpu_fallback, kCpuFasterChoice);
+  const std::string small = testing::ReadFile(testing::CachedVideo(
+      "-f lavfi -i testsrc2=size=320x240:rate=10 -frames:v 20 -c:v libx264", ".mp4"));
+  auto on_gpu = DecodeClip(VideoSource::Bytes(small), options);
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+  EXPECT_EQ(on_gpu->decoded_on, "cuda:0");
+  EXPECT_TRUE(SessionsComeBack(**device));
 }
 
 // Without a device a clip decodes on the CPU and says so, with no fallback: none was asked for.
