@@ -129,7 +129,7 @@ bool FusedResNet18::SameAs(const FusedResNet18& other) const {
 torch::Tensor FusedResNet18::forward(const torch::Tensor& frames) const {
   TORCH_CHECK(frames.dim() == 4 && frames.size(1) == 3,
               "ResNet18 expects frames shaped [N, 3, H, W]; got ", frames.sizes());
-  if (primitives_) return primitives_->forward(frames).to(frames.scalar_type());
+  if (primitives_) return primitives_->forward(frames);
   torch::Tensor x = onednn_          ? frames.to_mkldnn()
                     : channels_last_ ? frames.contiguous(torch::MemoryFormat::ChannelsLast)
                                      : frames;

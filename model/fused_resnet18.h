@@ -33,7 +33,9 @@ class FusedResNet18 {
   ~FusedResNet18();
 
   // frames: [N, 3, H, W] on the device in its dtype, H and W at least 32. Returns [N, 512] in the
-  // frames' dtype. Only reads the weights: any number of threads may call it at once.
+  // frames' dtype, but float32 where oneDNN's own primitives run (Winograd's kernels, bf16 on the
+  // CPU), whose pooled features are float32: rounding them to bf16 would add up to 0.4% to each.
+  // Only reads the weights: any number of threads may call it at once.
   torch::Tensor forward(const torch::Tensor& frames) const;
 
   // A fused `resnet` shared with every live one of the same weights and placement: models whose
