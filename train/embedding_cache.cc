@@ -130,7 +130,7 @@ absl::StatusOr<EmbeddingCache> EmbeddingCache::Open(const std::string& work_dir,
     if (!out)
       return absl::PermissionDeniedError(absl::StrCat("cannot write ", settings_path.string()));
   }
-  return EmbeddingCache(work_dir);
+  return EmbeddingCache(work_dir, settings);
 }
 
 std::string EmbeddingCache::backbone_dir() const {

@@ -34,6 +34,8 @@ class EmbeddingCache {
                                              const nlohmann::json& settings);
 
   const std::string& work_dir() const { return work_dir_; }
+  // What its embeddings depend on (embed.json).
+  const nlohmann::json& settings() const { return settings_; }
   std::string backbone_dir() const;
   std::string PathFor(const Clip& clip) const;
   bool Has(const Clip& clip) const;
@@ -41,8 +43,10 @@ class EmbeddingCache {
   absl::StatusOr<torch::Tensor> Get(const Clip& clip) const;
 
  private:
-  explicit EmbeddingCache(std::string work_dir) : work_dir_(std::move(work_dir)) {}
+  EmbeddingCache(std::string work_dir, nlohmann::json settings)
+      : work_dir_(std::move(work_dir)), settings_(std::move(settings)) {}
   std::string work_dir_;
+  nlohmann::json settings_;
 };
 
 struct SkippedClip {

@@ -90,23 +90,28 @@ absl::StatusOr<nlohmann::json> AgainstFloat32Steps(const std::string& run_dir,
                         {"median_probability_difference", moved.median().item<double>()}};
 }
 
+// Class indices [N] int64 as a vector.
+std::vector<int64_t> ClassIndices(const torch::Tensor& classes) {
+  const torch::Tensor contiguous = classes.contiguous();
+  return std::vector<int64_t>(contiguous.data_ptr<int64_t>(),
+                              contiguous.data_ptr<int64_t>() + contiguous.size(0));
+}
+
 // How predictions of the run's head move when the split's clips are embedded again by the cache's
-// backbone in `precision` rather than read from the cache (fp32): top-1 agreement, accuracy and
-// macro recall in each, and the embeddings' largest and median relative error, frame by frame.
+// backbone in `precision` rather than read from the cache (fp32, whose predictions and report are
+// given): top-1 agreement, accuracy and macro recall in each, and the embeddings' largest and
+// median relative error, frame by frame.
 absl::StatusOr<nlohmann::json> AgainstFloat32Backbone(
-    const std::string& work, const Dataset& dataset, const LoadedSplit& split,
-    model::TemporalHead& head, const torch::Tensor& float32_predicted, model::Precision precision) {
-  absl::StatusOr<EmbeddingCache> cache = OpenWorkCache(work);
-  if (!cache.ok()) return cache.status();
-  absl::StatusOr<nlohmann::json> settings = ReadJsonFile((fs::path(work) / "embed.json").string());
-  if (!settings.ok()) return settings.status();
-  absl::StatusOr<media::ClipOptions> clip_options = SamplingOfSettings(*settings);
+    const EmbeddingCache& cache, const Dataset& dataset, const LoadedSplit& split,
+    model::TemporalHead& head, const torch::Tensor& float32_predicted,
+    const ClassificationReport& float32, model::Precision precision) {
+  absl::StatusOr<media::ClipOptions> clip_options = SamplingOfSettings(cache.settings());
   if (!clip_options.ok()) return clip_options.status();
   model::InferenceOptions options;  // the server's defaults on the CPU
   options.device = torch::Device(torch::kCPU);
   options.precision = precision;
   absl::StatusOr<std::unique_ptr<model::VideoModel>> backbone =
-      model::VideoModel::Load(cache->backbone_dir(), options);
+      model::VideoModel::Load(cache.backbone_dir(), options);
   if (!backbone.ok()) return backbone.status();
   // Clips side by side, each on one intra-op thread, as embed runs them.
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
@@ -134,24 +139,16 @@ absl::StatusOr<nlohmann::json> AgainstFloat32Backbone(
   }
   const torch::Tensor predicted =
       model::Predict(head, model::MakeEmbeddingSet(*embedded, labels)).contiguous();
-  const auto as_vector = [](const torch::Tensor& classes) {
-    return std::vector<int64_t>(classes.data_ptr<int64_t>(),
-                                classes.data_ptr<int64_t>() + classes.size(0));
-  };
-  const torch::Tensor truth = split.set.labels.contiguous();
-  absl::StatusOr<ClassificationReport> exact =
-      ReportFromPredictions(dataset.classes, as_vector(truth), as_vector(float32_predicted));
-  absl::StatusOr<ClassificationReport> lower =
-      ReportFromPredictions(dataset.classes, as_vector(truth), as_vector(predicted));
-  if (!exact.ok()) return exact.status();
+  absl::StatusOr<ClassificationReport> lower = ReportFromPredictions(
+      dataset.classes, ClassIndices(split.set.labels), ClassIndices(predicted));
   if (!lower.ok()) return lower.status();
   std::sort(errors.begin(), errors.end());
   return nlohmann::json{{"precision", model::PrecisionName(precision)},
                         {"clips", split.set.size()},
                         {"same_top1", predicted.eq(float32_predicted).sum().item<int64_t>()},
-                        {"accuracy_fp32", exact->accuracy},
+                        {"accuracy_fp32", float32.accuracy},
                         {"accuracy", lower->accuracy},
-                        {"macro_recall_fp32", exact->macro_recall},
+                        {"macro_recall_fp32", float32.macro_recall},
                         {"macro_recall", lower->macro_recall},
                         {"largest_embedding_error", errors.back()},
                         {"median_embedding_error", errors[errors.size() / 2]}};
@@ -229,16 +226,6 @@ int RunEval(const EvalFlags& flags) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  absl::StatusOr<nlohmann::json> against_float32_backbone = nlohmann::json();
-  if (other_precision) {
-    against_float32_backbone =
-        AgainstFloat32Backbone(flags.work, *dataset, *loaded, **head, predicted,
-                               *model::ParsePrecision(flags.backbone_precision));
-    if (!against_float32_backbone.ok()) {
-      std::cerr << "vidclf-train eval: " << against_float32_backbone.status().message() << "\n";
-      return kExitFailed;
-    }
-  }
   absl::StatusOr<nlohmann::json> against_float32 = nlohmann::json();
   if (int8) {
     against_float32 = AgainstFloat32Steps(run_dir, loaded->set, flags.attention, probabilities);
@@ -247,16 +234,21 @@ int RunEval(const EvalFlags& flags) {
       return kExitFailed;
     }
   }
-  const torch::Tensor labels = loaded->set.labels.contiguous();
-  const auto as_vector = [](const torch::Tensor& classes) {
-    return std::vector<int64_t>(classes.data_ptr<int64_t>(),
-                                classes.data_ptr<int64_t>() + classes.size(0));
-  };
-  absl::StatusOr<ClassificationReport> report =
-      ReportFromPredictions(dataset->classes, as_vector(labels), as_vector(predicted));
+  absl::StatusOr<ClassificationReport> report = ReportFromPredictions(
+      dataset->classes, ClassIndices(loaded->set.labels), ClassIndices(predicted));
   if (!report.ok()) {
     std::cerr << "vidclf-train eval: " << report.status().message() << "\n";
     return kExitFailed;
+  }
+  absl::StatusOr<nlohmann::json> against_float32_backbone = nlohmann::json();
+  if (other_precision) {
+    against_float32_backbone =
+        AgainstFloat32Backbone(*cache, *dataset, *loaded, **head, predicted, *report,
+                               *model::ParsePrecision(flags.backbone_precision));
+    if (!against_float32_backbone.ok()) {
+      std::cerr << "vidclf-train eval: " << against_float32_backbone.status().message() << "\n";
+      return kExitFailed;
+    }
   }
   const std::string how = absl::StrCat(
       flags.attention.empty() ? "" : ", attention " + flags.attention,
