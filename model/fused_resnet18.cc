@@ -22,14 +22,13 @@ bool SameTensor(const torch::Tensor& a, const torch::Tensor& b) {
 
 }  // namespace
 
-std::shared_ptr<const FusedResNet18> FusedResNet18::Shared(const ResNet18& resnet,
-                                                           const torch::Device& device,
-                                                           torch::Dtype dtype, bool channels_last,
-                                                           bool winograd) {
+std::shared_ptr<const FusedResNet18> FusedResNet18::Shared(
+    const ResNet18& resnet, const torch::Device& device, torch::Dtype dtype, bool channels_last,
+    bool winograd, const std::optional<Int8Calibration>& int8) {
   // Folding first and comparing the result is exact, and needs no digest of the weights; the
   // fresh copy is dropped when an equal one is live.
   auto fresh =
-      std::make_shared<const FusedResNet18>(resnet, device, dtype, channels_last, winograd);
+      std::make_shared<const FusedResNet18>(resnet, device, dtype, channels_last, winograd, int8);
   static std::mutex mutex;
   static std::vector<std::weak_ptr<const FusedResNet18>> live;
   std::lock_guard<std::mutex> lock(mutex);
@@ -45,10 +44,17 @@ std::shared_ptr<const FusedResNet18> FusedResNet18::Shared(const ResNet18& resne
 }
 
 FusedResNet18::FusedResNet18(const ResNet18& resnet, const torch::Device& device,
-                             torch::Dtype dtype, bool channels_last, bool winograd)
+                             torch::Dtype dtype, bool channels_last, bool winograd,
+                             const std::optional<Int8Calibration>& int8)
     : channels_last_(channels_last),
       onednn_(device.is_cpu() && dtype == torch::kFloat && at::hasMKLDNN()) {
   const FoldedResNet18 folded = FoldBatchNorms(resnet);
+  if (int8) {
+    TORCH_CHECK(device.is_cpu(), "the int8 backbone runs on the CPU only");
+    onednn_ = channels_last_ = winograd_ = false;
+    primitives_ = std::make_unique<OneDnnResNet18>(folded, *int8);
+    return;
+  }
   winograd_ =
       winograd && device.is_cpu() && dtype == torch::kFloat && OneDnnResNet18::WinogradAvailable();
   const bool cpu_bf16 =

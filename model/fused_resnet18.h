@@ -11,9 +11,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "model/folded_resnet18.h"
+#include "model/int8_calibration.h"
 #include "model/resnet18.h"
 
 namespace vidclf::model {
@@ -27,24 +29,26 @@ class FusedResNet18 {
   // With `winograd`, on the CPU in fp32 where oneDNN's Winograd kernels run
   // (OneDnnResNet18::WinogradAvailable), the 3x3 convolutions of stride 1 run them. On the CPU in
   // bf16, oneDNN's bf16 kernels run it where the CPU has their instructions
-  // (OneDnnResNet18::Bf16Available). Throws c10::Error.
+  // (OneDnnResNet18::Bf16Available). With `int8`, on the CPU, oneDNN's int8 kernels run it with
+  // those activation ranges (OneDnnResNet18::Int8Available; `dtype` is then the frames', float32).
+  // Throws c10::Error.
   FusedResNet18(const ResNet18& resnet, const torch::Device& device, torch::Dtype dtype,
-                bool channels_last, bool winograd = false);
+                bool channels_last, bool winograd = false,
+                const std::optional<Int8Calibration>& int8 = std::nullopt);
   ~FusedResNet18();
 
   // frames: [N, 3, H, W] on the device in its dtype, H and W at least 32. Returns [N, 512] in the
-  // frames' dtype, but float32 where oneDNN's own primitives run (Winograd's kernels, bf16 on the
-  // CPU), whose pooled features are float32: rounding them to bf16 would add up to 0.4% to each.
-  // Only reads the weights: any number of threads may call it at once.
+  // frames' dtype, but float32 where oneDNN's own primitives run (Winograd's kernels, bf16 or int8
+  // on the CPU), whose pooled features are float32: rounding them to bf16 would add up to 0.4% to
+  // each. Only reads the weights: any number of threads may call it at once.
   torch::Tensor forward(const torch::Tensor& frames) const;
 
   // A fused `resnet` shared with every live one of the same weights and placement: models whose
   // heads were trained on one frozen backbone (the demo repository's three) hold its 45 MB of
   // weights once, and reloading an unchanged bundle adds none. Thread-safe. Throws c10::Error.
-  static std::shared_ptr<const FusedResNet18> Shared(const ResNet18& resnet,
-                                                     const torch::Device& device,
-                                                     torch::Dtype dtype, bool channels_last,
-                                                     bool winograd = false);
+  static std::shared_ptr<const FusedResNet18> Shared(
+      const ResNet18& resnet, const torch::Device& device, torch::Dtype dtype, bool channels_last,
+      bool winograd = false, const std::optional<Int8Calibration>& int8 = std::nullopt);
 
   // Whether the convolutions run as oneDNN kernels on pre-reordered weights.
   bool uses_onednn() const { return onednn_; }
@@ -68,7 +72,8 @@ class FusedResNet18 {
   FoldedConvolution stem_;
   std::vector<FoldedBlock> blocks_;
   bool winograd_;
-  // Runs forward instead where Winograd's kernels were asked for and run, or in bf16 on the CPU;
+  // Runs forward instead where Winograd's kernels were asked for and run, or in bf16 or int8 on
+  // the CPU;
   // stem_ and blocks_ are then empty, and it holds the only copy of the weights.
   std::unique_ptr<OneDnnResNet18> primitives_;
 };

@@ -17,9 +17,10 @@ namespace {
 template <typename Enum, size_t N>
 using NameTable = std::array<std::pair<Enum, const char*>, N>;
 
-constexpr NameTable<Precision, 4> kPrecisions = {{{Precision::kFp32, "fp32"},
+constexpr NameTable<Precision, 5> kPrecisions = {{{Precision::kFp32, "fp32"},
                                                   {Precision::kFp16, "fp16"},
                                                   {Precision::kBf16, "bf16"},
+                                                  {Precision::kInt8, "int8"},
                                                   {Precision::kAuto, "auto"}}};
 constexpr NameTable<BackboneKernels, 3> kBackboneKernels = {
     {{BackboneKernels::kEager, "eager"},
@@ -118,6 +119,18 @@ absl::StatusOr<StepWeights> ParseStepWeights(absl::string_view name) {
 absl::StatusOr<torch::Dtype> BackboneDtype(Precision precision, const torch::Device& device) {
   // A model without a bundle to choose by (VideoModel::Create) runs fp32.
   if (precision == Precision::kFp32 || precision == Precision::kAuto) return torch::kFloat;
+  if (precision == Precision::kInt8) {
+    if (!device.is_cpu()) {
+      return absl::InvalidArgumentError(
+          "precision int8 runs on the CPU (oneDNN's VNNI kernels); a GPU runs fp16 or bf16");
+    }
+    if (!OneDnnResNet18::Int8Available()) {
+      return absl::InvalidArgumentError(
+          "precision int8 needs a CPU with VNNI instructions (AVX-512 VNNI, AVX-VNNI or AMX); "
+          "this CPU runs fp32");
+    }
+    return torch::kFloat;  // the frames'; the calibration quantizes them
+  }
   // CPUs without native half-precision units run these slower than fp32, not faster.
   if (precision == Precision::kBf16 && device.is_cpu()) {
     if (OneDnnResNet18::Bf16Available()) return torch::kBFloat16;

@@ -16,9 +16,10 @@
 namespace vidclf::model {
 
 // Backbone arithmetic. The head always runs in fp32: it is small, and the normalisers of softmax
-// and linear attention are where low precision hurts. kAuto: each bundle's own choice on its
-// device (model/precision_choice.h), made as VideoModel::Load loads it.
-enum class Precision { kFp32, kFp16, kBf16, kAuto };
+// and linear attention are where low precision hurts. kInt8: on a CPU with VNNI, by the bundle's
+// calibration (int8_calibration.h). kAuto: each bundle's own choice on its device
+// (model/precision_choice.h), made as VideoModel::Load loads it.
+enum class Precision { kFp32, kFp16, kBf16, kInt8, kAuto };
 
 // How the backbone runs.
 enum class BackboneKernels {
@@ -73,7 +74,8 @@ std::string StepWeightsName(StepWeights weights);
 absl::StatusOr<StepWeights> ParseStepWeights(absl::string_view name);
 
 // The backbone dtype of `precision` on `device`: INVALID_ARGUMENT for half precision off CUDA,
-// but for bf16 on a CPU that has bf16 instructions (oneDNN's kernels run it there).
+// but for bf16 on a CPU that has bf16 instructions (oneDNN's kernels run it there), and for int8
+// anywhere but a CPU with VNNI (where its frames stay float32: the calibration quantizes them).
 absl::StatusOr<torch::Dtype> BackboneDtype(Precision precision, const torch::Device& device);
 
 }  // namespace vidclf::model

@@ -1,5 +1,6 @@
 #include "model/onednn_resnet18.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -42,12 +43,14 @@ memory::desc Any(const memory::dims& dims, memory::data_type type) {
 // 28x28 of 64 and 0.68x on 14x14 of 128.
 constexpr int64_t kWinogradMinSide = 14;
 
-// Activations stay in oneDNN's 16-channel blocks from the stem to the pooling, as LibTorch's
-// oneDNN calls keep them: left to choose, oneDNN picked its brgconv kernels and plain layouts for
-// the direct convolutions here, which took 1.7x as long on 4x4 frames of 512 channels (same run)
-// and cost a reorder at every change of kernel.
-memory::desc Blocked(const memory::dims& dims, memory::data_type type) {
-  return memory::desc(dims, type, memory::format_tag::nChw16c);
+// float32 and bf16 activations stay in oneDNN's 16-channel blocks from the stem to the pooling,
+// as LibTorch's oneDNN calls keep them: left to choose, oneDNN picked its brgconv kernels and
+// plain layouts for the direct convolutions here, which took 1.7x as long on 4x4 frames of 512
+// channels (same run) and cost a reorder at every change of kernel. oneDNN's int8 kernels read
+// and write channels-last (NHWC) only, float32 outputs too (`int8`: an int8 graph's activations):
+// in 16-channel blocks it ran its reference kernels, about 100 times slower.
+memory::desc Activations(const memory::dims& dims, memory::data_type type, bool int8) {
+  return memory::desc(dims, type, int8 ? memory::format_tag::nhwc : memory::format_tag::nChw16c);
 }
 
 // oneDNN's type for activations and weights in `dtype` (float32 or bfloat16).
@@ -69,9 +72,20 @@ void ReorderNow(memory from, memory to) {
 struct OneDnnResNet18::Graph {
   struct Convolution {
     int64_t out_channels = 0, in_channels = 0, kernel = 0, stride = 1, padding = 0;
-    memory::data_type type = memory::data_type::f32;  // of its weights, input and output
-    torch::Tensor bias;                               // float32 on the CPU
+    memory::data_type type = memory::data_type::f32;  // of its weights
+    // Of its input and output: the weights', but in int8 a ReLU's output and every block's input
+    // are u8, the frames s8, and a downsample's output and the sum onto it float32.
+    memory::data_type src_type = memory::data_type::f32, dst_type = memory::data_type::f32;
+    torch::Tensor bias;  // float32 on the CPU; in int8, in units of the accumulator
     bool winograd = false;
+    // int8 only: the accumulator to the output's units, per output channel; the residual's units
+    // to the output's; the stem's frames to its input's units.
+    std::vector<float> output_scales;
+    float sum_scale = 1, input_scale = 1;
+    // Where the output is float32 (a sum onto a downsampled residual), the scale of its
+    // quantization to u8 that follows; 0 elsewhere.
+    float requantize_scale = 0;
+    torch::Tensor plain_int8;  // the quantized weights, plain, for layouts other than stored
     // The only full copy of the weights, in the direct kernels' layout, made at construction and
     // never changed after: the folded plain weights are not kept.
     memory::desc stored_layout;
@@ -105,6 +119,8 @@ struct OneDnnResNet18::Graph {
     int conv1 = 0, conv2 = 0, downsample = -1;
   };
   std::vector<Block> blocks;
+  // In int8, the last block's output units to float32, for the average pooling.
+  float dequantize_scale = 0;
   std::mutex mutex;
   std::map<std::tuple<int64_t, int64_t, int64_t, memory::data_type>, std::shared_ptr<const Plan>>
       plans;
@@ -117,9 +133,17 @@ namespace {
 
 using Graph = OneDnnResNet18::Graph;
 
-memory::desc PlainWeights(const Graph::Convolution& conv) {
-  return memory::desc({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel},
-                      memory::data_type::f32, memory::format_tag::oihw);
+memory::desc PlainWeights(const Graph::Convolution& conv,
+                          memory::data_type type = memory::data_type::f32) {
+  return memory::desc({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}, type,
+                      memory::format_tag::oihw);
+}
+
+// A reorder's attributes: the caller's scratchpad, and values multiplied by `scale`.
+dnnl::primitive_attr ScaledReorder(float scale) {
+  dnnl::primitive_attr attr = UserScratchpad();
+  if (scale != 1) attr.set_output_scales(0, {scale});
+  return attr;
 }
 
 // The output's dims of `conv` on input dims `in`.
@@ -138,11 +162,12 @@ dnnl::convolution_forward::primitive_desc ConvolutionPrimitive(const Graph::Conv
                                                                const dnnl::primitive_attr& attr) {
   const dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, algorithm,
-      stem ? Any(in, conv.type) : Blocked(in, conv.type),
+      stem ? Any(in, conv.src_type)
+           : Activations(in, conv.src_type, conv.type == memory::data_type::s8),
       Any({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}, conv.type),
       memory::desc({conv.out_channels}, memory::data_type::f32, memory::format_tag::x),
-      Blocked(OutputDims(conv, in), conv.type), {conv.stride, conv.stride},
-      {conv.padding, conv.padding}, {conv.padding, conv.padding});
+      Activations(OutputDims(conv, in), conv.dst_type, conv.type == memory::data_type::s8),
+      {conv.stride, conv.stride}, {conv.padding, conv.padding}, {conv.padding, conv.padding});
   return dnnl::convolution_forward::primitive_desc(desc, attr, CpuEngine());
 }
 
@@ -157,19 +182,21 @@ class PlanBuilder {
     return static_cast<int>(plan_.buffers.size()) - 1;
   }
 
-  // Copies buffer `from` into buffer `to`, converting the layout.
-  void Reorder(int from, int to) {
+  // Copies buffer `from` into buffer `to`, converting the layout and type, values multiplied by
+  // `scale`.
+  void Reorder(int from, int to, float scale = 1) {
     const dnnl::reorder::primitive_desc pd(CpuEngine(), plan_.buffers[from], CpuEngine(),
-                                           plan_.buffers[to], UserScratchpad());
+                                           plan_.buffers[to], ScaledReorder(scale));
     Add(dnnl::reorder(pd), {{DNNL_ARG_FROM, Call(from)}, {DNNL_ARG_TO, Call(to)}},
         pd.scratchpad_desc());
   }
 
-  // Buffer `from` in layout `want`: itself when it has it, else a converted copy.
-  int Ensure(int from, const memory::desc& want) {
-    if (plan_.buffers[from] == want) return from;
+  // Buffer `from` in layout `want`: itself when it has it, else a converted copy, its values
+  // multiplied by `scale`.
+  int Ensure(int from, const memory::desc& want, float scale = 1) {
+    if (plan_.buffers[from] == want && scale == 1) return from;
     const int to = Buffer(want);
-    Reorder(from, to);
+    Reorder(from, to, scale);
     return to;
   }
 
@@ -181,10 +208,11 @@ class PlanBuilder {
     const memory::dims in = plan_.buffers[src].dims();
     const memory::dims out = OutputDims(conv, in);
     dnnl::post_ops ops;
-    if (residual) ops.append_sum(1.0f);
+    if (residual) ops.append_sum(conv.sum_scale);
     if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     dnnl::primitive_attr attr = UserScratchpad();
     attr.set_post_ops(ops);
+    if (!conv.output_scales.empty()) attr.set_output_scales(1 << 1, conv.output_scales);
     auto make = [&](dnnl::algorithm algorithm) {
       return ConvolutionPrimitive(conv, algorithm, in, /*stem=*/index == 0, attr);
     };
@@ -197,7 +225,7 @@ class PlanBuilder {
       if (!winograd) throw;
       pd = make(dnnl::algorithm::convolution_direct);  // no Winograd kernel for this shape
     }
-    const int input = Ensure(src, pd.src_desc());
+    const int input = Ensure(src, pd.src_desc(), conv.input_scale);
     const int dst = residual ? Ensure(*residual, pd.dst_desc()) : Buffer(pd.dst_desc());
     Add(dnnl::convolution_forward(pd),
         {{DNNL_ARG_SRC, Call(input)},
@@ -239,15 +267,22 @@ class PlanBuilder {
     plan_.steps.push_back(std::move(step));
   }
 
-  // The weights of `conv` in layout `want`: the stored copy, or one reordered from it on first
-  // use, through a plain copy, as Winograd's layouts are made only from plain weights.
+  // The weights of `conv` in layout `want`: the stored copy, or one reordered on first use from
+  // a plain float32 copy, as Winograd's layouts are made only from those: the stored one's, or in
+  // int8 the kept quantized weights' (integers, exact in float32), as layouts with compensation
+  // cannot be read back and int8 layouts are made from float32 ones.
   static memory Weights(Graph::Convolution& conv, const memory::desc& want) {
     if (conv.stored_layout == want) return conv.stored;
     for (const auto& [layout, weights] : conv.weights) {
       if (layout == want) return weights;
     }
     memory plain(PlainWeights(conv), CpuEngine());
-    ReorderNow(conv.stored, plain);
+    if (conv.plain_int8.defined()) {
+      const torch::Tensor levels = conv.plain_int8.to(torch::kFloat);
+      ReorderNow(memory(PlainWeights(conv), CpuEngine(), levels.data_ptr<float>()), plain);
+    } else {
+      ReorderNow(conv.stored, plain);
+    }
     memory to(want, CpuEngine());
     ReorderNow(plain, to);
     conv.weights.emplace_back(want, to);
@@ -278,9 +313,15 @@ std::shared_ptr<const Graph::Plan> Graph::PlanFor(int64_t n, int64_t h, int64_t 
     const int residual = block.downsample < 0 ? x : build.Convolve(block.downsample, x, false);
     const int inner = build.Convolve(block.conv1, x, /*relu=*/true);
     x = build.Convolve(block.conv2, inner, /*relu=*/true, residual);
+    if (const float scale = convolutions[block.conv2].requantize_scale; scale != 0) {
+      x = build.Ensure(x, Activations(plan->buffers[x].dims(), memory::data_type::u8, true), scale);
+    }
   }
   const memory::dims last = plan->buffers[x].dims();
   TORCH_CHECK(last[2] == last[3], "oneDNN ResNet18 expects square frames; got ", h, "x", w);
+  if (dequantize_scale != 0) {  // int8: pooled in float32, as rounding the mean would lose bits
+    x = build.Ensure(x, Activations(last, memory::data_type::f32, false), dequantize_scale);
+  }
   x = build.Pool(x, dnnl::algorithm::pooling_avg_exclude_padding, last[2], 1, 0);
   build.Reorder(x, features);
   std::vector<int> last_step(plan->buffers.size(), -1);
@@ -319,34 +360,58 @@ bool OneDnnResNet18::Bf16Available() {
   return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
 }
 
+bool OneDnnResNet18::Int8Available() {
+  // VNNI's u8 x s8 dot products; without them oneDNN's int8 kernels gain little over fp32.
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  for (const auto vnni : {dnnl_cpu_isa_avx512_core_vnni, dnnl_cpu_isa_avx2_vnni}) {
+    if ((isa & static_cast<unsigned>(vnni)) == static_cast<unsigned>(vnni)) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// A convolution of the folded network as one of the graph, its weights not yet stored.
+Graph::Convolution MakeConvolution(const FoldedConvolution& conv, memory::data_type type) {
+  Graph::Convolution convolution;
+  convolution.type = convolution.src_type = convolution.dst_type = type;
+  convolution.out_channels = conv.weight.size(0);
+  convolution.in_channels = conv.weight.size(1);
+  convolution.kernel = conv.weight.size(2);
+  convolution.stride = conv.stride;
+  convolution.padding = conv.padding;
+  convolution.bias = conv.bias.to(torch::kCPU, torch::kFloat).contiguous();
+  return convolution;
+}
+
+// Reorders `plain` (float32 or s8, oihw) into the stored layout of `conv`: the one the direct
+// kernels take at 56x56, which is what they take at every size here (a plan that asks for another
+// gets a copy made on first use).
+void StoreWeights(Graph::Convolution& conv, bool stem, memory plain) {
+  conv.stored_layout =
+      ConvolutionPrimitive(conv, dnnl::algorithm::convolution_direct, {1, conv.in_channels, 56, 56},
+                           stem, dnnl::primitive_attr())
+          .weights_desc();
+  conv.stored = memory(conv.stored_layout, CpuEngine());
+  ReorderNow(plain, conv.stored);
+}
+
+}  // namespace
+
 OneDnnResNet18::OneDnnResNet18(const FoldedResNet18& folded, bool winograd, torch::Dtype dtype)
     : graph_(std::make_unique<Graph>()) {
   const memory::data_type type = DataType(dtype);
   TORCH_CHECK(dtype == torch::kFloat || Bf16Available(),
               "this CPU has no bf16 instructions (AVX-512 BF16 or AMX) for oneDNN's bf16 kernels");
   auto add = [&](const FoldedConvolution& conv) {
-    Graph::Convolution convolution;
-    convolution.type = type;
-    convolution.out_channels = conv.weight.size(0);
-    convolution.in_channels = conv.weight.size(1);
-    convolution.kernel = conv.weight.size(2);
-    convolution.stride = conv.stride;
-    convolution.padding = conv.padding;
+    const bool stem = graph_->convolutions.empty();
+    Graph::Convolution convolution = MakeConvolution(conv, type);
     // oneDNN's Winograd kernels are float32's only.
     convolution.winograd =
         winograd && dtype == torch::kFloat && convolution.kernel == 3 && conv.stride == 1;
-    convolution.bias = conv.bias.to(torch::kCPU, torch::kFloat).contiguous();
-    // Stored in the layout the direct kernels take at 56x56, which is what they take at every
-    // size here; a plan that asks for another gets a copy reordered from this one.
-    const bool stem = graph_->convolutions.empty();
-    convolution.stored_layout =
-        ConvolutionPrimitive(convolution, dnnl::algorithm::convolution_direct,
-                             {1, convolution.in_channels, 56, 56}, stem, dnnl::primitive_attr())
-            .weights_desc();
-    convolution.stored = memory(convolution.stored_layout, CpuEngine());
     torch::Tensor plain = conv.weight.to(torch::kCPU, torch::kFloat).contiguous();
-    ReorderNow(memory(PlainWeights(convolution), CpuEngine(), plain.data_ptr<float>()),
-               convolution.stored);
+    StoreWeights(convolution, stem,
+                 memory(PlainWeights(convolution), CpuEngine(), plain.data_ptr<float>()));
     graph_->convolutions.push_back(std::move(convolution));
     return static_cast<int>(graph_->convolutions.size()) - 1;
   };
@@ -360,12 +425,88 @@ OneDnnResNet18::OneDnnResNet18(const FoldedResNet18& folded, bool winograd, torc
   }
 }
 
+OneDnnResNet18::OneDnnResNet18(const FoldedResNet18& folded, const Int8Calibration& calibration)
+    : graph_(std::make_unique<Graph>()) {
+  TORCH_CHECK(Int8Available(),
+              "this CPU has no VNNI instructions (AVX-512 VNNI, AVX-VNNI or AMX) for oneDNN's "
+              "int8 kernels");
+  const size_t expected = 1 + 2 * folded.blocks.size() +
+                          std::count_if(folded.blocks.begin(), folded.blocks.end(),
+                                        [](const FoldedBlock& b) { return b.downsample; });
+  TORCH_CHECK(calibration.output_max.size() == expected && calibration.input_max > 0,
+              "the int8 calibration lists ", calibration.output_max.size(),
+              " convolutions' ranges where the backbone has ", expected);
+  using T = memory::data_type;
+  // A step is the value of one unit of a tensor: an int8 one's calibrated range over 127 (s8) or
+  // 255 (u8, a ReLU's output); 1 for float32.
+  auto step = [](float range, T type) {
+    return type == T::f32 ? 1.0f : range / (type == T::u8 ? 255.0f : 127.0f);
+  };
+  // Adds folded convolution `conv` (calibrated as number `index`) reading `src_type` values of
+  // `src_step`, writing `dst_type`; returns its index and output step.
+  auto add = [&](const FoldedConvolution& conv, size_t index, T src_type, float src_step,
+                 T dst_type) {
+    const bool stem = graph_->convolutions.empty();
+    Graph::Convolution convolution = MakeConvolution(conv, T::s8);
+    convolution.src_type = src_type;
+    convolution.dst_type = dst_type;
+    const float out_step = step(calibration.output_max[index], dst_type);
+    // Per output channel: the weights' step, the accumulator's (input step x weight step).
+    const torch::Tensor weight = conv.weight.to(torch::kCPU, torch::kFloat);
+    const torch::Tensor weight_step = weight.abs().amax({1, 2, 3}).clamp_min(1e-12) / 127;
+    convolution.plain_int8 = (weight / weight_step.view({-1, 1, 1, 1}))
+                                 .round()
+                                 .clamp(-127, 127)
+                                 .to(torch::kChar)
+                                 .contiguous();
+    const torch::Tensor accumulator_step = weight_step * src_step;
+    convolution.bias = (convolution.bias / accumulator_step).contiguous();
+    const torch::Tensor output_scales = (accumulator_step / out_step).contiguous();
+    convolution.output_scales.assign(output_scales.data_ptr<float>(),
+                                     output_scales.data_ptr<float>() + output_scales.numel());
+    StoreWeights(
+        convolution, stem,
+        memory(PlainWeights(convolution, T::s8), CpuEngine(), convolution.plain_int8.data_ptr()));
+    graph_->convolutions.push_back(std::move(convolution));
+    return std::make_pair(static_cast<int>(graph_->convolutions.size()) - 1, out_step);
+  };
+  const float input_step = step(calibration.input_max, T::s8);
+  auto [stem, x_step] = add(folded.stem, 0, T::s8, input_step, T::u8);
+  graph_->convolutions[stem].input_scale = 1 / input_step;
+  // Every block reads and writes u8 (max pooling keeps the stem's type and step). A downsampled
+  // residual is signed: it and the sum onto it are float32, and the sum is then quantized to u8,
+  // so that no block output loses the bit that s8 would.
+  size_t index = 1;
+  for (const FoldedBlock& block : folded.blocks) {
+    const size_t conv1 = index, conv2 = index + 1, downsample = index + 2;
+    index += block.downsample ? 3 : 2;
+    Graph::Block indices;
+    float residual_step = x_step;
+    const T sum_type = block.downsample ? T::f32 : T::u8;
+    if (block.downsample) {
+      std::tie(indices.downsample, residual_step) =
+          add(*block.downsample, downsample, T::u8, x_step, sum_type);
+    }
+    float inner_step = 0;
+    std::tie(indices.conv1, inner_step) = add(block.conv1, conv1, T::u8, x_step, T::u8);
+    float sum_step = 0;
+    std::tie(indices.conv2, sum_step) = add(block.conv2, conv2, T::u8, inner_step, sum_type);
+    Graph::Convolution& last = graph_->convolutions[indices.conv2];
+    last.sum_scale = residual_step / sum_step;
+    x_step = step(calibration.output_max[conv2], T::u8);
+    if (sum_type == T::f32) last.requantize_scale = 1 / x_step;
+    graph_->blocks.push_back(indices);
+  }
+  graph_->dequantize_scale = x_step;
+}
+
 OneDnnResNet18::~OneDnnResNet18() = default;
 
 bool OneDnnResNet18::SameWeights(const OneDnnResNet18& other) const {
   const std::vector<Graph::Convolution>& mine = graph_->convolutions;
   const std::vector<Graph::Convolution>& theirs = other.graph_->convolutions;
-  if (mine.size() != theirs.size() || graph_->blocks.size() != other.graph_->blocks.size()) {
+  if (mine.size() != theirs.size() || graph_->blocks.size() != other.graph_->blocks.size() ||
+      graph_->dequantize_scale != other.graph_->dequantize_scale) {
     return false;
   }
   for (size_t i = 0; i < mine.size(); ++i) {
@@ -375,7 +516,10 @@ bool OneDnnResNet18::SameWeights(const OneDnnResNet18& other) const {
     // bytes, equal weights. They never change after construction, so no lock is needed.
     if (a.out_channels != b.out_channels || a.in_channels != b.in_channels ||
         a.kernel != b.kernel || a.stride != b.stride || a.padding != b.padding ||
-        a.type != b.type || a.winograd != b.winograd || !torch::equal(a.bias, b.bias) ||
+        a.type != b.type || a.src_type != b.src_type || a.dst_type != b.dst_type ||
+        a.winograd != b.winograd || !torch::equal(a.bias, b.bias) ||
+        a.output_scales != b.output_scales || a.sum_scale != b.sum_scale ||
+        a.input_scale != b.input_scale || a.requantize_scale != b.requantize_scale ||
         a.stored_layout != b.stored_layout ||
         std::memcmp(a.stored.get_data_handle(), b.stored.get_data_handle(),
                     a.stored_layout.get_size()) != 0) {
@@ -428,7 +572,13 @@ bool OneDnnResNet18::WinogradAvailable() { return false; }
 
 bool OneDnnResNet18::Bf16Available() { return false; }
 
+bool OneDnnResNet18::Int8Available() { return false; }
+
 OneDnnResNet18::OneDnnResNet18(const FoldedResNet18&, bool, torch::Dtype) {
+  TORCH_CHECK(false, "this build has no oneDNN");
+}
+
+OneDnnResNet18::OneDnnResNet18(const FoldedResNet18&, const Int8Calibration&) {
   TORCH_CHECK(false, "this build has no oneDNN");
 }
 

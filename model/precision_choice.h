@@ -25,10 +25,13 @@ struct PrecisionChoice {
   std::string reason;
 };
 
-// bf16 where `device` runs it (a GPU, or a CPU with bf16 instructions) and the bundle's metrics
-// record a bf16 evaluation that meets the bar (`vidclf-train eval --backbone-precision bf16`,
-// written into the bundle by export: metrics.backbone_precision.bf16); fp32 otherwise.
-PrecisionChoice ChoosePrecision(const ModelConfig& config, const torch::Device& device);
+// int8 where `device` is a CPU with VNNI, the bundle is `int8_calibrated` and its metrics record an
+// int8 evaluation that meets the bar; else bf16 where `device` runs it (a GPU, or a CPU with bf16
+// instructions) and the bundle records a bf16 evaluation that meets the bar; else fp32. The
+// evaluations are `vidclf-train eval --backbone-precision bf16|int8`'s, written into the bundle by
+// export (metrics.backbone_precision.bf16 and .int8).
+PrecisionChoice ChoosePrecision(const ModelConfig& config, const torch::Device& device,
+                                bool int8_calibrated);
 
 }  // namespace vidclf::model
 

@@ -102,6 +102,24 @@ struct ResolvedInference {
   torch::Dtype dtype;  // of the backbone
 };
 
+// The int8 calibration of the bundle in `bundle_dir`, which `options` run in int8: where it has
+// none, FAILED_PRECONDITION saying how to make one.
+absl::StatusOr<Int8Calibration> Int8CalibrationOf(const std::string& bundle_dir,
+                                                  const InferenceOptions& options) {
+  if (options.backbone_kernels == BackboneKernels::kEager) {
+    return absl::InvalidArgumentError(
+        "precision int8 runs on the fused backbone's kernels, not the eager module's");
+  }
+  absl::StatusOr<Int8Calibration> calibration = ReadInt8Calibration(bundle_dir);
+  if (absl::IsNotFound(calibration.status())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        bundle_dir, " has no int8 calibration (", kInt8CalibrationFile,
+        "): run `vidclf-train calibrate --work WORK` on the work directory its run was trained "
+        "in, then export the run again; or serve it in another precision"));
+  }
+  return calibration;
+}
+
 absl::StatusOr<ResolvedInference> ResolveInference(const InferenceOptions& options) {
   absl::StatusOr<torch::Device> device = ResolveDevice(options);
   if (!device.ok()) return device.status();
@@ -127,11 +145,13 @@ ResNet18& VideoModel::backbone() {
   return backbone_;
 }
 
-void VideoModel::Prepare(const InferenceOptions& options) {
+void VideoModel::Prepare(const InferenceOptions& options,
+                         const std::optional<Int8Calibration>& int8) {
   if (options.backbone_kernels != BackboneKernels::kEager) {
     backbone_->eval();
-    fused_backbone_ = FusedResNet18::Shared(backbone_, device_, backbone_dtype_, channels_last_,
-                                            options.backbone_kernels == BackboneKernels::kWinograd);
+    fused_backbone_ =
+        FusedResNet18::Shared(backbone_, device_, backbone_dtype_, channels_last_,
+                              options.backbone_kernels == BackboneKernels::kWinograd, int8);
     backbone_ = ResNet18(nullptr);
   } else {
     MoveWeights(*backbone_, device_, backbone_dtype_, channels_last_);
@@ -178,6 +198,10 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Create(const ModelConfig
                                                                const InferenceOptions& options) {
   absl::StatusOr<ResolvedInference> inference = ResolveInference(options);
   if (!inference.ok()) return inference.status();
+  if (options.precision == Precision::kInt8) {
+    return absl::InvalidArgumentError(
+        "precision int8 needs the activation ranges of a bundle's calibration (VideoModel::Load)");
+  }
   if (auto status = ValidateModelConfig(config); !status.ok()) return status;
   try {
     std::unique_ptr<VideoModel> model(new VideoModel(config, ResNet18(), MakeHead(config),
@@ -215,11 +239,18 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& 
   if (asked.precision == Precision::kAuto) {
     absl::StatusOr<torch::Device> device = ResolveDevice(asked);
     if (!device.ok()) return device.status();
-    precision = ChoosePrecision(*config, *device);
+    precision =
+        ChoosePrecision(*config, *device, std::filesystem::exists(dir / kInt8CalibrationFile));
     options.precision = precision.precision;
   }
   absl::StatusOr<ResolvedInference> inference = ResolveInference(options);
   if (!inference.ok()) return inference.status();
+  std::optional<Int8Calibration> int8;
+  if (options.precision == Precision::kInt8) {
+    absl::StatusOr<Int8Calibration> calibration = Int8CalibrationOf(bundle_dir, options);
+    if (!calibration.ok()) return calibration.status();
+    int8 = *std::move(calibration);
+  }
   ResNet18 backbone;
   std::shared_ptr<TemporalHead> head;
   try {
@@ -230,7 +261,7 @@ absl::StatusOr<std::unique_ptr<VideoModel>> VideoModel::Load(const std::string& 
                                                      std::move(head), inference->device,
                                                      inference->dtype, options.channels_last));
     model->precision_ = precision;
-    model->Prepare(options);
+    model->Prepare(options, int8);
     return model;
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(

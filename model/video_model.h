@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "model/heads/step_graph.h"
 #include "model/heads/temporal_head.h"
 #include "model/inference_options.h"
+#include "model/int8_calibration.h"
 #include "model/model_config.h"
 #include "model/precision_choice.h"
 #include "model/resnet18.h"
@@ -115,8 +117,10 @@ class VideoModel {
   VideoModel(ModelConfig config, ResNet18 backbone, std::shared_ptr<TemporalHead> head,
              torch::Device device, torch::Dtype backbone_dtype, bool channels_last);
   // Puts the weights on the device in the layout asked for, fuses the backbone when asked, builds
-  // the substitution heads, and gives the heads int8 step weights when asked. Throws c10::Error.
-  void Prepare(const InferenceOptions& options);
+  // the substitution heads, and gives the heads int8 step weights when asked. With `int8`, the
+  // fused backbone runs int8 by that calibration. Throws c10::Error.
+  void Prepare(const InferenceOptions& options,
+               const std::optional<Int8Calibration>& int8 = std::nullopt);
 
   ModelConfig config_;
   torch::Device device_;

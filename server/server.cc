@@ -40,8 +40,12 @@ std::string DescribeBackbone(const model::InferenceOptions& inference) {
   if (inference.device->is_cpu() && inference.precision == model::Precision::kBf16) {
     return "fused backbone on oneDNN's bf16 kernels (this CPU has bf16 instructions)";
   }
+  if (inference.device->is_cpu() && inference.precision == model::Precision::kInt8) {
+    return "fused backbone on oneDNN's int8 kernels (this CPU has VNNI)";
+  }
   if (inference.device->is_cpu() && inference.precision == model::Precision::kAuto) {
-    return "fused backbone (Winograd in fp32, oneDNN's bf16 kernels in bf16)";
+    return "fused backbone (Winograd in fp32, oneDNN's bf16 kernels in bf16, its int8 kernels "
+           "in int8)";
   }
   return inference.backbone_kernels == model::BackboneKernels::kWinograd
              ? "fused backbone (Winograd where it runs)"

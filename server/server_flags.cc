@@ -155,11 +155,13 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
       ->check(CLI::IsMember({"gpu", "host"}));
   app.add_option("--precision", flags->precision,
                  "Backbone precision: fp32; fp16 on CUDA; bf16 on CUDA or on a CPU with bf16 "
-                 "instructions (AVX-512 BF16, AMX); auto: bf16 for each model whose bundle "
-                 "records a bf16 evaluation that meets the bar (99% the same top class, at most "
-                 "0.5 points of accuracy lost) where the device runs bf16, else fp32.")
+                 "instructions (AVX-512 BF16, AMX); int8 on a CPU with VNNI (AVX-512 VNNI, "
+                 "AVX-VNNI, AMX), for bundles with an int8 calibration (vidclf-train calibrate); "
+                 "auto: for each model the fastest of int8 and bf16 that the device runs and "
+                 "whose evaluation the bundle records as meeting the bar (99% the same top "
+                 "class, at most 0.5 points of accuracy lost), else fp32.")
       ->capture_default_str()
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "auto"}));
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "int8", "auto"}));
   app.add_option("--memory-format", flags->memory_format,
                  "Backbone layout: channels-last (faster on CPU too; "
                  "docs/backbone-benchmark.md) or nchw.")

@@ -89,8 +89,14 @@ struct EvalFlags {
   // compares the probabilities with float32 steps'.
   std::string stream_step_weights = "float32";
   // Other than fp32: the split's clips are embedded again by the backbone in this precision (as
-  // vidclf-server --precision runs it on this machine), and the predictions compared with fp32's.
+  // vidclf-server --precision runs it on this machine; int8 by the work directory's calibration),
+  // and the predictions compared with fp32's.
   std::string backbone_precision = "fp32";
+};
+
+struct CalibrateFlags {
+  std::string work;
+  int64_t frames = 512;
 };
 
 struct ExportFlags {
@@ -111,6 +117,7 @@ void AddFitFlags(CLI::App* app, FitFlags* flags, bool with_work = true);
 void AddAttentionFlags(CLI::App* app, AttentionFlags* flags);
 // Without `with_work`, registers nothing: `all` evaluates its run on the test split.
 void AddEvalFlags(CLI::App* app, EvalFlags* flags, bool with_work = true);
+void AddCalibrateFlags(CLI::App* app, CalibrateFlags* flags);
 void AddExportFlags(CLI::App* app, ExportFlags* flags, bool with_work = true);
 
 int RunSynth(const SynthFlags& flags);
@@ -118,6 +125,7 @@ int RunEmbed(const DataFlags& data, const EmbedFlags& flags);
 int RunFit(const FitFlags& flags);
 int RunAttention(const AttentionFlags& flags);
 int RunEval(const EvalFlags& flags);
+int RunCalibrate(const CalibrateFlags& flags);
 int RunExport(const ExportFlags& flags);
 
 }  // namespace vidclf::train

@@ -42,11 +42,12 @@ void AddEvalFlags(CLI::App* app, EvalFlags* flags, bool with_work) {
         ->capture_default_str()
         ->check(CLI::IsMember({"float32", "int8"}));
     app->add_option("--backbone-precision", flags->backbone_precision,
-                    "bf16: embed the split's clips again with the backbone in bf16, as "
-                    "vidclf-server --precision bf16 runs it on this CPU, and report how the "
-                    "predictions and embeddings differ from fp32's (the cached embeddings).")
+                    "bf16 or int8: embed the split's clips again with the backbone in that "
+                    "precision, as vidclf-server --precision runs it on this CPU (int8 by the "
+                    "work directory's calibration), and report how the predictions and "
+                    "embeddings differ from fp32's (the cached embeddings).")
         ->capture_default_str()
-        ->check(CLI::IsMember({"fp32", "bf16"}));
+        ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
   }
 }
 

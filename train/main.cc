@@ -4,6 +4,7 @@
 //   embed    splits a data set and embeds every clip with the server's own decode path
 //   fit      trains a GRU, transformer (any attention) or bag-of-frames head on the embeddings
 //   eval     prints and saves the classification report of a run
+//   calibrate  measures the int8 backbone's activation ranges on frames of training clips
 //   export   writes a run into a model repository, with metrics and provenance
 //   all      the steps in order
 //
@@ -106,6 +107,11 @@ int main(int argc, char** argv) {
       &attention);
   EvalFlags eval;
   AddEvalFlags(app.add_subcommand("eval", "Classification report of a run."), &eval);
+  CalibrateFlags calibrate;
+  AddCalibrateFlags(
+      app.add_subcommand("calibrate",
+                         "Measure the int8 backbone's activation ranges on training frames."),
+      &calibrate);
   ExportFlags export_flags;
   AddExportFlags(app.add_subcommand("export", "Write a run into a model repository."),
                  &export_flags);
@@ -124,6 +130,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("fit")) return RunFit(fit);
   if (app.got_subcommand("attention")) return RunAttention(attention);
   if (app.got_subcommand("eval")) return RunEval(eval);
+  if (app.got_subcommand("calibrate")) return RunCalibrate(calibrate);
   if (app.got_subcommand("export")) return RunExport(export_flags);
   return RunAll(all);
 }

@@ -7,10 +7,13 @@
 //   vidclf-backbone-bench [--device auto] [--sizes 112,224] [--batches 16] [--rounds 7]
 //                         [--cudnn_benchmark]
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -18,6 +21,10 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#ifdef VIDCLF_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -87,6 +94,64 @@ double ResNet18Flops(int64_t size) {
   return flops;
 }
 
+#ifdef VIDCLF_HAVE_DNNL
+// oneDNN's u8 x s8 -> s32 matrix product of two n x n matrices, the int8 backbone's arithmetic.
+class Int8MatrixProduct {
+ public:
+  explicit Int8MatrixProduct(int64_t n) {
+    using dnnl::memory;
+    auto desc = [n](memory::data_type type) {
+      return memory::desc({n, n}, type, memory::format_tag::ab);
+    };
+    const dnnl::matmul::desc matmul(desc(memory::data_type::u8), desc(memory::data_type::s8),
+                                    desc(memory::data_type::s32));
+    primitive_ = dnnl::matmul(dnnl::matmul::primitive_desc(matmul, engine_));
+    for (const auto type : {memory::data_type::u8, memory::data_type::s8}) {
+      inputs_.emplace_back(desc(type), engine_);
+      std::memset(inputs_.back().get_data_handle(), 1, n * n);
+    }
+    output_ = memory(desc(memory::data_type::s32), engine_);
+  }
+  void Run() {
+    dnnl::stream stream(engine_);
+    primitive_.execute(
+        stream,
+        {{DNNL_ARG_SRC, inputs_[0]}, {DNNL_ARG_WEIGHTS, inputs_[1]}, {DNNL_ARG_DST, output_}});
+    stream.wait();
+  }
+
+ private:
+  dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
+  dnnl::primitive primitive_;
+  std::vector<dnnl::memory> inputs_;
+  dnnl::memory output_;
+};
+#endif
+
+// A model of `config` with the global RNG's weights, saved as a bundle with an int8 calibration
+// measured on 64 frames like the benchmark's, and loaded with `options` (int8).
+std::unique_ptr<VideoModel> Int8Model(const vidclf::model::ModelConfig& config,
+                                      const InferenceOptions& options) {
+  auto fail = [](const absl::Status& status) {
+    std::cerr << "int8: " << status << "\n";
+    std::exit(1);
+  };
+  auto exact = VideoModel::Create(config);
+  if (!exact.ok()) fail(exact.status());
+  const std::filesystem::path bundle = std::filesystem::temp_directory_path() /
+                                       ("vidclf-backbone-bench-" + std::to_string(getpid()));
+  if (auto status = (*exact)->Save(bundle.string()); !status.ok()) fail(status);
+  const int64_t side = config.input.crop_size;
+  auto calibration = vidclf::model::CalibrateInt8(
+      (*exact)->backbone(), {torch::randn({32, 3, side, side}), torch::randn({32, 3, side, side})});
+  if (!calibration.ok()) fail(calibration.status());
+  if (auto status = WriteInt8Calibration(*calibration, bundle.string()); !status.ok()) fail(status);
+  auto model = VideoModel::Load(bundle.string(), options);
+  std::filesystem::remove_all(bundle);
+  if (!model.ok()) fail(model.status());
+  return *std::move(model);
+}
+
 // Every layout and kernel choice in each precision, plus (on a GPU) the fastest-looking one fed
 // from host memory, pageable (as the server's frames are) and pinned, which adds the copy.
 std::vector<Variant> MakeVariants(const torch::Device& device, int size) {
@@ -131,6 +196,14 @@ std::vector<Variant> MakeVariants(const torch::Device& device, int size) {
     variant.options.backbone_kernels = BackboneKernels::kFused;
     variants.push_back(std::move(variant));
   }
+  if (device.is_cpu() && OneDnnResNet18::Int8Available()) {
+    Variant variant;
+    variant.name = "int8, oneDNN's int8 kernels";
+    variant.options.device = device;
+    variant.options.precision = Precision::kInt8;
+    variant.options.backbone_kernels = BackboneKernels::kFused;
+    variants.push_back(std::move(variant));
+  }
   for (const bool pinned : {false, true}) {
     if (!device.is_cuda()) break;
     Variant variant;
@@ -146,6 +219,10 @@ std::vector<Variant> MakeVariants(const torch::Device& device, int size) {
   }
   for (Variant& variant : variants) {
     torch::manual_seed(1);  // the same weights for every variant
+    if (variant.options.precision == Precision::kInt8) {
+      variant.model = Int8Model(config, variant.options);
+      continue;
+    }
     auto model = VideoModel::Create(config, variant.options);
     if (!model.ok()) {
       std::cerr << variant.name << ": " << model.status() << "\n";
@@ -180,6 +257,12 @@ int main(int argc, char** argv) {
                               torch::randn({gemm_size, gemm_size}).to(*device, *dtype)};
   }
 
+#ifdef VIDCLF_HAVE_DNNL
+  std::unique_ptr<Int8MatrixProduct> int8_product;
+  if (device->is_cpu() && OneDnnResNet18::Int8Available()) {
+    int8_product = std::make_unique<Int8MatrixProduct>(gemm_size);
+  }
+#endif
   std::cout << "| frame size | batch | variant | ms per batch (median) | frames/s | GFLOP/s | "
                "matrix-product peak GFLOP/s | of the peak | time vs fp32 NCHW |\n"
                "|---|---|---|---|---|---|---|---|---|\n";
@@ -194,6 +277,15 @@ int main(int argc, char** argv) {
       const torch::Tensor pinned_frames =
           device->is_cuda() ? host_frames.pin_memory() : host_frames;
       for (int round = 0; round <= absl::GetFlag(FLAGS_rounds); ++round) {
+#ifdef VIDCLF_HAVE_DNNL
+        if (int8_product) {
+          const auto start = std::chrono::steady_clock::now();
+          int8_product->Run();
+          const double seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (round > 0) gemm_seconds[Precision::kInt8].push_back(seconds);
+        }
+#endif
         for (const auto& [precision, inputs] : gemm_inputs) {
           torch::InferenceMode inference;
           const auto start = std::chrono::steady_clock::now();
@@ -237,7 +329,8 @@ int main(int argc, char** argv) {
   std::cout << "\nResNet18 convolutions: " << std::fixed << std::setprecision(3)
             << ResNet18Flops(224) / 1e9 << " GFLOP per 224×224 frame, " << ResNet18Flops(112) / 1e9
             << " per 112×112 (a multiply-add counts two). Peak: a " << gemm_size << "×" << gemm_size
-            << " matrix product in the variant's precision, 2n³ FLOP, timed in the same rounds."
+            << " matrix product in the variant's precision (int8: oneDNN's u8×s8 into int32, "
+               "counted as FLOP), 2n³ FLOP, timed in the same rounds."
             << (absl::GetFlag(FLAGS_cudnn_benchmark) ? " cuDNN benchmark mode on." : "") << "\n";
   return 0;
 }

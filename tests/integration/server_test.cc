@@ -707,9 +707,9 @@ TEST_F(ServerTest, RefusesToStartWhereTheNamedDecodeDeviceCannotDecode) {
   const std::string batch = refused("--max-batch-frames -1");
   EXPECT_NE(exit_code, 0) << batch;
   EXPECT_THAT(batch, HasSubstr("--max-batch-frames: Value -1 not in range 0 to 4096"));
-  const std::string precision = refused("--precision int8");
+  const std::string precision = refused("--precision int4");
   EXPECT_NE(exit_code, 0) << precision;
-  EXPECT_THAT(precision, HasSubstr("--precision: int8 not in {fp32,fp16,bf16,auto}"));
+  EXPECT_THAT(precision, HasSubstr("--precision: int4 not in {fp32,fp16,bf16,int8,auto}"));
 }
 
 TEST_F(ServerTest, MetricsPassPromtoolAndCountRequestsByCode) {

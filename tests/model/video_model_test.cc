@@ -308,6 +308,58 @@ TEST_F(VideoModelTest, Bf16RunsOnACpuWithItsInstructions) {
   EXPECT_LT(((*from_bf16 - *expected).norm() / expected->norm()).item<double>(), 2e-2);
 }
 
+// int8 loads only with the bundle's calibration, refusing without one with how to make it; the
+// calibration round-trips through its file, and a damaged one is refused naming the field.
+TEST_F(VideoModelTest, Int8RunsByTheBundlesCalibration) {
+  InferenceOptions options;
+  options.device = torch::Device(torch::kCPU);
+  options.precision = Precision::kInt8;
+  torch::manual_seed(32);
+  auto made = VideoModel::Create(config_);
+  ASSERT_TRUE(made.ok() && (*made)->Save(dir_.string()).ok());
+  EXPECT_THAT(VideoModel::Create(config_, options).status().message(),
+              HasSubstr("needs the activation ranges of a bundle's calibration"));
+  auto uncalibrated = VideoModel::Load(dir_.string(), options);
+  if (!OneDnnResNet18::Int8Available()) {
+    EXPECT_EQ(uncalibrated.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(uncalibrated.status().message(), HasSubstr("VNNI"));
+    GTEST_SKIP() << "no VNNI instructions on this CPU: the refusal checked";
+  }
+  EXPECT_EQ(uncalibrated.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(uncalibrated.status().message(),
+              HasSubstr("has no int8 calibration (backbone_int8.json): run `vidclf-train "
+                        "calibrate --work WORK`"));
+
+  const torch::Tensor frames = torch::randn({6, 3, 32, 32});
+  absl::StatusOr<Int8Calibration> calibration =
+      CalibrateInt8((*made)->backbone(), {torch::randn({16, 3, 32, 32})});
+  ASSERT_TRUE(calibration.ok()) << calibration.status();
+  ASSERT_TRUE(WriteInt8Calibration(*calibration, dir_.string()).ok());
+  absl::StatusOr<Int8Calibration> read = ReadInt8Calibration(dir_.string());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->output_max, calibration->output_max);
+  EXPECT_EQ(read->input_max, calibration->input_max);
+  EXPECT_EQ(read->frames, 16);
+  auto int8 = VideoModel::Load(dir_.string(), options);
+  ASSERT_TRUE(int8.ok()) << int8.status();
+  auto exact = VideoModel::Load(dir_.string(), InferenceOptions::Exact());
+  auto from_int8 = (*int8)->Embed(frames, /*max_batch_frames=*/4);
+  auto expected = (*exact)->Embed(frames);
+  ASSERT_TRUE(from_int8.ok() && expected.ok()) << from_int8.status() << expected.status();
+  EXPECT_LT(((*from_int8 - *expected).norm() / expected->norm()).item<double>(), 5e-2);
+  auto whole = (*int8)->Embed(frames, /*max_batch_frames=*/6);
+  EXPECT_TRUE(torch::equal(*whole, *from_int8)) << "batches of 4 and 2 against one of 6";
+
+  nlohmann::json damaged = Int8CalibrationToJson(*calibration);
+  damaged["output_max"][3] = -1;
+  std::ofstream(dir_ / kInt8CalibrationFile) << damaged.dump();
+  EXPECT_THAT(VideoModel::Load(dir_.string(), options).status().message(),
+              HasSubstr("backbone_int8.json: output_max: an array of positive numbers"));
+  options.device = torch::Device(torch::kCUDA, 0);
+  EXPECT_THAT(BackboneDtype(Precision::kInt8, *options.device).status().message(),
+              HasSubstr("precision int8 runs on the CPU"));
+}
+
 TEST_F(VideoModelTest, ChannelsLastEmbedsLikeNchw) {
   torch::manual_seed(14);
   ASSERT_TRUE((*VideoModel::Create(config_))->Save(dir_.string()).ok());
