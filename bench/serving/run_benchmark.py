@@ -577,6 +577,10 @@ def write_report(path, data):
     add("- **vidclf batched**: `vidclf-server` with its default flags (frames of concurrent calls "
         "share backbone batches), loaded by `vidclf bench`.")
     add("- **vidclf unbatched**: the same with `--max-batch-frames 1`.")
+    if data.get("precisions"):
+        add("- **vidclf batched " + "/".join(data["precisions"]) + "**: vidclf batched with "
+            "`--precision` " + " or ".join(f"`{p}`" for p in data["precisions"]) +
+            " (the backbone's precision; each a server of its own).")
     add(f"- **Python**: `bench/serving/python_reference.py`, the same work in Python: PyAV "
         "(libavcodec, frame and slice threads) decodes the stream, converting only the sampled "
         "frames (" + ("the decoder drops the unkept non-reference frames"
@@ -695,6 +699,28 @@ def write_report(path, data):
             f"{fmt(p.get('p99_ms'), 0)} | {p.get('config', 'n/a')} | "
             f"{fmt(ratio_python)} | {fmt(ratio_limit)} |")
     add("")
+    precisions = data.get("precisions") or []
+    if precisions:
+        add("## By backbone precision")
+        add("")
+        add("The batched server with `--precision` each of these, in the same rounds; "
+            "concurrency 1 is the one-call latency.")
+        add("")
+        names = ["fp32", *precisions]
+        tables = [batched, *[data["tables"].get(f"vidclf batched {p}", {}) for p in precisions]]
+        add("| concurrency | " + " | ".join(f"{n} clips/s | {n} p50 ms" for n in names) + " |")
+        add("|---|" + "---|---|" * len(names))
+        for c in levels:
+            cells = []
+            for table in tables:
+                row = table.get(c, {})
+                cells += [fmt(row.get("clips_per_s")), fmt(row.get("p50_ms"), 0)]
+            add(f"| {c} | " + " | ".join(cells) + " |")
+        add("")
+        for name, why in (data.get("refused_precisions") or {}).items():
+            add(f"- {name} left out: the server refused it on this machine ({why}).")
+        if data.get("refused_precisions"):
+            add("")
     every_table = {**data["tables"], **data["python_tables"]}
     errors = {name: sum(row["errors"] for row in table.values())
               for name, table in every_table.items()}
@@ -874,6 +900,10 @@ def main(argv=None):
                         help="no server: the limit and the Python pipeline only")
     parser.add_argument("--quick", action="store_true",
                         help="a short trial: 1 round, 4 requests, concurrency 1,2")
+    parser.add_argument("--precisions", default="bf16,int8",
+                        help="backbone precisions (vidclf-server --precision) to run the batched "
+                        "server in besides fp32, each a configuration of its own; a precision the "
+                        "server refuses on this machine is left out and said why")
     parser.add_argument("--command", default="make bench-serving",
                         help="the command named in the report as the one that reproduces it")
     args = parser.parse_args(argv)
@@ -931,15 +961,26 @@ def main(argv=None):
     python_configs = [(1, cores), (cores, 1)] if cores > 1 else [(1, 1)]
     configs = [(f"Python {w}x{t}", "python", (w, t)) for w, t in python_configs]
     servers = {}
+    refused = {}  # precision configurations the server would not start, and why
     memory = {}
     agreement = None
     server_banner = None
     try:
         if not args.python_only:
+            precision_servers = [(f"vidclf batched {precision}", ["--precision", precision])
+                                 for precision in args.precisions.split(",") if precision]
             for name, flags in (("vidclf batched", []),
-                                ("vidclf unbatched", ["--max-batch-frames", "1"])):
+                                ("vidclf unbatched", ["--max-batch-frames", "1"]),
+                                *precision_servers):
                 log(f"starting {name}")
-                server = Server(args.server_binary, repository, flags, name)
+                try:
+                    server = Server(args.server_binary, repository, flags, name)
+                except RuntimeError as error:
+                    if name in ("vidclf batched", "vidclf unbatched"):
+                        raise
+                    refused[name] = str(error).strip().splitlines()[-1]
+                    log(f"{name} left out: {refused[name]}")
+                    continue
                 servers[name] = server
                 memory[name] = {"idle": server.metric("process_resident_memory_bytes"),
                                 "after_load": []}
@@ -967,6 +1008,8 @@ def main(argv=None):
             server_banner = "; ".join(parts) or None
             configs = [("vidclf batched", "server", "vidclf batched"),
                        ("vidclf unbatched", "server", "vidclf unbatched"),
+                       *[(name, "server", name) for name, _ in precision_servers
+                         if name in servers],
                        *configs,
                        ("vidclf batched, single file", "single", "vidclf batched")]
 
@@ -1045,6 +1088,8 @@ def main(argv=None):
         "python_best": python_best,
         "python_best_latency": python_best_latency,
         "memory": memory or None,
+        "precisions": [p for p in args.precisions.split(",") if p],
+        "refused_precisions": refused,
     }
     data["targets"] = evaluate_targets(data)
     raw_path = os.path.join(args.work_dir, "serving-benchmark.json")
