@@ -3,6 +3,7 @@
 //   REPO/<name>/<version>/model.json     this config
 //   REPO/<name>/<version>/backbone.pt    ResNet18 weights (torchvision names)
 //   REPO/<name>/<version>/head.pt        temporal head weights
+//   REPO/<name>/<version>/backbone_int8.json   optional: the int8 calibration (int8_calibration.h)
 #ifndef VIDCLF_MODEL_MODEL_CONFIG_H_
 #define VIDCLF_MODEL_MODEL_CONFIG_H_
 

@@ -70,8 +70,8 @@ int RunCalibrate(const CalibrateFlags& flags) {
   }
   // Clips spread evenly over the split (which lists them class by class), so that every class
   // shows; as many as the frames need at the sampling's frames per clip.
-  const int64_t wanted_clips = std::max<int64_t>(
-      1, (flags.frames + options->sampling.num_frames - 1) / options->sampling.num_frames);
+  const int64_t per_clip = std::max<int64_t>(1, options->sampling.num_frames);
+  const int64_t wanted_clips = std::max<int64_t>(1, (flags.frames + per_clip - 1) / per_clip);
   const double stride =
       std::max(1.0, static_cast<double>(clips.size()) / static_cast<double>(wanted_clips));
   std::vector<torch::Tensor> frames;
