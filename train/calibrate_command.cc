@@ -2,41 +2,16 @@
 // directory's own training clips, written beside its backbone (model/int8_calibration.h), from
 // where eval --backbone-precision int8 reads them and export copies them into bundles.
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "media/clip_decoder.h"
 #include "model/int8_calibration.h"
 #include "model/video_model.h"
-#include "pipeline/video_pipeline.h"
 #include "train/commands.h"
 #include "train/embedding_cache.h"
 #include "train/work_dir.h"
 
 namespace vidclf::train {
-namespace {
-
-// The preprocessed frames [T, 3, S, S] of `clip`, decoded as embed decoded them.
-absl::StatusOr<torch::Tensor> ClipFrames(const model::VideoModel& model, const Dataset& dataset,
-                                         const Clip& clip, const media::ClipOptions& options) {
-  const std::string path = (std::filesystem::path(dataset.root) / clip.path).string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  const std::string bytes{std::istreambuf_iterator<char>(in), {}};
-  absl::StatusOr<media::DecodedClip> decoded = media::DecodeClip(
-      media::VideoSource::Bytes(bytes), pipeline::WithModelPreprocessing(model, options));
-  if (!decoded.ok()) return decoded.status();
-  // The tensor borrows the decoded pixels: cloned before they go.
-  return pipeline::FramesTensor(decoded->pixels.data(), decoded->num_frames, decoded->crop_size,
-                                model.channels_last())
-      .clone();
-}
-
-}  // namespace
 
 void AddCalibrateFlags(CLI::App* app, CalibrateFlags* flags) {
   app->add_option("--work", flags->work, "Work directory that embed wrote.")->required();
@@ -79,7 +54,7 @@ int RunCalibrate(const CalibrateFlags& flags) {
   for (double at = 0; count < flags.frames && at < static_cast<double>(clips.size());
        at += stride) {
     const Clip& clip = clips[static_cast<size_t>(at)];
-    absl::StatusOr<torch::Tensor> decoded = ClipFrames(**model, *dataset, clip, *options);
+    absl::StatusOr<torch::Tensor> decoded = DecodeClipFrames(**model, *dataset, clip, *options);
     if (!decoded.ok()) {
       std::cerr << "vidclf-train calibrate: skipping " << clip.path << ": "
                 << decoded.status().message() << "\n";

@@ -58,6 +58,21 @@ absl::StatusOr<torch::Tensor> EmbedClip(const model::VideoModel& model, const Da
 
 }  // namespace
 
+absl::StatusOr<torch::Tensor> DecodeClipFrames(const model::VideoModel& model,
+                                               const Dataset& dataset, const Clip& clip,
+                                               const media::ClipOptions& clip_options) {
+  absl::StatusOr<std::string> bytes = ReadFile((fs::path(dataset.root) / clip.path).string());
+  if (!bytes.ok()) return bytes.status();
+  const media::ClipOptions options = pipeline::WithModelPreprocessing(model, clip_options);
+  absl::StatusOr<media::DecodedClip> decoded =
+      media::DecodeClip(media::VideoSource::Bytes(*bytes), options);
+  if (!decoded.ok()) return decoded.status();
+  // The tensor borrows the decoded pixels: cloned before they go.
+  return pipeline::FramesTensor(decoded->pixels.data(), decoded->num_frames, decoded->crop_size,
+                                options.preprocess.channels_last)
+      .clone();
+}
+
 absl::StatusOr<media::ClipOptions> SamplingOfSettings(const nlohmann::json& settings) {
   const nlohmann::json sampling = settings.value("sampling", nlohmann::json::object());
   absl::StatusOr<media::SamplingStrategy> strategy =

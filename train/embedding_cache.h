@@ -65,6 +65,12 @@ struct EmbedReport {
 // embeddings (one decoder thread); INVALID_ARGUMENT when they record none.
 absl::StatusOr<media::ClipOptions> SamplingOfSettings(const nlohmann::json& settings);
 
+// The frames of `clip` of `dataset`, decoded with `clip_options`'s sampling and `model`'s
+// preprocessing, as embedding decodes them: [T, 3, S, S] on the host.
+absl::StatusOr<torch::Tensor> DecodeClipFrames(const model::VideoModel& model,
+                                               const Dataset& dataset, const Clip& clip,
+                                               const media::ClipOptions& clip_options);
+
 // Embeds `clips` of `dataset` with `model`'s backbone, `jobs` clips at a time, into memory: one
 // [T, 512] host tensor each, in order. Fails with the first clip that cannot be read or decoded.
 absl::StatusOr<std::vector<torch::Tensor>> EmbedClips(const model::VideoModel& model,
