@@ -314,6 +314,33 @@ void ServerMetrics::RecordRequest(absl::string_view method, absl::string_view mo
       .Observe(seconds);
 }
 
+void ServerMetrics::RecordInference(absl::string_view model, double seconds,
+                                    const engine::ClassifyResult* result) {
+  absl::MutexLock lock(&inference_totals_mutex_);
+  auto found = inference_totals_.find(model);
+  if (found == inference_totals_.end()) {
+    found = inference_totals_.emplace(std::string(model), InferenceTotals{}).first;
+  }
+  InferenceTotals& totals = found->second;
+  if (result == nullptr) {
+    ++totals.failures;
+    totals.failure_seconds += seconds;
+    return;
+  }
+  ++totals.successes;
+  totals.success_seconds += seconds;
+  totals.queue_seconds += result->queue_seconds;
+  totals.input_seconds += result->decode_seconds + result->preprocess_seconds;
+  totals.compute_seconds += result->embed_seconds + result->head_seconds;
+  totals.last_success = absl::Now();
+}
+
+InferenceTotals ServerMetrics::InferenceTotalsOf(absl::string_view model) const {
+  absl::MutexLock lock(&inference_totals_mutex_);
+  const auto found = inference_totals_.find(model);
+  return found == inference_totals_.end() ? InferenceTotals{} : found->second;
+}
+
 void ServerMetrics::StageDone(absl::string_view model, engine::Stage stage, double seconds) {
   stage_duration_
       .Add({{"model", std::string(model)}, {"stage", std::string(engine::StageName(stage))}},

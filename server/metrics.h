@@ -10,6 +10,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -18,10 +19,23 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/engine/classify_engine.h"
 #include "server/engine/engine_observer.h"
 
 namespace vidclf {
+
+// One model's whole-video calls (Classify, ClassifyUpload, ModelInfer) since the server started,
+// as the Open Inference Protocol's ModelStatistics reports them. Stage times are summed over the
+// calls that succeeded.
+struct InferenceTotals {
+  int64_t successes = 0, failures = 0;
+  double success_seconds = 0, failure_seconds = 0;
+  double queue_seconds = 0;
+  double input_seconds = 0;    // decoding and converting the frames
+  double compute_seconds = 0;  // the backbone and the head
+  absl::Time last_success = absl::InfinitePast();
+};
 
 // Thread-safe.
 class ServerMetrics : public engine::EngineObserver {
@@ -33,6 +47,13 @@ class ServerMetrics : public engine::EngineObserver {
   // chose, so that the label's values stay bounded. `code` is a status code name ("OK", ...).
   void RecordRequest(absl::string_view method, absl::string_view model, absl::string_view code,
                      double seconds);
+
+  // One finished whole-video call of `model` (a served model's name, or "unknown") that took
+  // `seconds`: `result` when it succeeded, null when it failed.
+  void RecordInference(absl::string_view model, double seconds,
+                       const engine::ClassifyResult* result);
+  // Zeros for a model with no call yet.
+  InferenceTotals InferenceTotalsOf(absl::string_view model) const;
 
   // engine::EngineObserver.
   void StageDone(absl::string_view model, engine::Stage stage, double seconds) override;
@@ -80,6 +101,9 @@ class ServerMetrics : public engine::EngineObserver {
   prometheus::Counter& source_reconnects_;
   prometheus::Counter& thread_binding_failures_;
   std::once_flag thread_binding_warned_;
+  mutable absl::Mutex inference_totals_mutex_;
+  std::map<std::string, InferenceTotals, std::less<>> inference_totals_
+      ABSL_GUARDED_BY(inference_totals_mutex_);
 };
 
 // Reads the engine's gauges at each scrape: vidclf_queue_depth{stage},

@@ -29,6 +29,7 @@
 #include "server/security/call_gate.h"
 #include "server/service/classify_service.h"
 #include "server/service/finished_call.h"
+#include "server/service/inference_service.h"
 #include "server/startup_warnings.h"
 
 namespace vidclf {
@@ -179,6 +180,7 @@ struct Server::Parts {
   std::unique_ptr<MetricsHttpServer> metrics_server;
   std::unique_ptr<IdleMemoryReleaser> releaser;
   std::unique_ptr<service::ClassifyService> service;
+  std::unique_ptr<service::InferenceService> inference_service;
   std::unique_ptr<grpc::Server> grpc_server;
   int grpc_port = 0;
   bool drained = false;
@@ -276,6 +278,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       },
       absl::Seconds(1));
   parts->service = std::make_unique<service::ClassifyService>(parts->engine.get(), &parts->metrics);
+  parts->inference_service =
+      std::make_unique<service::InferenceService>(parts->engine.get(), &parts->metrics);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -286,6 +290,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       static_cast<int>(options.engine.decode.max_input_bytes + (1 << 20)));
   ApplyConnectionOptions(options.connections, builder);
   parts->service->Register(builder);
+  builder.RegisterService(parts->inference_service.get());
   parts->grpc_server = builder.BuildAndStart();
   if (parts->grpc_server == nullptr || parts->grpc_port == 0) {
     return absl::UnavailableError(

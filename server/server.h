@@ -1,10 +1,12 @@
 // One vidclf server: the models of a repository served over gRPC (vidclf.v1.VideoClassifier, the
-// standard health service and server reflection) with Prometheus metrics over HTTP.
+// Open Inference Protocol's inference.GRPCInferenceService, the standard health service and
+// server reflection) with Prometheus metrics over HTTP.
 //
-// Drain: health answers NOT_SERVING (so load balancers stop sending) and new calls get
-// UNAVAILABLE (so clients retry on another replica); calls in flight have the drain timeout to
-// finish, those still running then are cancelled. Reload: the model repository and the token files
-// are read again and served from then on; calls in flight finish on the models they started with.
+// Drain: health answers NOT_SERVING and ServerReady false (so load balancers stop sending) and
+// new calls get UNAVAILABLE (so clients retry on another replica); calls in flight have the drain
+// timeout to finish, those still running then are cancelled. Reload: the model repository and the
+// token files are read again and served from then on; calls in flight finish on the models they
+// started with.
 #ifndef VIDCLF_SERVER_SERVER_H_
 #define VIDCLF_SERVER_SERVER_H_
 

@@ -340,6 +340,8 @@ void ClassifyEngine::ReplaceRepository(std::shared_ptr<const ModelRepository> re
   repository_ = std::move(repository);
 }
 
+bool ClassifyEngine::draining() const { return admission_->draining(); }
+
 void ClassifyEngine::StartDraining() {
   admission_->StartDraining();
   std::vector<std::shared_ptr<StreamSession>> streams;

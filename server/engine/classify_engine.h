@@ -214,6 +214,8 @@ class ClassifyEngine {
   // with UNAVAILABLE at once: a live feed never ends by itself, so its client should reconnect
   // to another replica rather than wait for the drain.
   void StartDraining();
+  // Whether StartDraining was called: the server is no longer ready. Thread-safe.
+  bool draining() const;
   // Waits until no call is in flight and no stream is open, or `deadline`; true when none is.
   bool WaitUntilIdle(absl::Time deadline);
   // Cancels every call in flight with `reason`.

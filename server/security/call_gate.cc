@@ -6,10 +6,18 @@
 namespace vidclf::security {
 namespace {
 
-// Services every caller may use: probes and tools carry no token.
-bool IsOpenToAll(absl::string_view method) {
+// Health checks: gRPC's, and the Open Inference Protocol's, which answer "not ready" while the
+// server drains.
+bool IsHealthCheck(absl::string_view method) {
   return absl::StartsWith(method, "/grpc.health.v1.Health/") ||
-         absl::StartsWith(method, "/grpc.reflection.");
+         method == "/inference.GRPCInferenceService/ServerLive" ||
+         method == "/inference.GRPCInferenceService/ServerReady" ||
+         method == "/inference.GRPCInferenceService/ModelReady";
+}
+
+// Methods every caller may use: probes and tools carry no token.
+bool IsOpenToAll(absl::string_view method) {
+  return IsHealthCheck(method) || absl::StartsWith(method, "/grpc.reflection.");
 }
 
 absl::string_view Value(const grpc::AuthMetadataProcessor::InputMetadata& metadata,
@@ -22,8 +30,7 @@ absl::string_view Value(const grpc::AuthMetadataProcessor::InputMetadata& metada
 }  // namespace
 
 absl::Status CallGate::Check(absl::string_view method, absl::string_view authorization) const {
-  const bool health = absl::StartsWith(method, "/grpc.health.v1.Health/");
-  if (draining_ && !health) {
+  if (draining_ && !IsHealthCheck(method)) {
     return absl::UnavailableError("the server is shutting down; retry on another replica");
   }
   if (tokens_ == nullptr || IsOpenToAll(method)) return absl::OkStatus();

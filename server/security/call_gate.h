@@ -5,7 +5,8 @@
 // gRPC C++ runs an AuthMetadataProcessor in the transport's auth filter, as soon as a call's
 // headers arrive; a unary handler (or an interceptor) runs only once the whole request is in
 // memory. So the token check lives here, for every service on the port but health checks and
-// reflection, which stay open for probes and tools. So does the drain's refusal: a call the gate
+// reflection, which stay open for probes and tools (the Open Inference Protocol's ServerLive,
+// ServerReady and ModelReady are health checks too). So does the drain's refusal: a call the gate
 // refuses never becomes one that the server's shutdown cancels (CANCELLED, which clients do not
 // retry), so every call that arrives while the server drains and shuts down gets UNAVAILABLE.
 #ifndef VIDCLF_SERVER_SECURITY_CALL_GATE_H_

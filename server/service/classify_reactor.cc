@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
@@ -22,7 +21,7 @@ constexpr char kClassifyMethod[] = "Classify";
 class ClassifyReactor final : public grpc::ServerGenericBidiReactor {
  public:
   ClassifyReactor(const ClassifySubmitter* submitter, grpc::GenericCallbackServerContext* context)
-      : submitter_(submitter), context_(context), start_(Clock::now()) {
+      : submitter_(submitter), context_(context), start_(Clock::now()), call_(context->deadline()) {
     // The body's arrival is the call's progress: one that has not arrived within the idle
     // timeout ends the call (ClassifyUpload, whose every chunk is progress, suits slow links).
     reservation_ = submitter->Reserve(kClassifyMethod, start_,
@@ -50,19 +49,12 @@ class ClassifyReactor final : public grpc::ServerGenericBidiReactor {
     // request_ lives until the call is done.
     input->source = request_.uri().empty() ? media::VideoSource::Bytes(request_.video())
                                            : media::VideoSource::Uri(request_.uri());
-    std::unique_ptr<engine::CallHandle> call = submitter_->Submit(
+    call_.Adopt(submitter_->Submit(
         kClassifyMethod, *std::move(input), start_, &response_,
-        [this](const grpc::Status& status) { Answer(status); }, reservation_);
-    std::lock_guard<std::mutex> lock(mutex_);
-    call_ = std::move(call);
-    if (call_ != nullptr && cancelled_) call_->Cancel(CancelledByClient(context_->deadline()));
+        [this](const grpc::Status& status) { Answer(status); }, reservation_));
   }
 
-  void OnCancel() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    cancelled_ = true;
-    if (call_ != nullptr) call_->Cancel(CancelledByClient(context_->deadline()));
-  }
+  void OnCancel() override { call_.Cancel(); }
 
   void OnDone() override {
     if (reservation_ != nullptr) reservation_->Close();  // its on_idle refers to this
@@ -94,9 +86,7 @@ class ClassifyReactor final : public grpc::ServerGenericBidiReactor {
   vidclf::v1::ClassifyRequest request_;
   vidclf::v1::ClassifyResponse response_;
   std::atomic<bool> finished_{false};
-  std::mutex mutex_;
-  bool cancelled_ = false;                    // OnCancel came, perhaps before the handle
-  std::unique_ptr<engine::CallHandle> call_;  // null when refused at once
+  CancellableCall call_;
 };
 
 // A method no service has: what gRPC answers itself when no generic service is registered.

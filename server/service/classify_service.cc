@@ -23,25 +23,6 @@ class RefusedWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 }  // namespace
 
-absl::Status ClassifyService::Parse(const grpc::ByteBuffer& request,
-                                    google::protobuf::Message* parsed) const {
-  grpc::ByteBuffer bytes(request);  // shares its slices
-  return ParseMessage(&bytes, parsed);
-}
-
-grpc::ServerUnaryReactor* ClassifyService::Answer(grpc::CallbackServerContext* context,
-                                                  absl::string_view method, absl::string_view model,
-                                                  Clock::time_point start,
-                                                  const google::protobuf::Message& response,
-                                                  const absl::Status& status,
-                                                  grpc::ByteBuffer* out) const {
-  if (status.ok()) *out = SerializeMessage(response);
-  RecordFinishedCall(*metrics_, method, model, status, SecondsSince(start));
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
 void ClassifyService::Register(grpc::ServerBuilder& builder) {
   builder.RegisterService(this);
   builder.RegisterCallbackGenericService(&generic_);
@@ -60,7 +41,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ClassifyService::St
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifyService::WatchSource(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   vidclf::v1::WatchSourceRequest parsed;
-  if (absl::Status status = Parse(*request, &parsed); !status.ok()) {
+  if (absl::Status status = ParseRequest(*request, &parsed); !status.ok()) {
     RecordFinishedCall(*metrics_, "WatchSource", "unknown", status, 0);
     return new RefusedWatch(status);
   }
@@ -73,7 +54,7 @@ grpc::ServerUnaryReactor* ClassifyService::ListModels(grpc::CallbackServerContex
   const Clock::time_point start = Clock::now();
   vidclf::v1::ListModelsRequest parsed;
   vidclf::v1::ListModelsResponse models;
-  const absl::Status status = Parse(*request, &parsed);
+  const absl::Status status = ParseRequest(*request, &parsed);
   if (status.ok()) {
     const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
     for (const auto& [name, entry] : repository->entries()) {
@@ -81,7 +62,8 @@ grpc::ServerUnaryReactor* ClassifyService::ListModels(grpc::CallbackServerContex
     }
     models.set_default_model(repository->default_model());
   }
-  return Answer(context, "ListModels", "unknown", start, models, status, response);
+  return AnswerUnaryCall(*metrics_, context, "ListModels", "unknown", SecondsSince(start), models,
+                         status, response);
 }
 
 grpc::ServerUnaryReactor* ClassifyService::GetModel(grpc::CallbackServerContext* context,
@@ -90,7 +72,7 @@ grpc::ServerUnaryReactor* ClassifyService::GetModel(grpc::CallbackServerContext*
   const Clock::time_point start = Clock::now();
   vidclf::v1::GetModelRequest parsed;
   vidclf::v1::ModelInfo info;
-  absl::Status status = Parse(*request, &parsed);
+  absl::Status status = ParseRequest(*request, &parsed);
   if (status.ok()) {
     const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
     absl::StatusOr<const engine::ModelRepository::Entry*> entry =
@@ -98,8 +80,8 @@ grpc::ServerUnaryReactor* ClassifyService::GetModel(grpc::CallbackServerContext*
     if (entry.ok()) info = ModelInfoOf(**entry, repository->default_model());
     status = entry.status();
   }
-  return Answer(context, "GetModel", status.ok() ? info.name() : "unknown", start, info, status,
-                response);
+  return AnswerUnaryCall(*metrics_, context, "GetModel", status.ok() ? info.name() : "unknown",
+                         SecondsSince(start), info, status, response);
 }
 
 }  // namespace vidclf::service

@@ -53,15 +53,6 @@ class ClassifyService final : public RawVideoClassifier {
                                                           const grpc::ByteBuffer* request) override;
 
  private:
-  // Parses a request's bytes.
-  absl::Status Parse(const grpc::ByteBuffer& request, google::protobuf::Message* parsed) const;
-  // A unary call of `method` about `model` (a served model's name, or "unknown") ends with
-  // `status`, and `response` serialized into `out` when it is OK; it is recorded as every RPC is.
-  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, absl::string_view method,
-                                   absl::string_view model, Clock::time_point start,
-                                   const google::protobuf::Message& response,
-                                   const absl::Status& status, grpc::ByteBuffer* out) const;
-
   engine::ClassifyEngine* const engine_;
   ServerMetrics* const metrics_;
   const ClassifySubmitter submitter_;

@@ -75,6 +75,18 @@ absl::Status CancelledByClient(std::chrono::system_clock::time_point deadline) {
   return absl::CancelledError("the client cancelled the call");
 }
 
+void CancellableCall::Adopt(std::unique_ptr<engine::CallHandle> call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  call_ = std::move(call);
+  if (call_ != nullptr && cancelled_) call_->Cancel(CancelledByClient(deadline_));
+}
+
+void CancellableCall::Cancel() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cancelled_ = true;
+  if (call_ != nullptr) call_->Cancel(CancelledByClient(deadline_));
+}
+
 std::shared_ptr<engine::Reservation> ClassifySubmitter::Reserve(
     absl::string_view method, Clock::time_point start,
     std::function<void(const grpc::Status&)> finish) const {
@@ -97,7 +109,9 @@ std::unique_ptr<engine::CallHandle> ClassifySubmitter::Submit(
       [this, method, start, response, model_label,
        finish = std::move(finish)](absl::StatusOr<engine::ClassifyResult> result) {
         if (result.ok()) FillResponse(*result, response);
-        RecordFinishedCall(*metrics_, method, model_label, result.status(), SecondsSince(start));
+        const double seconds = SecondsSince(start);
+        metrics_->RecordInference(model_label, seconds, result.ok() ? &*result : nullptr);
+        RecordFinishedCall(*metrics_, method, model_label, result.status(), seconds);
         finish(ToGrpcStatus(result.status()));
       },
       std::move(reservation));
@@ -106,9 +120,10 @@ std::unique_ptr<engine::CallHandle> ClassifySubmitter::Submit(
 grpc::Status ClassifySubmitter::Refuse(absl::string_view method,
                                        const vidclf::v1::ClassifyRequest* settings,
                                        Clock::time_point start, const absl::Status& status) const {
-  RecordFinishedCall(*metrics_, method,
-                     settings != nullptr ? ModelLabel(settings->model()) : "unknown", status,
-                     SecondsSince(start));
+  const std::string model = settings != nullptr ? ModelLabel(settings->model()) : "unknown";
+  const double seconds = SecondsSince(start);
+  metrics_->RecordInference(model, seconds, nullptr);
+  RecordFinishedCall(*metrics_, method, model, status, seconds);
   return ToGrpcStatus(status);
 }
 

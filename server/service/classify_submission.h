@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -30,6 +31,25 @@ absl::StatusOr<engine::ClassifyInput> InputFromSettings(
 
 // Why the engine abandons a call that gRPC cancelled: its deadline passed, or its client left.
 absl::Status CancelledByClient(std::chrono::system_clock::time_point deadline);
+
+// A submitted call's handle as a unary call's reactor holds it: gRPC's OnCancel (the client went
+// away, or the deadline passed) may come before Submit has returned the handle, and is passed on
+// to the engine as soon as it has. Thread-safe.
+class CancellableCall {
+ public:
+  explicit CancellableCall(std::chrono::system_clock::time_point deadline) : deadline_(deadline) {}
+
+  // Holds `call` (null when the engine refused it); cancels it at once when Cancel came first.
+  void Adopt(std::unique_ptr<engine::CallHandle> call);
+  // Cancels the call in the engine, now or once adopted.
+  void Cancel();
+
+ private:
+  const std::chrono::system_clock::time_point deadline_;
+  std::mutex mutex_;
+  bool cancelled_ = false;
+  std::unique_ptr<engine::CallHandle> call_;
+};
 
 // Thread-safe; the engine and metrics must outlive it.
 class ClassifySubmitter {

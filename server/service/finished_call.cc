@@ -7,6 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "google/protobuf/descriptor.h"
+#include "inference/grpc_service.grpc.pb.h"
+#include "server/service/grpc_status.h"
+#include "server/service/raw_message.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
 namespace vidclf::service {
@@ -21,15 +24,32 @@ void RecordFinishedCall(ServerMetrics& metrics, absl::string_view method, absl::
                 code, seconds, message.empty() ? "" : ": ", std::string(message));
 }
 
+grpc::ServerUnaryReactor* AnswerUnaryCall(ServerMetrics& metrics,
+                                          grpc::CallbackServerContext* context,
+                                          absl::string_view method, absl::string_view model,
+                                          double seconds, const google::protobuf::Message& response,
+                                          const absl::Status& status, grpc::ByteBuffer* out) {
+  if (status.ok()) *out = SerializeMessage(response);
+  RecordFinishedCall(metrics, method, model, status, seconds);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
 void RecordRefusedCall(ServerMetrics& metrics, absl::string_view path, const absl::Status& status) {
-  // The generated code's descriptor: a fixed set of names.
-  static const google::protobuf::ServiceDescriptor& kService =
-      *google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
-          vidclf::v1::VideoClassifier::service_full_name());
-  absl::string_view method = path;
-  const bool ours = absl::ConsumePrefix(&method, absl::StrCat("/", kService.full_name(), "/")) &&
-                    kService.FindMethodByName(std::string(method)) != nullptr;
-  RecordFinishedCall(metrics, ours ? method : "unknown", "unknown", status, 0);
+  // The generated code's descriptors: a fixed set of names.
+  for (const char* service_name : {vidclf::v1::VideoClassifier::service_full_name(),
+                                   inference::GRPCInferenceService::service_full_name()}) {
+    const google::protobuf::ServiceDescriptor& service =
+        *google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service_name);
+    absl::string_view method = path;
+    if (absl::ConsumePrefix(&method, absl::StrCat("/", service.full_name(), "/")) &&
+        service.FindMethodByName(std::string(method)) != nullptr) {
+      RecordFinishedCall(metrics, method, "unknown", status, 0);
+      return;
+    }
+  }
+  RecordFinishedCall(metrics, "unknown", "unknown", status, 0);
 }
 
 }  // namespace vidclf::service

@@ -30,6 +30,13 @@ inline absl::Status ParseMessage(grpc::ByteBuffer* buffer, google::protobuf::Mes
       "message)"));
 }
 
+// Parses a unary call's request, `buffer` left as it was (a copy shares its slices).
+inline absl::Status ParseRequest(const grpc::ByteBuffer& buffer,
+                                 google::protobuf::Message* message) {
+  grpc::ByteBuffer bytes(buffer);
+  return ParseMessage(&bytes, message);
+}
+
 inline grpc::ByteBuffer SerializeMessage(const google::protobuf::Message& message) {
   grpc::ByteBuffer buffer;
   bool own_buffer = false;

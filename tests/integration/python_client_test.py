@@ -2,17 +2,21 @@
 """A second-language client: Python's grpcio against the real vidclf-server on loopback.
 
 Checks Classify, ClassifyUpload, ListModels and GetModel, the health service, server reflection and
-the /metrics page (with promtool); then mutual TLS and a bearer token on a second server.
+the /metrics page (with promtool); the Open Inference Protocol (inference.GRPCInferenceService)
+with requests built as tritonclient builds them, its answers against vidclf.v1's and its
+readiness during a drain; then mutual TLS and a bearer token on another server.
 Usage: python_client_test.py SERVER_BINARY TRAIN_BINARY PROTO_DIR
 """
 import glob
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 import urllib.request
 
@@ -24,9 +28,10 @@ del sys.argv[1:4]
 
 def generate_messages(out_dir):
     subprocess.run(["protoc", f"--proto_path={PROTO_DIR}", f"--python_out={out_dir}",
-                    "vidclf/v1/video_classifier.proto", "grpc/health/v1/health.proto"],
+                    "vidclf/v1/video_classifier.proto", "inference/grpc_service.proto",
+                    "grpc/health/v1/health.proto"],
                    check=True)
-    for package in ("vidclf", "vidclf/v1", "grpc", "grpc/health", "grpc/health/v1"):
+    for package in ("vidclf", "vidclf/v1", "inference", "grpc", "grpc/health", "grpc/health/v1"):
         open(os.path.join(out_dir, package, "__init__.py"), "a").close()
     # Our generated 'grpc' package would shadow grpcio's: import the modules by path instead.
     import importlib.util
@@ -38,6 +43,7 @@ def generate_messages(out_dir):
         return module
 
     return (load("video_classifier_pb2", "vidclf/v1/video_classifier_pb2.py"),
+            load("grpc_service_pb2", "inference/grpc_service_pb2.py"),
             load("health_pb2", "grpc/health/v1/health_pb2.py"))
 
 # The synthetic benchmark's classes, in label order.
@@ -46,9 +52,9 @@ LABELS = ["fade_in", "fade_out", "hue_forward", "hue_backward", "zoom_in", "zoom
 
 
 def setUpModule():
-    global TMP, PB, HEALTH_PB, REPO, VIDEO
+    global TMP, PB, V2_PB, HEALTH_PB, REPO, VIDEO
     TMP = tempfile.TemporaryDirectory()
-    PB, HEALTH_PB = generate_messages(TMP.name)
+    PB, V2_PB, HEALTH_PB = generate_messages(TMP.name)
     REPO = os.path.join(TMP.name, "repo")
     samples = os.path.join(TMP.name, "samples")
     # A tiny, quickly trained bundle; its held-out samples are our test videos.
@@ -275,13 +281,288 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(lint.returncode, 0, lint.stdout + lint.stderr)
 
 
+def v2_method(channel, name, response_type):
+    """A method of inference.GRPCInferenceService, its request serialized by the caller's type."""
+    return channel.unary_unary(f"/inference.GRPCInferenceService/{name}",
+                               request_serializer=lambda request: request.SerializeToString(),
+                               response_deserializer=response_type.FromString)
+
+
+def bytes_elements(*elements):
+    """A BYTES tensor's raw contents as tritonclient serializes them: each element's length as 4
+    little-endian bytes, then the element."""
+    return b"".join(struct.pack("<I", len(e)) + e for e in elements)
+
+
+def infer_request(video, model="small", **parameters):
+    """ModelInfer for `video` as tritonclient's InferInput("VIDEO", [1], "BYTES") with
+    set_data_from_numpy sends it: the tensor's data in raw_input_contents."""
+    request = V2_PB.ModelInferRequest(model_name=model, id="request-7")
+    request.inputs.add(name="VIDEO", datatype="BYTES", shape=[1])
+    request.raw_input_contents.append(bytes_elements(video))
+    for name, value in parameters.items():
+        if isinstance(value, str):
+            request.parameters[name].string_param = value
+        else:
+            request.parameters[name].int64_param = value
+    return request
+
+
+def outputs_of(response):
+    """A ModelInferResponse's outputs by name, decoded from raw_output_contents."""
+    decoded = {}
+    for output, raw in zip(response.outputs, response.raw_output_contents):
+        if output.datatype == "BYTES":
+            values, at = [], 0
+            while at < len(raw):
+                (length,) = struct.unpack_from("<I", raw, at)
+                values.append(raw[at + 4:at + 4 + length].decode())
+                at += 4 + length
+        else:
+            values = list(struct.unpack(f"<{len(raw) // 4}f", raw))
+        assert len(values) == output.shape[0], (output.name, values, output.shape)
+        decoded[output.name] = values
+    return decoded
+
+
+class InferenceProtocolTest(unittest.TestCase):
+    """The Open Inference Protocol's gRPC service from a client built from its .proto alone."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server, grpc_port, cls.metrics_port = start_server()
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        cls.infer = v2_method(cls.channel, "ModelInfer", V2_PB.ModelInferResponse)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        stop_server(cls.server)
+
+    def call(self, name, response_type, request):
+        return v2_method(self.channel, name, response_type)(request, timeout=10)
+
+    def test_health_metadata_and_index(self):
+        self.assertTrue(self.call("ServerLive", V2_PB.ServerLiveResponse,
+                                  V2_PB.ServerLiveRequest()).live)
+        self.assertTrue(self.call("ServerReady", V2_PB.ServerReadyResponse,
+                                  V2_PB.ServerReadyRequest()).ready)
+        model_ready = lambda **request: self.call("ModelReady", V2_PB.ModelReadyResponse,
+                                                  V2_PB.ModelReadyRequest(**request)).ready
+        self.assertTrue(model_ready(name="small"))
+        self.assertTrue(model_ready(name="small", version="1"))
+        self.assertFalse(model_ready(name="small", version="2"))
+        self.assertFalse(model_ready(name="nope"))
+        server = self.call("ServerMetadata", V2_PB.ServerMetadataResponse,
+                           V2_PB.ServerMetadataRequest())
+        self.assertEqual(server.name, "vidclf")
+        self.assertIn("parameters", server.extensions)
+        model = self.call("ModelMetadata", V2_PB.ModelMetadataResponse,
+                          V2_PB.ModelMetadataRequest(name="small"))
+        self.assertEqual((model.name, list(model.versions)), ("small", ["1"]))
+        self.assertEqual([(t.name, t.datatype, list(t.shape)) for t in model.inputs],
+                         [("VIDEO", "BYTES", [1]), ("URI", "BYTES", [1])])
+        self.assertEqual([(t.name, t.datatype) for t in model.outputs],
+                         [("LABELS", "BYTES"), ("SCORES", "FP32"), ("FRAME_TIMES", "FP32")])
+        for request in (V2_PB.ModelMetadataRequest(name="nope"),
+                        V2_PB.ModelMetadataRequest(name="small", version="2")):
+            with self.assertRaises(grpc.RpcError) as error:
+                self.call("ModelMetadata", V2_PB.ModelMetadataResponse, request)
+            self.assertEqual(error.exception.code(), grpc.StatusCode.NOT_FOUND)
+        index = self.call("RepositoryIndex", V2_PB.RepositoryIndexResponse,
+                          V2_PB.RepositoryIndexRequest())
+        self.assertEqual([(m.name, m.version, m.state) for m in index.models],
+                         [("small", "1", "READY")])
+
+    def test_model_config(self):
+        config = self.call("ModelConfig", V2_PB.ModelConfigResponse,
+                           V2_PB.ModelConfigRequest(name="small")).config
+        self.assertEqual((config.name, config.platform, config.max_batch_size),
+                         ("small", "vidclf", 0))
+        self.assertEqual([(i.name, i.data_type, list(i.dims), i.optional) for i in config.input],
+                         [("VIDEO", V2_PB.TYPE_STRING, [1], True),
+                          ("URI", V2_PB.TYPE_STRING, [1], True)])
+        self.assertEqual([(o.name, o.data_type) for o in config.output],
+                         [("LABELS", V2_PB.TYPE_STRING), ("SCORES", V2_PB.TYPE_FP32),
+                          ("FRAME_TIMES", V2_PB.TYPE_FP32)])
+        self.assertEqual(config.dynamic_batching.max_queue_delay_microseconds, 2000)
+        self.assertFalse(config.model_transaction_policy.decoupled)
+        with self.assertRaises(grpc.RpcError) as error:
+            self.call("ModelConfig", V2_PB.ModelConfigResponse,
+                      V2_PB.ModelConfigRequest(name="nope"))
+        self.assertEqual(error.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+    def test_model_statistics_count_calls(self):
+        statistics = lambda: self.call("ModelStatistics", V2_PB.ModelStatisticsResponse,
+                                       V2_PB.ModelStatisticsRequest(name="small")).model_stats[0]
+        before = statistics()
+        self.infer(infer_request(VIDEO), timeout=60)
+        with self.assertRaises(grpc.RpcError):
+            self.infer(infer_request(b"\x00" * 1000), timeout=60)
+        after = statistics()
+        self.assertEqual((after.name, after.version), ("small", "1"))
+        self.assertEqual(after.inference_count, before.inference_count + 1)
+        stats, was = after.inference_stats, before.inference_stats
+        self.assertEqual(stats.success.count, was.success.count + 1)
+        self.assertEqual(stats.fail.count, was.fail.count + 1)
+        for duration in ("success", "queue", "compute_input", "compute_infer"):
+            self.assertGreater(getattr(stats, duration).ns, getattr(was, duration).ns, duration)
+        self.assertLess(abs(after.last_inference / 1000 - time.time()), 60)
+        every = self.call("ModelStatistics", V2_PB.ModelStatisticsResponse,
+                          V2_PB.ModelStatisticsRequest())
+        self.assertEqual([m.name for m in every.model_stats], ["small"])
+
+    def test_infer_answers_as_classify(self):
+        classify = self.channel.unary_unary(
+            "/vidclf.v1.VideoClassifier/Classify",
+            request_serializer=PB.ClassifyRequest.SerializeToString,
+            response_deserializer=PB.ClassifyResponse.FromString)
+        expected = classify(PB.ClassifyRequest(video=VIDEO, top_k=3), timeout=60)
+        response = self.infer(infer_request(VIDEO, top_k=3), timeout=60)
+        self.assertEqual((response.model_name, response.model_version, response.id),
+                         ("small", "1", "request-7"))
+        outputs = outputs_of(response)
+        self.assertEqual(outputs["LABELS"], [e.label for e in expected.top_k])
+        for got, want in zip(outputs["SCORES"], [e.score for e in expected.top_k]):
+            self.assertAlmostEqual(got, want, places=5)
+        for got, want in zip(outputs["FRAME_TIMES"], expected.frame_timestamps_seconds):
+            self.assertAlmostEqual(got, want, places=5)
+        self.assertEqual(len(outputs["FRAME_TIMES"]), 4)
+        self.assertGreater(response.parameters["total_ms"].double_param, 0)
+        page = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                      timeout=10).read()
+        self.assertIn(b'vidclf_requests_total{code="OK",method="ModelInfer",model="small"}', page)
+
+    def test_infer_takes_each_encoding_of_the_video(self):
+        # UINT8 raw, one element per byte; BYTES and UINT8 in contents; two outputs asked for,
+        # answered in the order asked.
+        uint8_raw = V2_PB.ModelInferRequest(model_name="small")
+        uint8_raw.inputs.add(name="VIDEO", datatype="UINT8", shape=[len(VIDEO)])
+        uint8_raw.raw_input_contents.append(VIDEO)
+        bytes_contents = V2_PB.ModelInferRequest()  # no model_name: the default model
+        video = bytes_contents.inputs.add(name="VIDEO", datatype="BYTES", shape=[1])
+        video.contents.bytes_contents.append(VIDEO)
+        uint8_contents = V2_PB.ModelInferRequest(model_name="small")
+        video = uint8_contents.inputs.add(name="VIDEO", datatype="UINT8", shape=[len(VIDEO)])
+        video.contents.uint_contents.extend(VIDEO)
+        expected = outputs_of(self.infer(infer_request(VIDEO), timeout=60))
+        for request in (uint8_raw, bytes_contents, uint8_contents):
+            request.outputs.add(name="SCORES")
+            request.outputs.add(name="LABELS")
+            response = self.infer(request, timeout=60)
+            self.assertEqual([o.name for o in response.outputs], ["SCORES", "LABELS"])
+            self.assertEqual(outputs_of(response)["LABELS"], expected["LABELS"])
+
+    def test_bad_requests_are_refused_and_serving_goes_on(self):
+        def request(change):
+            bad = infer_request(VIDEO)
+            change(bad)
+            return bad
+
+        def retype(r, datatype):
+            r.inputs[0].datatype = datatype
+
+        cases = [
+            (V2_PB.ModelInferRequest(model_name="small"), "one input"),
+            (request(lambda r: r.inputs[0].__setattr__("name", "FRAMES")),
+             "unknown input 'FRAMES'"),
+            (request(lambda r: retype(r, "FP32")), "must be BYTES"),
+            (request(lambda r: r.inputs[0].shape.__setitem__(0, 2)), "send one video per request"),
+            (request(lambda r: r.inputs[0].shape.__setitem__(0, -1)), "not -1"),
+            (request(lambda r: r.raw_input_contents.__setitem__(0, VIDEO)), "length prefix"),
+            (request(lambda r: r.raw_input_contents.append(b"")), "one input"),
+            (request(lambda r: r.inputs[0].contents.bytes_contents.append(VIDEO)),
+             "both contents and raw_input_contents"),
+            (request(lambda r: retype(r, "UINT8")), "give the file's size as its shape"),
+            (request(lambda r: r.parameters["colour"].__setattr__("string_param", "red")),
+             "unknown request parameter 'colour'"),
+            (request(lambda r: r.parameters["top_k"].__setattr__("string_param", "3")),
+             "top_k must be an integer"),
+            (request(lambda r: r.parameters["top_k"].__setattr__("int64_param", 0)),
+             "top_k is 0"),
+            (request(lambda r: r.parameters["sampling"].__setattr__("string_param", "random")),
+             "random"),
+            (request(lambda r: r.outputs.add(name="EMBEDDINGS")), "unknown output 'EMBEDDINGS'"),
+            (infer_request(b"\x00" * 1000), "not a video container"),
+        ]
+        for bad, message in cases:
+            with self.subTest(message=message):
+                with self.assertRaises(grpc.RpcError) as error:
+                    self.infer(bad, timeout=60)
+                self.assertEqual(error.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn(message, error.exception.details())
+        for bad, code in ((infer_request(VIDEO, model="nope"), grpc.StatusCode.NOT_FOUND),
+                          (request(lambda r: r.__setattr__("model_version", "2")),
+                           grpc.StatusCode.NOT_FOUND)):
+            with self.assertRaises(grpc.RpcError) as error:
+                self.infer(bad, timeout=60)
+            self.assertEqual(error.exception.code(), code)
+        uri = V2_PB.ModelInferRequest(model_name="small")
+        uri.inputs.add(name="URI", datatype="BYTES", shape=[1])
+        uri.raw_input_contents.append(bytes_elements(b"file:///etc/passwd"))
+        with self.assertRaises(grpc.RpcError) as error:
+            self.infer(uri, timeout=60)
+        self.assertEqual(error.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        self.assertNotIn("root:", error.exception.details())
+        garbage = self.channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        with self.assertRaises(grpc.RpcError) as error:
+            garbage(b"\xff\xff\xff", timeout=10)
+        self.assertEqual(error.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("inference.ModelInferRequest", error.exception.details())
+        self.assertEqual(self.infer(infer_request(VIDEO), timeout=60).model_name, "small")
+
+
+class InferenceProtocolDrainTest(unittest.TestCase):
+    """While the server drains, ServerLive says live, ServerReady and ModelReady not ready, and
+    ModelInfer is refused with UNAVAILABLE (retry on another replica)."""
+
+    def test_not_ready_while_draining(self):
+        server, grpc_port, _ = start_server("--drain-timeout-s", "3")
+        channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        ready = v2_method(channel, "ServerReady", V2_PB.ServerReadyResponse)
+        self.assertTrue(ready(V2_PB.ServerReadyRequest(), timeout=10).ready)
+        # An upload that has not ended holds the drain open until its timeout.
+        release = threading.Event()
+
+        def messages():
+            yield PB.ClassifyUploadRequest(settings=PB.ClassifyRequest())
+            yield PB.ClassifyUploadRequest(chunk=VIDEO[:100])
+            release.wait(timeout=30)
+
+        upload = channel.stream_unary(
+            "/vidclf.v1.VideoClassifier/ClassifyUpload",
+            request_serializer=PB.ClassifyUploadRequest.SerializeToString,
+            response_deserializer=PB.ClassifyResponse.FromString).future(messages(), timeout=60)
+        time.sleep(0.5)
+        server.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while ready(V2_PB.ServerReadyRequest(), timeout=10).ready:
+            self.assertLess(time.monotonic(), deadline, "still ready 10 s into the drain")
+            time.sleep(0.05)
+        self.assertTrue(v2_method(channel, "ServerLive", V2_PB.ServerLiveResponse)(
+            V2_PB.ServerLiveRequest(), timeout=10).live)
+        self.assertFalse(v2_method(channel, "ModelReady", V2_PB.ModelReadyResponse)(
+            V2_PB.ModelReadyRequest(name="small"), timeout=10).ready)
+        with self.assertRaises(grpc.RpcError) as error:
+            v2_method(channel, "ModelInfer", V2_PB.ModelInferResponse)(
+                infer_request(VIDEO), timeout=10)
+        self.assertEqual(error.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        # The upload, still open, is cancelled at the drain timeout.
+        with self.assertRaises(grpc.RpcError) as error:
+            upload.result(timeout=30)
+        release.set()
+        self.assertEqual(error.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        channel.close()
+        self.assertEqual(server.wait(timeout=30), 0)
+
+
 def openssl(*arguments):
     subprocess.run(["openssl", *arguments], check=True, capture_output=True)
 
 
 class SecureClientTest(unittest.TestCase):
-    """Mutual TLS and a bearer token, from grpcio: the service needs both, health and reflection
-    need neither."""
+    """Mutual TLS and a bearer token, from grpcio: the services need both, health checks and
+    reflection need neither."""
     TOKEN = "python-client-token-0123456789"
 
     @classmethod
@@ -351,6 +632,17 @@ class SecureClientTest(unittest.TestCase):
                          timeout=10)
         self.assertEqual(response.status, HEALTH_PB.HealthCheckResponse.SERVING)
         self.assertIn(b"vidclf.v1.VideoClassifier", list_services(self.channel))
+
+    def test_inference_protocol_needs_the_token_but_for_health(self):
+        infer = v2_method(self.channel, "ModelInfer", V2_PB.ModelInferResponse)
+        with self.assertRaises(grpc.RpcError) as error:
+            infer(infer_request(VIDEO), timeout=60)
+        self.assertEqual(error.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        response = infer(infer_request(VIDEO), timeout=60,
+                         metadata=(("authorization", f"Bearer {self.TOKEN}"),))
+        self.assertEqual(response.model_name, "small")
+        self.assertTrue(v2_method(self.channel, "ServerReady", V2_PB.ServerReadyResponse)(
+            V2_PB.ServerReadyRequest(), timeout=10).ready)
 
     def test_no_client_certificate_no_connection(self):
         with self.assertRaises(grpc.RpcError) as error:

@@ -1,0 +1,279 @@
+#include "server/service/inference_service.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/service/finished_call.h"
+#include "server/service/inference_tensors.h"
+#include "server/service/raw_message.h"
+
+namespace vidclf::service {
+namespace {
+
+constexpr char kModelInfer[] = "ModelInfer";
+
+// The model called `name` (the default model when empty) in `version` (the one served when
+// empty): NOT_FOUND naming the version served when another is asked for.
+absl::StatusOr<const engine::ModelRepository::Entry*> FindServedModel(
+    const engine::ModelRepository& repository, const std::string& name,
+    const std::string& version) {
+  absl::StatusOr<const engine::ModelRepository::Entry*> entry =
+      repository.FindEntry(name.empty() ? repository.default_model() : name);
+  if (!entry.ok() || version.empty()) return entry;
+  const model::ModelConfig& config = (*entry)->model->config();
+  if (version != config.version) {
+    return absl::NotFoundError(absl::StrCat("model ", config.name, " serves version ",
+                                            config.version, ", not version ", version));
+  }
+  return entry;
+}
+
+// Serves a unary call of `method`: its request parsed, `answer` filling the response and naming
+// the served model it concerns (left "unknown" for none), the call recorded and finished.
+template <typename Request, typename Response, typename Answer>
+grpc::ServerUnaryReactor* ServeUnary(ServerMetrics& metrics, grpc::CallbackServerContext* context,
+                                     absl::string_view method, const grpc::ByteBuffer& bytes,
+                                     grpc::ByteBuffer* out, Answer answer) {
+  const Clock::time_point start = Clock::now();
+  Request request;
+  Response response;
+  std::string model = "unknown";
+  absl::Status status = ParseRequest(bytes, &request);
+  if (status.ok()) status = answer(request, &response, &model);
+  return AnswerUnaryCall(metrics, context, method, model, SecondsSince(start), response, status,
+                         out);
+}
+
+inference::StatisticDuration Duration(int64_t count, double seconds) {
+  inference::StatisticDuration duration;
+  duration.set_count(static_cast<uint64_t>(count));
+  duration.set_ns(static_cast<uint64_t>(seconds * 1e9));
+  return duration;
+}
+
+inference::ModelStatistics StatisticsOf(const model::ModelConfig& config,
+                                        const InferenceTotals& totals) {
+  inference::ModelStatistics statistics;
+  statistics.set_name(config.name);
+  statistics.set_version(config.version);
+  if (totals.last_success != absl::InfinitePast()) {
+    statistics.set_last_inference(static_cast<uint64_t>(absl::ToUnixMillis(totals.last_success)));
+  }
+  // One video a request, and one run of the head for it.
+  statistics.set_inference_count(static_cast<uint64_t>(totals.successes));
+  statistics.set_execution_count(static_cast<uint64_t>(totals.successes));
+  inference::InferStatistics* stats = statistics.mutable_inference_stats();
+  *stats->mutable_success() = Duration(totals.successes, totals.success_seconds);
+  *stats->mutable_fail() = Duration(totals.failures, totals.failure_seconds);
+  *stats->mutable_queue() = Duration(totals.successes, totals.queue_seconds);
+  *stats->mutable_compute_input() = Duration(totals.successes, totals.input_seconds);
+  *stats->mutable_compute_infer() = Duration(totals.successes, totals.compute_seconds);
+  return statistics;
+}
+
+// One ModelInfer: its request parsed and submitted to the engine, the engine's answer converted
+// to the protocol's tensors; cancelled in the engine when gRPC cancels the call.
+class InferReactor final : public grpc::ServerUnaryReactor {
+ public:
+  InferReactor(const ClassifySubmitter* submitter, grpc::CallbackServerContext* context,
+               const grpc::ByteBuffer& request, grpc::ByteBuffer* response)
+      : response_(response), call_(context->deadline()) {
+    const Clock::time_point start = Clock::now();
+    absl::Status status = ParseRequest(request, &request_);
+    absl::StatusOr<InferRequestParts> parts =
+        status.ok() ? ParseInferRequest(request_) : absl::StatusOr<InferRequestParts>(status);
+    if (!parts.ok()) {
+      Finish(submitter->Refuse(kModelInfer, nullptr, start, parts.status()));
+      return;
+    }
+    parts_ = *std::move(parts);
+    status = FindServedModel(*submitter->engine().repository(), request_.model_name(),
+                             request_.model_version())
+                 .status();
+    absl::StatusOr<engine::ClassifyInput> input =
+        status.ok() ? InputFromSettings(parts_.settings, context->deadline())
+                    : absl::StatusOr<engine::ClassifyInput>(status);
+    if (!input.ok()) {
+      Finish(submitter->Refuse(kModelInfer, &parts_.settings, start, input.status()));
+      return;
+    }
+    // request_ and parts_ live until the call is done.
+    input->source = parts_.settings.uri().empty() ? media::VideoSource::Bytes(parts_.video())
+                                                  : media::VideoSource::Uri(parts_.settings.uri());
+    call_.Adopt(submitter->Submit(kModelInfer, *std::move(input), start, &answer_,
+                                  [this](const grpc::Status& status) { Answer(status); }));
+  }
+
+  void OnCancel() override { call_.Cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  // The engine's answer, once.
+  void Answer(const grpc::Status& status) {
+    if (status.ok()) {
+      *response_ = SerializeMessage(InferResponseOf(request_, parts_.outputs, answer_));
+    }
+    Finish(status);
+  }
+
+  grpc::ByteBuffer* const response_;
+  inference::ModelInferRequest request_;
+  InferRequestParts parts_;
+  vidclf::v1::ClassifyResponse answer_;
+  CancellableCall call_;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* InferenceService::ServerLive(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return ServeUnary<inference::ServerLiveRequest, inference::ServerLiveResponse>(
+      *metrics_, context, "ServerLive", *request, response,
+      [](const auto&, inference::ServerLiveResponse* live, std::string*) {
+        live->set_live(true);
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* InferenceService::ServerReady(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return ServeUnary<inference::ServerReadyRequest, inference::ServerReadyResponse>(
+      *metrics_, context, "ServerReady", *request, response,
+      [this](const auto&, inference::ServerReadyResponse* ready, std::string*) {
+        ready->set_ready(!engine_->draining());
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelReady(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return ServeUnary<inference::ModelReadyRequest, inference::ModelReadyResponse>(
+      *metrics_, context, "ModelReady", *request, response,
+      [this](const inference::ModelReadyRequest& asked, inference::ModelReadyResponse* ready,
+             std::string* model) {
+        // A model not served is not ready: an answer, not an error, as probes expect.
+        const absl::StatusOr<const engine::ModelRepository::Entry*> entry =
+            FindServedModel(*engine_->repository(), asked.name(), asked.version());
+        if (entry.ok()) *model = (*entry)->model->config().name;
+        ready->set_ready(entry.ok() && !engine_->draining());
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* InferenceService::ServerMetadata(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return ServeUnary<inference::ServerMetadataRequest, inference::ServerMetadataResponse>(
+      *metrics_, context, "ServerMetadata", *request, response,
+      [](const auto&, inference::ServerMetadataResponse* metadata, std::string*) {
+        metadata->set_name("vidclf");
+        metadata->set_version(VIDCLF_VERSION);
+        // The protocol's extensions served: request and response parameters, model
+        // configuration, statistics.
+        for (const char* extension : {"parameters", "model_configuration", "statistics"}) {
+          metadata->add_extensions(extension);
+        }
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelMetadata(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return ServeUnary<inference::ModelMetadataRequest, inference::ModelMetadataResponse>(
+      *metrics_, context, "ModelMetadata", *request, response,
+      [this](const inference::ModelMetadataRequest& asked,
+             inference::ModelMetadataResponse* metadata, std::string* model) {
+        const absl::StatusOr<const engine::ModelRepository::Entry*> entry =
+            FindServedModel(*engine_->repository(), asked.name(), asked.version());
+        if (!entry.ok()) return entry.status();
+        const model::ModelConfig& config = (*entry)->model->config();
+        *model = config.name;
+        metadata->set_name(config.name);
+        metadata->add_versions(config.version);
+        metadata->set_platform("vidclf");
+        AddTensorMetadata(metadata);
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return new InferReactor(&submitter_, context, *request, response);
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return ServeUnary<inference::ModelConfigRequest, inference::ModelConfigResponse>(
+      *metrics_, context, "ModelConfig", *request, response,
+      [this](const inference::ModelConfigRequest& asked, inference::ModelConfigResponse* answer,
+             std::string* model) {
+        const absl::StatusOr<const engine::ModelRepository::Entry*> entry =
+            FindServedModel(*engine_->repository(), asked.name(), asked.version());
+        if (!entry.ok()) return entry.status();
+        *model = (*entry)->model->config().name;
+        inference::ModelConfig* config = answer->mutable_config();
+        config->set_name(*model);
+        config->set_platform("vidclf");
+        config->set_backend("vidclf");
+        AddTensorConfig(config);
+        // Calls' frames are batched together on their way to the backbone.
+        config->mutable_dynamic_batching()->set_max_queue_delay_microseconds(static_cast<uint64_t>(
+            absl::ToInt64Microseconds(engine_->options().batching.max_queue_delay)));
+        config->mutable_model_transaction_policy()->set_decoupled(false);
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* InferenceService::ModelStatistics(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return ServeUnary<inference::ModelStatisticsRequest, inference::ModelStatisticsResponse>(
+      *metrics_, context, "ModelStatistics", *request, response,
+      [this](const inference::ModelStatisticsRequest& asked,
+             inference::ModelStatisticsResponse* answer, std::string* model) {
+        const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
+        if (asked.name().empty()) {
+          for (const auto& [name, entry] : repository->entries()) {
+            *answer->add_model_stats() =
+                StatisticsOf(entry.model->config(), metrics_->InferenceTotalsOf(name));
+          }
+          return absl::OkStatus();
+        }
+        const absl::StatusOr<const engine::ModelRepository::Entry*> entry =
+            FindServedModel(*repository, asked.name(), asked.version());
+        if (!entry.ok()) return entry.status();
+        *model = (*entry)->model->config().name;
+        *answer->add_model_stats() =
+            StatisticsOf((*entry)->model->config(), metrics_->InferenceTotalsOf(*model));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* InferenceService::RepositoryIndex(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return ServeUnary<inference::RepositoryIndexRequest, inference::RepositoryIndexResponse>(
+      *metrics_, context, "RepositoryIndex", *request, response,
+      [this](const auto&, inference::RepositoryIndexResponse* index, std::string*) {
+        // Every model served is ready (`ready` filters nothing): a draining server refuses this
+        // call on its headers.
+        for (const auto& [name, entry] : engine_->repository()->entries()) {
+          inference::RepositoryIndexResponse::ModelIndex* model = index->add_models();
+          model->set_name(name);
+          model->set_version(entry.model->config().version);
+          model->set_state("READY");
+        }
+        return absl::OkStatus();
+      });
+}
+
+}  // namespace vidclf::service

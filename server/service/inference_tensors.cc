@@ -1,0 +1,374 @@
+#include "server/service/inference_tensors.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace vidclf::service {
+namespace {
+
+using inference::InferParameter;
+using inference::ModelInferRequest;
+using inference::ModelInferResponse;
+
+constexpr int64_t kMaxCount = 1 << 20;  // top_k, num_frames, stride_frames
+
+// A tensor of every model, as metadata and configuration describe it.
+struct TensorSpec {
+  const char* name;
+  const char* datatype;
+  inference::DataType type;  // the datatype in the configuration's terms
+  int64_t size;              // -1: any
+};
+// VIDEO is described as BYTES, one element; UINT8, one element per byte, is taken too. A request
+// has VIDEO or URI, not both.
+constexpr TensorSpec kInputs[] = {
+    {kVideoInput, "BYTES", inference::TYPE_STRING, 1},
+    {kUriInput, "BYTES", inference::TYPE_STRING, 1},
+};
+constexpr TensorSpec kOutputs[] = {
+    {kLabelsOutput, "BYTES", inference::TYPE_STRING, -1},
+    {kScoresOutput, "FP32", inference::TYPE_FP32, -1},
+    {kFrameTimesOutput, "FP32", inference::TYPE_FP32, -1},
+};
+
+// Text from the request, as a message quotes it: escaped and cut short.
+std::string Quoted(absl::string_view text) {
+  constexpr size_t kLongest = 64;
+  return absl::StrCat("'", absl::CHexEscape(text.substr(0, kLongest)),
+                      text.size() > kLongest ? "...'" : "'");
+}
+
+absl::StatusOr<int64_t> IntegerParameter(absl::string_view name, const InferParameter& value,
+                                         int64_t low, int64_t high) {
+  int64_t integer = 0;
+  if (value.has_int64_param()) {
+    integer = value.int64_param();
+  } else if (value.has_uint64_param()) {
+    integer = static_cast<int64_t>(
+        std::min<uint64_t>(value.uint64_param(), std::numeric_limits<int64_t>::max()));
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request parameter ", name, " must be an integer (int64_param)"));
+  }
+  if (integer < low || integer > high) {
+    return absl::InvalidArgumentError(absl::StrCat("request parameter ", name, " is ", integer,
+                                                   "; it must be from ", low, " to ", high));
+  }
+  return integer;
+}
+
+absl::StatusOr<double> NumberParameter(absl::string_view name, const InferParameter& value) {
+  if (value.has_double_param()) return value.double_param();
+  if (value.has_int64_param()) return static_cast<double>(value.int64_param());
+  if (value.has_uint64_param()) return static_cast<double>(value.uint64_param());
+  return absl::InvalidArgumentError(
+      absl::StrCat("request parameter ", name, " must be a number (double_param or int64_param)"));
+}
+
+absl::StatusOr<std::string> StringParameter(absl::string_view name, const InferParameter& value) {
+  if (value.has_string_param()) return value.string_param();
+  return absl::InvalidArgumentError(
+      absl::StrCat("request parameter ", name, " must be a string (string_param)"));
+}
+
+// The request's parameters into `settings`; the sampling's values are checked as vidclf.v1's
+// are, when the engine's input is made from them.
+absl::Status ApplyParameters(const ModelInferRequest& request,
+                             vidclf::v1::ClassifyRequest* settings) {
+  vidclf::v1::SamplingOptions* sampling = settings->mutable_sampling();
+  for (const auto& [name, value] : request.parameters()) {
+    absl::Status status;
+    if (name == "top_k") {
+      absl::StatusOr<int64_t> top_k = IntegerParameter(name, value, 1, kMaxCount);
+      if (top_k.ok()) settings->set_top_k(static_cast<uint32_t>(*top_k));
+      status = top_k.status();
+    } else if (name == "num_frames") {
+      absl::StatusOr<int64_t> frames = IntegerParameter(name, value, 1, kMaxCount);
+      if (frames.ok()) sampling->set_num_frames(static_cast<uint32_t>(*frames));
+      status = frames.status();
+    } else if (name == "stride_frames") {
+      absl::StatusOr<int64_t> stride = IntegerParameter(name, value, 1, kMaxCount);
+      if (stride.ok()) sampling->set_stride_frames(static_cast<uint32_t>(*stride));
+      status = stride.status();
+    } else if (name == "frames_per_second" || name == "start_seconds") {
+      absl::StatusOr<double> number = NumberParameter(name, value);
+      if (number.ok() && name == "frames_per_second") sampling->set_frames_per_second(*number);
+      if (number.ok() && name == "start_seconds") sampling->set_start_seconds(*number);
+      status = number.status();
+    } else if (name == "sampling" || name == "attention") {
+      absl::StatusOr<std::string> text = StringParameter(name, value);
+      if (text.ok() && name == "sampling") sampling->set_strategy(*text);
+      if (text.ok() && name == "attention") settings->set_attention(*text);
+      status = text.status();
+    } else {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "unknown request parameter ", Quoted(name),
+          ": vidclf takes top_k, num_frames, sampling, frames_per_second, stride_frames, "
+          "start_seconds and attention"));
+    }
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+// The number of elements `shape` holds; INVALID_ARGUMENT for a negative dimension.
+absl::StatusOr<int64_t> ElementCount(absl::string_view input,
+                                     const google::protobuf::RepeatedField<int64_t>& shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape) {
+    if (dim < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input ", input, " has shape [", absl::StrJoin(shape, ","),
+                       "]: a request's dimensions are sizes, not -1"));
+    }
+    count = dim == 0 || count <= std::numeric_limits<int64_t>::max() / dim
+                ? count * dim
+                : std::numeric_limits<int64_t>::max();
+  }
+  return count;
+}
+
+// The one element of a BYTES input, from raw contents (its length as 4 little-endian bytes, then
+// the bytes) or from contents.bytes_contents.
+absl::StatusOr<absl::string_view> OneBytesElement(const ModelInferRequest& request,
+                                                  absl::string_view input) {
+  const ModelInferRequest::InferInputTensor& tensor = request.inputs(0);
+  absl::StatusOr<int64_t> count = ElementCount(input, tensor.shape());
+  if (!count.ok()) return count.status();
+  if (*count != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input ", input, " has shape [", absl::StrJoin(tensor.shape(), ","), "] (", *count,
+        " elements); it takes one element, shape [1]: send one video per request"));
+  }
+  if (request.raw_input_contents_size() == 0) {
+    if (tensor.contents().bytes_contents_size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input ", input, " (BYTES, shape [1]) holds ", tensor.contents().bytes_contents_size(),
+          " elements in contents.bytes_contents; it must hold one"));
+    }
+    return absl::string_view(tensor.contents().bytes_contents(0));
+  }
+  const absl::string_view raw = request.raw_input_contents(0);
+  uint64_t length = 0;
+  if (raw.size() >= 4) {
+    for (int i = 3; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(raw[i]);
+  }
+  if (raw.size() < 4 || raw.size() - 4 != length) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("raw_input_contents for input ", input,
+                     " (BYTES) must be one element: its length as 4 "
+                     "little-endian bytes, then that many bytes; it holds ",
+                     raw.size(), " bytes",
+                     raw.size() >= 4 ? absl::StrCat(" and its length prefix says ", length) : ""));
+  }
+  return raw.substr(4);
+}
+
+// A VIDEO input of UINT8 elements, one per byte of the file.
+absl::Status ReadUint8Video(const ModelInferRequest& request, InferRequestParts* parts) {
+  const ModelInferRequest::InferInputTensor& tensor = request.inputs(0);
+  absl::StatusOr<int64_t> count = ElementCount(kVideoInput, tensor.shape());
+  if (!count.ok()) return count.status();
+  const int64_t held = request.raw_input_contents_size() > 0
+                           ? static_cast<int64_t>(request.raw_input_contents(0).size())
+                           : tensor.contents().uint_contents_size();
+  if (held != *count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input VIDEO (UINT8) has shape [", absl::StrJoin(tensor.shape(), ","), "], ",
+                     *count, " elements, but holds ", held, ": give the file's size as its shape"));
+  }
+  if (request.raw_input_contents_size() > 0) {
+    parts->video_view = request.raw_input_contents(0);
+    return absl::OkStatus();
+  }
+  parts->copied_video.reserve(static_cast<size_t>(held));
+  for (uint32_t value : tensor.contents().uint_contents()) {
+    if (value > 255) {
+      return absl::InvalidArgumentError(absl::StrCat("input VIDEO (UINT8) holds ", value,
+                                                     " in contents.uint_contents: not a byte"));
+    }
+    parts->copied_video.push_back(static_cast<char>(value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadInput(const ModelInferRequest& request, InferRequestParts* parts) {
+  if (request.inputs_size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ModelInfer takes one input, VIDEO (the encoded video file) or URI (a video for the "
+        "server to read); the request has ",
+        request.inputs_size()));
+  }
+  const ModelInferRequest::InferInputTensor& tensor = request.inputs(0);
+  if (request.raw_input_contents_size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("raw_input_contents holds ",
+                                                   request.raw_input_contents_size(),
+                                                   " entries for one input; it must hold one"));
+  }
+  if (request.raw_input_contents_size() == 1 && tensor.has_contents()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input ", Quoted(tensor.name()),
+                     " has both contents and raw_input_contents; send its data in one of them"));
+  }
+  if (!tensor.parameters().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input ", Quoted(tensor.name()),
+                     " takes no parameters; top_k, sampling and the others are the request's"));
+  }
+  if (tensor.name() == kVideoInput) {
+    if (tensor.datatype() == "UINT8") return ReadUint8Video(request, parts);
+    if (tensor.datatype() != "BYTES") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input VIDEO must be BYTES (one element: the file) or UINT8 (one element per byte of "
+          "the file); it is ",
+          Quoted(tensor.datatype())));
+    }
+    absl::StatusOr<absl::string_view> video = OneBytesElement(request, kVideoInput);
+    if (!video.ok()) return video.status();
+    parts->video_view = *video;
+    return absl::OkStatus();
+  }
+  if (tensor.name() == kUriInput) {
+    if (tensor.datatype() != "BYTES") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input URI must be BYTES (one element: the URI); it is ", Quoted(tensor.datatype())));
+    }
+    absl::StatusOr<absl::string_view> uri = OneBytesElement(request, kUriInput);
+    if (!uri.ok()) return uri.status();
+    if (uri->empty()) return absl::InvalidArgumentError("input URI is empty");
+    parts->settings.set_uri(std::string(*uri));
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown input ", Quoted(tensor.name()), ": vidclf's models take VIDEO or URI"));
+}
+
+absl::Status ReadOutputs(const ModelInferRequest& request, InferRequestParts* parts) {
+  if (request.outputs().empty()) {
+    parts->outputs = {kLabelsOutput, kScoresOutput, kFrameTimesOutput};
+    return absl::OkStatus();
+  }
+  std::set<std::string> seen;
+  for (const ModelInferRequest::InferRequestedOutputTensor& output : request.outputs()) {
+    const std::string& name = output.name();
+    if (name != kLabelsOutput && name != kScoresOutput && name != kFrameTimesOutput) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown output ", Quoted(name),
+                       ": vidclf's models answer LABELS, SCORES and FRAME_TIMES"));
+    }
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(absl::StrCat("output ", name, " is asked for twice"));
+    }
+    if (!output.parameters().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output ", name,
+                       " takes no parameters; the request parameter top_k sets how many "
+                       "labels come back"));
+    }
+    parts->outputs.push_back(name);
+  }
+  return absl::OkStatus();
+}
+
+void AppendUint32(uint32_t value, std::string* out) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+void AppendFloat(float value, std::string* out) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  AppendUint32(bits, out);
+}
+
+void SetDoubleParameter(absl::string_view name, double value, ModelInferResponse* response) {
+  (*response->mutable_parameters())[std::string(name)].set_double_param(value);
+}
+
+}  // namespace
+
+absl::StatusOr<InferRequestParts> ParseInferRequest(const ModelInferRequest& request) {
+  InferRequestParts parts;
+  parts.settings.set_model(request.model_name());
+  if (absl::Status status = ApplyParameters(request, &parts.settings); !status.ok()) return status;
+  if (absl::Status status = ReadInput(request, &parts); !status.ok()) return status;
+  if (absl::Status status = ReadOutputs(request, &parts); !status.ok()) return status;
+  return parts;
+}
+
+ModelInferResponse InferResponseOf(const ModelInferRequest& request,
+                                   const std::vector<std::string>& outputs,
+                                   const vidclf::v1::ClassifyResponse& answer) {
+  ModelInferResponse response;
+  response.set_model_name(answer.model());
+  response.set_model_version(answer.model_version());
+  response.set_id(request.id());
+  for (const std::string& name : outputs) {
+    ModelInferResponse::InferOutputTensor* output = response.add_outputs();
+    output->set_name(name);
+    std::string* raw = response.add_raw_output_contents();
+    if (name == kLabelsOutput) {
+      output->set_datatype("BYTES");
+      output->add_shape(answer.top_k_size());
+      for (const vidclf::v1::LabelScore& entry : answer.top_k()) {
+        AppendUint32(static_cast<uint32_t>(entry.label().size()), raw);
+        raw->append(entry.label());
+      }
+    } else if (name == kScoresOutput) {
+      output->set_datatype("FP32");
+      output->add_shape(answer.top_k_size());
+      for (const vidclf::v1::LabelScore& entry : answer.top_k()) AppendFloat(entry.score(), raw);
+    } else {
+      output->set_datatype("FP32");
+      output->add_shape(answer.frame_timestamps_seconds_size());
+      for (double seconds : answer.frame_timestamps_seconds()) {
+        AppendFloat(static_cast<float>(seconds), raw);
+      }
+    }
+  }
+  const vidclf::v1::StageTimings& timings = answer.timings();
+  SetDoubleParameter("decode_ms", timings.decode_ms(), &response);
+  SetDoubleParameter("preprocess_ms", timings.preprocess_ms(), &response);
+  SetDoubleParameter("embed_ms", timings.embed_ms(), &response);
+  SetDoubleParameter("head_ms", timings.head_ms(), &response);
+  SetDoubleParameter("queue_ms", timings.queue_ms(), &response);
+  SetDoubleParameter("total_ms", timings.total_ms(), &response);
+  return response;
+}
+
+void AddTensorMetadata(inference::ModelMetadataResponse* metadata) {
+  auto describe = [](const auto& specs, auto* tensors) {
+    for (const TensorSpec& spec : specs) {
+      inference::ModelMetadataResponse::TensorMetadata* tensor = tensors->Add();
+      tensor->set_name(spec.name);
+      tensor->set_datatype(spec.datatype);
+      tensor->add_shape(spec.size);
+    }
+  };
+  describe(kInputs, metadata->mutable_inputs());
+  describe(kOutputs, metadata->mutable_outputs());
+}
+
+void AddTensorConfig(inference::ModelConfig* config) {
+  for (const TensorSpec& spec : kInputs) {
+    inference::ModelInput* input = config->add_input();
+    input->set_name(spec.name);
+    input->set_data_type(spec.type);
+    input->add_dims(spec.size);
+    input->set_optional(true);  // one of the two
+  }
+  for (const TensorSpec& spec : kOutputs) {
+    inference::ModelOutput* output = config->add_output();
+    output->set_name(spec.name);
+    output->set_data_type(spec.type);
+    output->add_dims(spec.size);
+  }
+}
+
+}  // namespace vidclf::service
