@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/service/finished_call.h"
+#include "server/service/inference_stream_reactor.h"
 #include "server/service/inference_tensors.h"
 #include "server/service/raw_message.h"
 
@@ -175,8 +176,9 @@ grpc::ServerUnaryReactor* InferenceService::ServerMetadata(grpc::CallbackServerC
         metadata->set_name("vidclf");
         metadata->set_version(VIDCLF_VERSION);
         // The protocol's extensions served: request and response parameters, model
-        // configuration, statistics.
-        for (const char* extension : {"parameters", "model_configuration", "statistics"}) {
+        // configuration, statistics, sequences (ModelStreamInfer).
+        for (const char* extension :
+             {"parameters", "model_configuration", "statistics", "sequence"}) {
           metadata->add_extensions(extension);
         }
         return absl::OkStatus();
@@ -209,6 +211,11 @@ grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerConte
   return new InferReactor(&submitter_, context, *request, response);
 }
 
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* InferenceService::ModelStreamInfer(
+    grpc::CallbackServerContext* context) {
+  return NewInferenceStreamReactor(engine_, metrics_, context);
+}
+
 grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
@@ -228,6 +235,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerCont
         // Calls' frames are batched together on their way to the backbone.
         config->mutable_dynamic_batching()->set_max_queue_delay_microseconds(static_cast<uint64_t>(
             absl::ToInt64Microseconds(engine_->options().batching.max_queue_delay)));
+        // ModelInfer answers each request once; ModelStreamInfer's sequences answer as their
+        // feeds go, as a decoupled model's do, but the configuration describes ModelInfer.
         config->mutable_model_transaction_policy()->set_decoupled(false);
         return absl::OkStatus();
       });

@@ -1,5 +1,6 @@
 // inference.GRPCInferenceService, the Open Inference Protocol (KServe v2) over gRPC: a second
-// front door to the same engine as vidclf.v1, for Triton's and KServe's clients. ModelInfer is
+// front door to the same engine as vidclf.v1, for Triton's and KServe's clients. ModelStreamInfer's
+// live feeds are in inference_stream_reactor.h. ModelInfer is
 // submitted as vidclf.v1's Classify is (classify_submission.h): the same admission, deadlines,
 // cancellation, drain and metrics; its tensors are converted in inference_tensors.h. Tokens and
 // the drain's refusals apply on a call's headers (security/call_gate.h), ServerLive, ServerReady
@@ -22,11 +23,13 @@ using RawInferenceService = inference::GRPCInferenceService::WithRawCallbackMeth
             inference::GRPCInferenceService::WithRawCallbackMethod_ServerMetadata<
                 inference::GRPCInferenceService::WithRawCallbackMethod_ModelMetadata<
                     inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
-                        inference::GRPCInferenceService::WithRawCallbackMethod_ModelConfig<
-                            inference::GRPCInferenceService::WithRawCallbackMethod_ModelStatistics<
+                        inference::GRPCInferenceService::WithRawCallbackMethod_ModelStreamInfer<
+                            inference::GRPCInferenceService::WithRawCallbackMethod_ModelConfig<
                                 inference::GRPCInferenceService::
-                                    WithRawCallbackMethod_RepositoryIndex<
-                                        inference::GRPCInferenceService::Service>>>>>>>>>;
+                                    WithRawCallbackMethod_ModelStatistics<
+                                        inference::GRPCInferenceService::
+                                            WithRawCallbackMethod_RepositoryIndex<
+                                                inference::GRPCInferenceService::Service>>>>>>>>>>;
 
 class InferenceService final : public RawInferenceService {
  public:
@@ -52,6 +55,8 @@ class InferenceService final : public RawInferenceService {
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ModelStreamInfer(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;

@@ -199,13 +199,9 @@ absl::Status ReadUint8Video(const ModelInferRequest& request, InferRequestParts*
   return absl::OkStatus();
 }
 
-absl::Status ReadInput(const ModelInferRequest& request, InferRequestParts* parts) {
-  if (request.inputs_size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ModelInfer takes one input, VIDEO (the encoded video file) or URI (a video for the "
-        "server to read); the request has ",
-        request.inputs_size()));
-  }
+// The one input's data is in raw_input_contents (one entry) or in its contents, not both, and it
+// has no parameters of its own.
+absl::Status CheckDataPlacement(const ModelInferRequest& request) {
   const ModelInferRequest::InferInputTensor& tensor = request.inputs(0);
   if (request.raw_input_contents_size() > 1) {
     return absl::InvalidArgumentError(absl::StrCat("raw_input_contents holds ",
@@ -222,6 +218,18 @@ absl::Status ReadInput(const ModelInferRequest& request, InferRequestParts* part
         absl::StrCat("input ", Quoted(tensor.name()),
                      " takes no parameters; top_k, sampling and the others are the request's"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ReadInput(const ModelInferRequest& request, InferRequestParts* parts) {
+  if (request.inputs_size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ModelInfer takes one input, VIDEO (the encoded video file) or URI (a video for the "
+        "server to read); the request has ",
+        request.inputs_size()));
+  }
+  if (absl::Status status = CheckDataPlacement(request); !status.ok()) return status;
+  const ModelInferRequest::InferInputTensor& tensor = request.inputs(0);
   if (tensor.name() == kVideoInput) {
     if (tensor.datatype() == "UINT8") return ReadUint8Video(request, parts);
     if (tensor.datatype() != "BYTES") {
@@ -277,6 +285,80 @@ absl::Status ReadOutputs(const ModelInferRequest& request, InferRequestParts* pa
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> BoolParameter(absl::string_view name, const InferParameter& value) {
+  if (value.has_bool_param()) return value.bool_param();
+  return absl::InvalidArgumentError(
+      absl::StrCat("request parameter ", name, " must be a boolean (bool_param)"));
+}
+
+// A ModelStreamInfer request's parameters into `parts`: the sequence's, the start's head
+// options, a picture's time.
+absl::Status ApplyStreamParameters(const ModelInferRequest& request, StreamRequestParts* parts) {
+  vidclf::v1::StreamConfig& config = parts->config;
+  bool has_sequence = false;
+  for (const auto& [name, value] : request.parameters()) {
+    absl::Status status;
+    if (name == "sequence_id") {
+      has_sequence = true;
+      parts->sequence_id = value;
+      if (value.has_int64_param() && value.int64_param() != 0) {
+        parts->sequence = absl::StrCat(value.int64_param());
+      } else if (value.has_uint64_param() && value.uint64_param() != 0) {
+        parts->sequence = absl::StrCat(value.uint64_param());
+      } else if (value.has_string_param() && !value.string_param().empty()) {
+        parts->sequence = Quoted(value.string_param());
+      } else {
+        status = absl::InvalidArgumentError(
+            "request parameter sequence_id must be a non-zero integer or a non-empty string");
+      }
+    } else if (name == "sequence_start" || name == "sequence_end") {
+      absl::StatusOr<bool> flag = BoolParameter(name, value);
+      if (flag.ok()) (name == "sequence_start" ? parts->start : parts->end) = *flag;
+      status = flag.status();
+    } else if (name == "top_k" || name == "emit_every_frames" || name == "embed_stride") {
+      absl::StatusOr<int64_t> count = IntegerParameter(name, value, 1, kMaxCount);
+      if (count.ok() && name == "top_k") config.set_top_k(static_cast<uint32_t>(*count));
+      if (count.ok() && name == "emit_every_frames") {
+        config.set_emit_every_frames(static_cast<uint32_t>(*count));
+      }
+      if (count.ok() && name == "embed_stride") {
+        config.set_embed_stride(static_cast<uint32_t>(*count));
+      }
+      status = count.status();
+    } else if (name == "emit_every_seconds" || name == "timestamp_seconds") {
+      absl::StatusOr<double> number = NumberParameter(name, value);
+      if (number.ok() && name == "emit_every_seconds") config.set_emit_every_seconds(*number);
+      if (number.ok() && name == "timestamp_seconds") parts->timestamp_seconds = *number;
+      status = number.status();
+    } else if (name == "attention") {
+      absl::StatusOr<std::string> text = StringParameter(name, value);
+      if (text.ok()) config.set_attention(*text);
+      status = text.status();
+    } else {
+      status = absl::InvalidArgumentError(
+          absl::StrCat("unknown request parameter ", Quoted(name),
+                       ": ModelStreamInfer takes sequence_id, sequence_start, sequence_end, top_k, "
+                       "emit_every_frames, emit_every_seconds, embed_stride, attention and "
+                       "timestamp_seconds"));
+    }
+    if (!status.ok()) return status;
+  }
+  if (!has_sequence) {
+    return absl::InvalidArgumentError(
+        "ModelStreamInfer needs the request parameter sequence_id: each live feed is a sequence, "
+        "opened by sequence_start and closed by sequence_end");
+  }
+  const bool head_options = config.top_k() != 0 || config.emit_every_frames() != 0 ||
+                            config.embed_stride() != 0 || config.emit_every_seconds() != 0 ||
+                            !config.attention().empty();
+  if (head_options && !parts->start) {
+    return absl::InvalidArgumentError(
+        "top_k, emit_every_frames, emit_every_seconds, embed_stride and attention are set by "
+        "the request that starts a sequence (sequence_start), not a later one");
+  }
+  return absl::OkStatus();
+}
+
 void AppendUint32(uint32_t value, std::string* out) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
@@ -300,6 +382,73 @@ absl::StatusOr<InferRequestParts> ParseInferRequest(const ModelInferRequest& req
   if (absl::Status status = ReadInput(request, &parts); !status.ok()) return status;
   if (absl::Status status = ReadOutputs(request, &parts); !status.ok()) return status;
   return parts;
+}
+
+absl::StatusOr<StreamRequestParts> ParseStreamRequest(const ModelInferRequest& request) {
+  StreamRequestParts parts;
+  if (absl::Status status = ApplyStreamParameters(request, &parts); !status.ok()) return status;
+  parts.config.set_model(request.model_name());
+  if (!request.outputs().empty()) {
+    return absl::InvalidArgumentError(
+        "ModelStreamInfer answers LABELS and SCORES; leave the request's outputs empty");
+  }
+  if (request.inputs().empty()) {
+    if (parts.start || !parts.end) {
+      return absl::InvalidArgumentError(
+          "a ModelStreamInfer request without input only ends a sequence (sequence_end); give "
+          "it VIDEO (a chunk of the feed's container) or IMAGE (one encoded picture)");
+    }
+    return parts;
+  }
+  if (request.inputs_size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ModelStreamInfer request takes one input, VIDEO or IMAGE; it has ",
+                     request.inputs_size()));
+  }
+  if (absl::Status status = CheckDataPlacement(request); !status.ok()) return status;
+  const std::string& name = request.inputs(0).name();
+  if (name != kVideoInput && name != kImageInput) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown input ", Quoted(name),
+        ": a live feed takes VIDEO (chunks of a streamable container) or IMAGE (encoded "
+        "pictures)"));
+  }
+  if (request.inputs(0).datatype() != "BYTES") {
+    return absl::InvalidArgumentError(absl::StrCat("input ", name, " must be BYTES; it is ",
+                                                   Quoted(request.inputs(0).datatype())));
+  }
+  absl::StatusOr<absl::string_view> bytes = OneBytesElement(request, name);
+  if (!bytes.ok()) return bytes.status();
+  parts.bytes = *bytes;
+  const bool chunk = name == kVideoInput;
+  parts.data = chunk ? StreamRequestParts::Data::kChunk : StreamRequestParts::Data::kPicture;
+  parts.config.set_input(chunk ? vidclf::v1::StreamConfig::CONTAINER
+                               : vidclf::v1::StreamConfig::ENCODED_IMAGES);
+  return parts;
+}
+
+ModelInferResponse StreamResponseOf(const vidclf::v1::StreamPrediction& prediction,
+                                    const std::string& request_id,
+                                    const InferParameter& sequence_id) {
+  vidclf::v1::ClassifyResponse answer;
+  answer.set_model(prediction.model());
+  answer.set_model_version(prediction.model_version());
+  *answer.mutable_top_k() = prediction.top_k();
+  ModelInferRequest request;
+  request.set_id(request_id);
+  ModelInferResponse response = InferResponseOf(request, {kLabelsOutput, kScoresOutput}, answer);
+  auto& parameters = *response.mutable_parameters();
+  parameters.clear();  // no stage timings: a feed's frames overlap
+  parameters["sequence_id"] = sequence_id;
+  parameters["first_frame"].set_int64_param(static_cast<int64_t>(prediction.first_frame()));
+  parameters["last_frame"].set_int64_param(static_cast<int64_t>(prediction.last_frame()));
+  parameters["first_seconds"].set_double_param(prediction.first_seconds());
+  parameters["last_seconds"].set_double_param(prediction.last_seconds());
+  parameters["frames_seen"].set_int64_param(static_cast<int64_t>(prediction.frames_seen()));
+  parameters["frames_embedded"].set_int64_param(static_cast<int64_t>(prediction.frames_embedded()));
+  parameters["latency_ms"].set_double_param(prediction.latency_ms());
+  parameters["dropped_before"].set_int64_param(prediction.dropped_before());
+  return response;
 }
 
 ModelInferResponse InferResponseOf(const ModelInferRequest& request,

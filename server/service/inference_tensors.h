@@ -18,6 +18,7 @@ namespace vidclf::service {
 // The tensors' names.
 inline constexpr char kVideoInput[] = "VIDEO";
 inline constexpr char kUriInput[] = "URI";
+inline constexpr char kImageInput[] = "IMAGE";  // ModelStreamInfer's pictures
 inline constexpr char kLabelsOutput[] = "LABELS";
 inline constexpr char kScoresOutput[] = "SCORES";
 inline constexpr char kFrameTimesOutput[] = "FRAME_TIMES";
@@ -45,6 +46,35 @@ absl::StatusOr<InferRequestParts> ParseInferRequest(const inference::ModelInferR
 inference::ModelInferResponse InferResponseOf(const inference::ModelInferRequest& request,
                                               const std::vector<std::string>& outputs,
                                               const vidclf::v1::ClassifyResponse& answer);
+
+// One request of ModelStreamInfer: a step of one of the call's live feeds (sequences), as
+// tritonclient's sequence parameters name them.
+struct StreamRequestParts {
+  // sequence_id as it came (int64, uint64 or string), and as the key of the call's feeds.
+  inference::InferParameter sequence_id;
+  std::string sequence;
+  bool start = false;  // sequence_start: opens the feed with `config`
+  bool end = false;    // sequence_end: the feed ends after this request's data
+  // A start's model, attention, top_k, emit_every_frames, emit_every_seconds and embed_stride,
+  // and its input kind: CONTAINER for VIDEO, ENCODED_IMAGES for IMAGE.
+  vidclf::v1::StreamConfig config;
+  // The request's data: a chunk of the container (VIDEO), one encoded picture (IMAGE, at
+  // timestamp_seconds), or nothing (an end alone). A view into the request.
+  enum class Data { kNone, kChunk, kPicture };
+  Data data = Data::kNone;
+  absl::string_view bytes;
+  double timestamp_seconds = 0;
+};
+
+// `request` must outlive the result's bytes.
+absl::StatusOr<StreamRequestParts> ParseStreamRequest(const inference::ModelInferRequest& request);
+
+// A live feed's prediction as ModelStreamInfer answers it: LABELS and SCORES, `request_id` (the
+// request that brought its newest frame), the sequence_id and the prediction's frames, times,
+// latency_ms and dropped_before as parameters.
+inference::ModelInferResponse StreamResponseOf(const vidclf::v1::StreamPrediction& prediction,
+                                               const std::string& request_id,
+                                               const inference::InferParameter& sequence_id);
 
 // Every served model's inputs and outputs, for ModelMetadata and ModelConfig.
 void AddTensorMetadata(inference::ModelMetadataResponse* metadata);

@@ -17,6 +17,29 @@ engine::StreamOptions HeadOptionsFromConfig(const vidclf::v1::StreamConfig& conf
   return options;
 }
 
+absl::StatusOr<engine::StreamOptions> StreamOptionsFromConfig(
+    const vidclf::v1::StreamConfig& config) {
+  engine::StreamOptions options = HeadOptionsFromConfig(config);
+  switch (config.input()) {
+    case vidclf::v1::StreamConfig::CONTAINER:
+      options.input = engine::StreamOptions::Input::kContainer;
+      break;
+    case vidclf::v1::StreamConfig::ENCODED_IMAGES:
+      options.input = engine::StreamOptions::Input::kEncodedImages;
+      break;
+    case vidclf::v1::StreamConfig::RAW_RGB24:
+      options.input = engine::StreamOptions::Input::kRawRgb24;
+      options.width = CappedToInt(config.width());
+      options.height = CappedToInt(config.height());
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          "StreamConfig.input must say what the feed holds: CONTAINER, ENCODED_IMAGES or "
+          "RAW_RGB24");
+  }
+  return options;
+}
+
 vidclf::v1::StreamPrediction ToMessage(const engine::StreamPrediction& prediction) {
   vidclf::v1::StreamPrediction message;
   message.set_model(prediction.model);

@@ -34,6 +34,9 @@ int CappedToInt(uint32_t value);
 // The model, attention, top_k, emit policy and embed stride a config asks for; 0 for the emit
 // period in frames or the stride means 1.
 engine::StreamOptions HeadOptionsFromConfig(const vidclf::v1::StreamConfig& config);
+// All a config asks for: its head options and its input kind (INVALID_ARGUMENT when unset).
+absl::StatusOr<engine::StreamOptions> StreamOptionsFromConfig(
+    const vidclf::v1::StreamConfig& config);
 
 vidclf::v1::StreamPrediction ToMessage(const engine::StreamPrediction& prediction);
 vidclf::v1::SourceEvent ToMessage(const engine::SourceEvent& event);

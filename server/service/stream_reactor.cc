@@ -11,32 +11,9 @@ namespace vidclf::service {
 namespace {
 
 using vidclf::v1::StreamClassifyRequest;
-using vidclf::v1::StreamConfig;
 using vidclf::v1::StreamPrediction;
 
 constexpr char kStreamMethod[] = "StreamClassify";
-
-absl::StatusOr<engine::StreamOptions> OptionsFromConfig(const StreamConfig& config) {
-  engine::StreamOptions options = HeadOptionsFromConfig(config);
-  switch (config.input()) {
-    case StreamConfig::CONTAINER:
-      options.input = engine::StreamOptions::Input::kContainer;
-      break;
-    case StreamConfig::ENCODED_IMAGES:
-      options.input = engine::StreamOptions::Input::kEncodedImages;
-      break;
-    case StreamConfig::RAW_RGB24:
-      options.input = engine::StreamOptions::Input::kRawRgb24;
-      options.width = CappedToInt(config.width());
-      options.height = CappedToInt(config.height());
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          "StreamConfig.input must say what the feed holds: CONTAINER, ENCODED_IMAGES or "
-          "RAW_RGB24");
-  }
-  return options;
-}
 
 class StreamReactor final
     : public StreamCall<grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
@@ -121,7 +98,7 @@ class StreamReactor final
   void Open() {
     absl::StatusOr<engine::StreamOptions> options =
         request_.has_config()
-            ? OptionsFromConfig(request_.config())
+            ? StreamOptionsFromConfig(request_.config())
             : absl::InvalidArgumentError("StreamClassify's first message must be a StreamConfig");
     if (!Adopt(options.ok() ? engine_->OpenStream(*options, this, reservation_)
                             : options.status())) {

@@ -512,6 +512,130 @@ class InferenceProtocolTest(unittest.TestCase):
         self.assertEqual(self.infer(infer_request(VIDEO), timeout=60).model_name, "small")
 
 
+def feed_request(sequence_id, chunk, name="VIDEO", start=False, end=False, **parameters):
+    """One ModelStreamInfer request as tritonclient's async_stream_infer sends one of a
+    sequence: the sequence in parameters, the data in raw_input_contents."""
+    request = V2_PB.ModelInferRequest(model_name="small", id=f"{sequence_id}-{len(chunk)}")
+    if isinstance(sequence_id, str):
+        request.parameters["sequence_id"].string_param = sequence_id
+    else:
+        request.parameters["sequence_id"].int64_param = sequence_id
+    request.parameters["sequence_start"].bool_param = start
+    request.parameters["sequence_end"].bool_param = end
+    for key, value in parameters.items():
+        request.parameters[key].int64_param = value
+    if chunk is not None:
+        request.inputs.add(name=name, datatype="BYTES", shape=[1])
+        request.raw_input_contents.append(bytes_elements(chunk))
+    return request
+
+
+class InferenceProtocolStreamTest(unittest.TestCase):
+    """ModelStreamInfer's live feeds against StreamClassify's on the same feed."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server, grpc_port, _ = start_server()
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        ts = os.path.join(TMP.name, "v2-feed.ts")
+        subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                        "testsrc2=size=160x120:rate=25", "-frames:v", "20", "-c:v", "libx264",
+                        "-f", "mpegts", ts], check=True)
+        with open(ts, "rb") as feed:
+            data = feed.read()
+        cls.chunks = [data[i:i + 2000] for i in range(0, len(data), 2000)]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        stop_server(cls.server)
+
+    def stream(self, requests):
+        call = self.channel.stream_stream(
+            "/inference.GRPCInferenceService/ModelStreamInfer",
+            request_serializer=V2_PB.ModelInferRequest.SerializeToString,
+            response_deserializer=V2_PB.ModelStreamInferResponse.FromString)
+        return list(call(iter(requests), timeout=60))
+
+    def sequence(self, sequence_id):
+        last = len(self.chunks) - 1
+        return [feed_request(sequence_id, chunk, start=i == 0, end=i == last,
+                             **({"top_k": 2} if i == 0 else {}))
+                for i, chunk in enumerate(self.chunks)]
+
+    def stream_classify_last(self):
+        call = self.channel.stream_stream(
+            "/vidclf.v1.VideoClassifier/StreamClassify",
+            request_serializer=PB.StreamClassifyRequest.SerializeToString,
+            response_deserializer=PB.StreamPrediction.FromString)
+        config = PB.StreamConfig(top_k=2, input=PB.StreamConfig.CONTAINER)
+        messages = [PB.StreamClassifyRequest(config=config)]
+        messages += [PB.StreamClassifyRequest(chunk=chunk) for chunk in self.chunks]
+        return list(call(iter(messages), timeout=60))[-1]
+
+    def predictions_of(self, responses, sequence):
+        key = lambda p: p.string_param or p.int64_param
+        return [r.infer_response for r in responses
+                if key(r.infer_response.parameters["sequence_id"]) == sequence]
+
+    def check_sequence(self, answers, expected, requests):
+        *predictions, end = answers
+        self.assertTrue(end.parameters["sequence_end"].bool_param)
+        self.assertEqual(end.id, requests[-1].id)
+        last = predictions[-1]
+        parameters = last.parameters
+        self.assertEqual((parameters["first_frame"].int64_param,
+                          parameters["last_frame"].int64_param,
+                          parameters["frames_seen"].int64_param), (0, 19, 20))
+        self.assertEqual(sum(p.parameters["dropped_before"].int64_param for p in predictions)
+                         + len(predictions), 20)
+        outputs = outputs_of(last)
+        self.assertEqual(outputs["LABELS"], [e.label for e in expected.top_k])
+        for got, want in zip(outputs["SCORES"], [e.score for e in expected.top_k]):
+            self.assertAlmostEqual(got, want, places=4)
+        ids = [r.id for r in requests]
+        self.assertTrue(all(p.id in ids for p in predictions), [p.id for p in predictions])
+
+    def test_a_sequence_predicts_as_stream_classify(self):
+        expected = self.stream_classify_last()
+        requests = self.sequence(7)
+        responses = self.stream(requests)
+        self.assertEqual([r.error_message for r in responses if r.error_message], [])
+        self.check_sequence(self.predictions_of(responses, 7), expected, requests)
+
+    def test_sequences_share_a_call(self):
+        expected = self.stream_classify_last()
+        first, second = self.sequence(1), self.sequence("cam-b")
+        interleaved = [r for pair in zip(first, second) for r in pair]
+        responses = self.stream(interleaved)
+        self.assertEqual([r.error_message for r in responses if r.error_message], [])
+        self.check_sequence(self.predictions_of(responses, 1), expected, first)
+        self.check_sequence(self.predictions_of(responses, "cam-b"), expected, second)
+
+    def test_bad_requests_answer_errors_and_the_call_goes_on(self):
+        no_sequence = feed_request(3, self.chunks[0], start=True)
+        del no_sequence.parameters["sequence_id"]
+        requests = [
+            no_sequence,
+            feed_request(4, self.chunks[0]),  # never started
+            feed_request(5, b"not a picture", name="IMAGE", start=True),
+            feed_request(6, self.chunks[0], name="FRAMES", start=True),
+            feed_request(8, self.chunks[0], start=True),
+            feed_request(8, self.chunks[1], start=True),  # started twice
+            feed_request(8, self.chunks[2], top_k=3),  # head options after the start
+        ] + self.sequence(9)
+        responses = self.stream(requests)
+        errors = [r.error_message for r in responses if r.error_message]
+        for message in ("needs the request parameter sequence_id",
+                        "sequence 4 is not open", "sequence 5: INVALID_ARGUMENT",
+                        "unknown input 'FRAMES'", "sequence 8 is open already",
+                        "set by the request that starts a sequence"):
+            self.assertTrue(any(message in error for error in errors), (message, errors))
+        # Sequence 8, left open, ends with the call; sequence 9 is answered whole.
+        self.check_sequence(self.predictions_of(responses, 9), self.stream_classify_last(),
+                            requests[-len(self.chunks):])
+
+
 class InferenceProtocolDrainTest(unittest.TestCase):
     """While the server drains, ServerLive says live, ServerReady and ModelReady not ready, and
     ModelInfer is refused with UNAVAILABLE (retry on another replica)."""
