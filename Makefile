@@ -9,7 +9,7 @@ METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
 
 .PHONY: deps build model-repository serve test sanitize bench-attention bench-backbone bench-media \
-  bench-e2e bench-gpu bench-serving bench-soak bench-streaming bench-training clean
+  bench-e2e bench-gpu bench-serving bench-protocols bench-soak bench-streaming bench-training clean
 
 deps:
 	./scripts/install-deps.sh
@@ -65,6 +65,13 @@ bench-serving: model-repository
 	  --client-binary $(BUILD_DIR)/bin/vidclf --train-binary $(BUILD_DIR)/bin/vidclf-train \
 	  --repository $(MODEL_REPOSITORY) --output docs/serving-benchmark.md \
 	  --work-dir $(BUILD_DIR)/serving-bench --rounds 2 --requests-per-level 48
+
+# Writes docs/protocol-benchmark.md: the same load through vidclf.v1's Classify and the Open
+# Inference Protocol's ModelInfer, taking turns (about 6 minutes on two cores; not a test).
+bench-protocols: model-repository
+	/usr/bin/python3 bench/serving/protocols.py --server-binary $(BUILD_DIR)/bin/vidclf-server \
+	  --client-binary $(BUILD_DIR)/bin/vidclf --repository $(MODEL_REPOSITORY) \
+	  --output docs/protocol-benchmark.md --work-dir $(BUILD_DIR)/serving-bench
 
 # Writes docs/performance.md and .png: one clip at a time on real files (720p and 1080p H.264 and
 # HEVC, short and long GOPs), vidclf in-process and over gRPC with exact and fast decoding,

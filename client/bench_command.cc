@@ -19,7 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "vidclf/v1/video_classifier.grpc.pb.h"
+#include "client/classify_client.h"
 
 namespace vidclf::client {
 namespace {
@@ -98,9 +98,8 @@ double Percentile(std::vector<double> sorted, double q) {
 }
 
 // Runs one level: `requests` calls, at most `concurrency` at once.
-Level RunLevel(const BenchOptions& options, vidclf::v1::VideoClassifier::Stub& stub,
-               const std::vector<vidclf::v1::ClassifyRequest>& calls, int concurrency,
-               int requests) {
+Level RunLevel(const BenchOptions& options, const ClassifyClient& client,
+               const std::vector<ClassifyClient::Prepared>& calls, int concurrency, int requests) {
   Level level;
   level.concurrency = concurrency;
   level.requests = requests;
@@ -122,7 +121,7 @@ Level RunLevel(const BenchOptions& options, vidclf::v1::VideoClassifier::Stub& s
         grpc::ClientContext context;
         SetDeadline(context, options.classify.connection);
         vidclf::v1::ClassifyResponse response;
-        const grpc::Status status = stub.Classify(&context, calls[i % calls.size()], &response);
+        const grpc::Status status = client.Classify(&context, calls[i % calls.size()], &response);
         const double ms = absl::ToDoubleMilliseconds(absl::Now() - scheduled);
         std::lock_guard<std::mutex> lock(mutex);
         if (status.ok()) {
@@ -202,21 +201,23 @@ nlohmann::json ToJson(const Level& level) {
 }  // namespace
 
 int RunBench(const BenchOptions& options) {
-  std::vector<vidclf::v1::ClassifyRequest> calls;
-  for (const std::string& path : options.files) {
-    calls.push_back(SettingsFrom(options.classify));
-    if (!ReadVideo(path, calls.back().mutable_video())) return 1;
-  }
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(options.classify.connection);
   if (!channel.ok()) return FailBeforeCalling(channel.status());
+  const ClassifyClient client(*channel, options.classify.protocol);
+  // Each file's request made once, in the protocol's form, so that no call times its making.
+  std::vector<ClassifyClient::Prepared> calls;
+  for (const std::string& path : options.files) {
+    vidclf::v1::ClassifyRequest request = SettingsFrom(options.classify);
+    if (!ReadVideo(path, request.mutable_video())) return 1;
+    calls.push_back(client.Prepare(std::move(request)));
+  }
   // Connected before the first call is timed, so that it does not count the connection's set-up.
   (*channel)->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
   for (int i = 0; i < options.warmup; ++i) {
     grpc::ClientContext context;
     SetDeadline(context, options.classify.connection);
     vidclf::v1::ClassifyResponse response;
-    const grpc::Status status = stub->Classify(&context, calls[i % calls.size()], &response);
+    const grpc::Status status = client.Classify(&context, calls[i % calls.size()], &response);
     if (!status.ok()) {
       std::cerr << "vidclf bench: a warm-up call failed: " << status.error_message() << "\n";
       return 1;
@@ -232,7 +233,7 @@ int RunBench(const BenchOptions& options) {
   int failed_levels = 0;
   for (const int concurrency : options.concurrency) {
     const int requests = options.requests > 0 ? options.requests : std::max(16, 8 * concurrency);
-    const Level level = RunLevel(options, *stub, calls, concurrency, requests);
+    const Level level = RunLevel(options, client, calls, concurrency, requests);
     if (level.errors == level.requests) ++failed_levels;
     if (options.json) {
       levels.push_back(ToJson(level));

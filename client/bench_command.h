@@ -1,8 +1,8 @@
 // vidclf bench: a load generator in the manner of Triton's perf_analyzer. It sends Classify calls
-// over a set of files at each of several concurrencies (closed loop), or at a fixed request rate
-// (open loop, latency counted from each call's scheduled start), and reports latency
-// percentiles, clips/s and frames/s, and what the server's /metrics said about its memory and
-// batches.
+// (or ModelInfer ones, --protocol v2) over a set of files at each of several concurrencies (closed
+// loop), or at a fixed request rate (open loop, latency counted from each call's scheduled start),
+// and reports latency percentiles, clips/s and frames/s, and what the server's /metrics said about
+// its memory and batches.
 #ifndef VIDCLF_CLIENT_BENCH_COMMAND_H_
 #define VIDCLF_CLIENT_BENCH_COMMAND_H_
 

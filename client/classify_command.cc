@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "client/classify_client.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
 namespace vidclf::client {
@@ -191,11 +192,12 @@ int RunClassify(const std::string& path, const ClassifyOptions& options) {
   }
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(options.connection);
   if (!channel.ok()) return FailBeforeCalling(channel.status());
-  auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
+  const ClassifyClient client(*channel, options.protocol);
   grpc::ClientContext context;
   SetDeadline(context, options.connection);
   vidclf::v1::ClassifyResponse response;
-  const grpc::Status status = stub->Classify(&context, request, &response);
+  const grpc::Status status =
+      client.Classify(&context, client.Prepare(std::move(request)), &response);
   if (!status.ok()) return Fail(status, options.connection);
   return PrintResponse(response, options.json);
 }

@@ -13,6 +13,8 @@ namespace vidclf::client {
 
 struct ClassifyOptions {
   ConnectionOptions connection;
+  // The front door: "vidclf" (Classify) or "v2" (ModelInfer); classify and bench only.
+  std::string protocol = "vidclf";
   // Empty: the server's default model.
   std::string model;
   int top_k = 5;

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/classify_client.h"
 #include "nlohmann/json.hpp"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
@@ -124,7 +125,7 @@ int RunClassifyList(const std::string& list_path, const std::string& shard_text,
   std::ostream& out = output_path.empty() ? std::cout : output_file;
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(options.connection);
   if (!channel.ok()) return FailBeforeCalling(channel.status());
-  auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
+  const ClassifyClient client(*channel, options.protocol);
 
   google::protobuf::util::JsonPrintOptions json_options;
   json_options.preserve_proto_field_names = true;
@@ -146,7 +147,7 @@ int RunClassifyList(const std::string& list_path, const std::string& shard_text,
     if (status.ok()) {
       grpc::ClientContext context;
       SetDeadline(context, options.connection);
-      status = stub->Classify(&context, request, &response);
+      status = client.Classify(&context, client.Prepare(std::move(request)), &response);
     }
     nlohmann::json line = {{"source", source}, {"code", CodeName(status.error_code())}};
     if (status.ok()) {

@@ -130,6 +130,15 @@ void AddConnectionOptions(CLI::App* command, ConnectionOptions* options) {
       ->envname("VIDCLF_TOKEN_FILE");
 }
 
+void AddProtocolOption(CLI::App* command, std::string* protocol) {
+  command
+      ->add_option("--protocol", *protocol,
+                   "vidclf (vidclf.v1's RPCs) or v2 (the Open Inference Protocol's, as Triton's "
+                   "and KServe's clients call them).")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"vidclf", "v2"}));
+}
+
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const ConnectionOptions& options) {
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = Credentials(options);
   if (!credentials.ok()) return credentials.status();

@@ -37,6 +37,9 @@ void AddConnectionOptions(CLI::App* command, ConnectionOptions* options);
 // again (up to 5 attempts). An error names a file that cannot be read.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const ConnectionOptions& options);
 
+// Adds --protocol: "vidclf" (vidclf.v1's RPCs) or "v2" (the Open Inference Protocol's).
+void AddProtocolOption(CLI::App* command, std::string* protocol);
+
 void SetDeadline(grpc::ClientContext& context, const ConnectionOptions& options);
 
 // Prints "vidclf: CODE: message" on stderr and returns the exit code 1.

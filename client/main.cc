@@ -3,18 +3,18 @@
 //   vidclf classify FILE|URI [--server ADDR] [--model NAME] [--top-k K] [--num-frames N]
 //                   [--sampling uniform|fps|window|all] [--fps R] [--stride-frames S]
 //                   [--start-seconds T] [--snap-to-keyframes] [--skip-loop-filter]
-//                   [--attention TYPE] [--json]
+//                   [--attention TYPE] [--json] [--protocol vidclf|v2]
 //   vidclf classify --from-list LIST [--shard I/N] [--output FILE] [the options of classify]
 //   vidclf upload FILE|- [the options of classify] [--chunk-kib K]
 //   vidclf stream SOURCE [--server ADDR] [--model NAME] [--attention TYPE] [--top-k K]
 //                 [--emit-every-frames N | --emit-every-seconds S] [--embed-stride N]
 //                 [--realtime] [--json] [--input-format F] [--input-option KEY=VALUE]...
-//                 [--chunk-kib K] [--timeout-seconds T]
+//                 [--chunk-kib K] [--timeout-seconds T] [--protocol vidclf|v2]
 //   vidclf watch URI [the options of stream but the feed's] [--max-reconnects N]
-//   vidclf models [NAME] [--json]
+//   vidclf models [NAME] [--json] [--protocol vidclf|v2]
 //   vidclf health [--service NAME]
 //   vidclf bench FILE... [--concurrency 1,2,4,8,16] [--requests N] [--warmup N] [--rate R]
-//                [--metrics-url URL] [--json]
+//                [--metrics-url URL] [--json] [--protocol vidclf|v2]
 //
 // A URI (anything with "://") is sent for the server to pull, within the server's --allow-uri.
 // `upload` streams the file (or standard input, "-") in chunks as it reads them, so the server
@@ -22,7 +22,9 @@
 // window --num-frames 16` classifies 16 frames of a live feed. `stream` follows a feed (a camera
 // such as /dev/video0, a URL, a file, or "-") and prints the server's predictions until it ends
 // or Ctrl-C stops it. `watch` has the server pull the source itself and follow it again when it
-// drops.
+// drops. `--protocol v2` sends classify's, stream's, models' and bench's calls through the Open
+// Inference Protocol (ModelInfer, ModelStreamInfer, RepositoryIndex and ModelMetadata) instead of
+// vidclf.v1, to compare the two front doors.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
@@ -68,6 +70,7 @@ int main(int argc, char** argv) {
                    "it already answers are not sent again.")
       ->needs(from_list_option);
   AddClassifyOptions(classify, &classify_options);
+  AddProtocolOption(classify, &classify_options.protocol);
 
   ClassifyOptions upload_options;
   std::string upload_path;
@@ -91,6 +94,7 @@ int main(int argc, char** argv) {
                    "standard input.")
       ->required();
   AddStreamOptions(stream, &stream_options);
+  AddProtocolOption(stream, &stream_options.protocol);
 
   WatchOptions watch_options;
   std::string watch_uri;
@@ -109,6 +113,8 @@ int main(int argc, char** argv) {
   models->add_option("name", model_name, "The model to describe (default: list them all).");
   models->add_flag("--json", models_json, "Print JSON instead of a table.");
   AddConnectionOptions(models, &models_connection);
+  std::string models_protocol = "vidclf";
+  AddProtocolOption(models, &models_protocol);
 
   ConnectionOptions health_connection;
   std::string health_service;
@@ -123,6 +129,7 @@ int main(int argc, char** argv) {
       "bench", "Load a server with Classify calls over FILEs and report latency and throughput.");
   bench->add_option("files", bench_options.files, "Video files, sent round-robin.")->required();
   AddClassifyOptions(bench, &bench_options.classify);
+  AddProtocolOption(bench, &bench_options.classify.protocol);
   bench
       ->add_option("--concurrency", bench_options.concurrency,
                    "Calls in flight at once, one level after another (comma-separated).")
@@ -155,7 +162,7 @@ int main(int argc, char** argv) {
   if (*upload) return RunUpload(upload_path, upload_options);
   if (*stream) return RunStream(stream_source, stream_options);
   if (*watch) return RunWatch(watch_uri, watch_options);
-  if (*models) return RunModels(model_name, models_json, models_connection);
+  if (*models) return RunModels(model_name, models_json, models_connection, models_protocol);
   if (*health) return RunHealth(health_service, health_connection);
   bench_options.json = bench_options.classify.json;
   return RunBench(bench_options);

@@ -4,10 +4,12 @@
 
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "inference/grpc_service.grpc.pb.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
 namespace vidclf::client {
@@ -52,11 +54,59 @@ void PrintModel(const vidclf::v1::ModelInfo& model) {
             << "\n";
 }
 
+// A tensor as "NAME DATATYPE [shape]".
+std::string TensorText(const inference::ModelMetadataResponse::TensorMetadata& tensor) {
+  return absl::StrFormat("%s %s [%s]", tensor.name(), tensor.datatype(),
+                         absl::StrJoin(tensor.shape(), ","));
+}
+
+// The Open Inference Protocol's view: the repository's index, then each model's (or `name`'s)
+// metadata.
+int RunInferenceModels(const std::string& name, bool json,
+                       const std::shared_ptr<grpc::Channel>& channel,
+                       const ConnectionOptions& connection) {
+  auto stub = inference::GRPCInferenceService::NewStub(channel);
+  std::vector<std::string> names = {name};
+  if (name.empty()) {
+    grpc::ClientContext context;
+    SetDeadline(context, connection);
+    inference::RepositoryIndexResponse index;
+    const grpc::Status status =
+        stub->RepositoryIndex(&context, inference::RepositoryIndexRequest(), &index);
+    if (!status.ok()) return Fail(status, connection);
+    names.clear();
+    for (const auto& model : index.models()) names.push_back(model.name());
+  }
+  for (const std::string& model_name : names) {
+    grpc::ClientContext context;
+    SetDeadline(context, connection);
+    inference::ModelMetadataRequest request;
+    request.set_name(model_name);
+    inference::ModelMetadataResponse metadata;
+    const grpc::Status status = stub->ModelMetadata(&context, request, &metadata);
+    if (!status.ok()) return Fail(status, connection);
+    if (json) {
+      std::cout << Json(metadata) << "\n";
+      continue;
+    }
+    std::vector<std::string> inputs, outputs;
+    for (const auto& tensor : metadata.inputs()) inputs.push_back(TensorText(tensor));
+    for (const auto& tensor : metadata.outputs()) outputs.push_back(TensorText(tensor));
+    std::cout << absl::StrFormat(
+        "%s version %s (platform %s)\n  inputs        %s\n  outputs       %s\n", metadata.name(),
+        absl::StrJoin(metadata.versions(), ", "), metadata.platform(), absl::StrJoin(inputs, "; "),
+        absl::StrJoin(outputs, "; "));
+  }
+  return 0;
+}
+
 }  // namespace
 
-int RunModels(const std::string& name, bool json, const ConnectionOptions& connection) {
+int RunModels(const std::string& name, bool json, const ConnectionOptions& connection,
+              const std::string& protocol) {
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(connection);
   if (!channel.ok()) return FailBeforeCalling(channel.status());
+  if (protocol == "v2") return RunInferenceModels(name, json, *channel, connection);
   auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
   grpc::ClientContext context;
   SetDeadline(context, connection);

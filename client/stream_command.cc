@@ -13,8 +13,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "client/inference_messages.h"
 #include "client/signal_watcher.h"
 #include "common/cancellation.h"
+#include "inference/grpc_service.grpc.pb.h"
 #include "media/feed_remuxer.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
@@ -24,31 +26,33 @@ namespace {
 using vidclf::v1::StreamClassifyRequest;
 using vidclf::v1::StreamPrediction;
 
-// A StreamClassify call: one thread writes the feed, waiting for each message to go out, while
-// gRPC's threads hand each prediction to `on_prediction` as it arrives. The writer holds the
-// call open (a hold) until CloseWrites, so that the call cannot end under a write that is being
-// started.
-class StreamCall final : public grpc::ClientBidiReactor<StreamClassifyRequest, StreamPrediction> {
+// A feed's call: one thread writes, waiting for each message to go out, while gRPC's threads hand
+// each response to `on_response` as it arrives. The writer holds the call open (a hold) until
+// CloseWrites, so that the call cannot end under a write that is being started.
+template <typename Request, typename Response>
+class FeedCall final : public grpc::ClientBidiReactor<Request, Response> {
  public:
-  using PredictionHandler = std::function<void(const StreamPrediction&)>;
+  // Starts the RPC on the reactor, as the stub's async() does.
+  using Starter =
+      std::function<void(grpc::ClientContext*, grpc::ClientBidiReactor<Request, Response>*)>;
 
-  StreamCall(vidclf::v1::VideoClassifier::Stub& stub, grpc::ClientContext* context,
-             PredictionHandler on_prediction)
-      : on_prediction_(std::move(on_prediction)) {
-    stub.async()->StreamClassify(context, this);
-    StartRead(&prediction_);
-    AddHold();
-    StartCall();
+  FeedCall(const Starter& start, grpc::ClientContext* context,
+           std::function<void(const Response&)> on_response)
+      : on_response_(std::move(on_response)) {
+    start(context, this);
+    this->StartRead(&response_);
+    this->AddHold();
+    this->StartCall();
   }
 
   // Sends `message` and waits until it has gone out; false once the call is over.
-  bool Write(const StreamClassifyRequest& message) {
+  bool Write(const Request& message) {
     {
       absl::MutexLock lock(&mutex_);
       if (reads_over_) return false;  // the server has finished the call
       writing_ = true;
     }
-    StartWrite(&message);  // outside the lock, which OnWriteDone takes
+    this->StartWrite(&message);  // outside the lock, which OnWriteDone takes
     absl::MutexLock lock(&mutex_);
     mutex_.Await(absl::Condition(
         +[](bool* writing) { return !*writing; }, &writing_));
@@ -58,8 +62,8 @@ class StreamCall final : public grpc::ClientBidiReactor<StreamClassifyRequest, S
   // The writer is done: after the whole feed (`writes_done`: the server then answers what is
   // left and finishes), or after the call failed or was cancelled.
   void CloseWrites(bool writes_done) {
-    if (writes_done) StartWritesDone();
-    RemoveHold();
+    if (writes_done) this->StartWritesDone();
+    this->RemoveHold();
   }
 
   // Waits for the end of the call; CloseWrites must have been called.
@@ -75,8 +79,8 @@ class StreamCall final : public grpc::ClientBidiReactor<StreamClassifyRequest, S
       reads_over_ = true;
       return;
     }
-    on_prediction_(prediction_);
-    StartRead(&prediction_);
+    on_response_(response_);
+    this->StartRead(&response_);
   }
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mutex_);
@@ -90,8 +94,8 @@ class StreamCall final : public grpc::ClientBidiReactor<StreamClassifyRequest, S
   }
 
  private:
-  PredictionHandler on_prediction_;
-  StreamPrediction prediction_;  // read into by gRPC, one read at a time
+  std::function<void(const Response&)> on_response_;
+  Response response_;  // read into by gRPC, one read at a time
   absl::Mutex mutex_;
   bool reads_over_ ABSL_GUARDED_BY(mutex_) = false;
   bool writing_ ABSL_GUARDED_BY(mutex_) = false;
@@ -100,13 +104,117 @@ class StreamCall final : public grpc::ClientBidiReactor<StreamClassifyRequest, S
   grpc::Status status_ ABSL_GUARDED_BY(mutex_);
 };
 
-// What the predictions said, for the summary line.
-struct Tally {
-  absl::Mutex mutex;
-  int64_t predictions ABSL_GUARDED_BY(mutex) = 0;
-  uint64_t frames_seen ABSL_GUARDED_BY(mutex) = 0;
-  uint64_t frames_embedded ABSL_GUARDED_BY(mutex) = 0;
-  int64_t dropped ABSL_GUARDED_BY(mutex) = 0;
+// A feed as one protocol carries it: its chunks, its end, and the predictions that come back.
+class Feed {
+ public:
+  virtual ~Feed() = default;
+  // Sends the feed's next chunk (the first one opens the feed); false once the call is over.
+  virtual bool Send(absl::string_view chunk) = 0;
+  // As FeedCall's; with `writes_done`, the feed ended.
+  virtual void Close(bool writes_done) = 0;
+  virtual grpc::Status Await() = 0;
+};
+
+// vidclf.v1's StreamClassify: a StreamConfig, then the chunks.
+class ClassifierFeed final : public Feed {
+ public:
+  ClassifierFeed(vidclf::v1::VideoClassifier::Stub& stub, grpc::ClientContext* context,
+                 const FollowOptions& follow,
+                 std::function<void(const StreamPrediction&)> on_prediction)
+      : call_([&stub](grpc::ClientContext* c,
+                      auto* reactor) { stub.async()->StreamClassify(c, reactor); },
+              context, std::move(on_prediction)) {
+    *config_.mutable_config() = StreamConfigFrom(follow);
+    config_.mutable_config()->set_input(vidclf::v1::StreamConfig::CONTAINER);
+  }
+
+  bool Send(absl::string_view chunk) override {
+    if (!opened_) {
+      opened_ = true;
+      if (!call_.Write(config_)) return false;
+    }
+    message_.set_chunk(chunk.data(), chunk.size());
+    return call_.Write(message_);
+  }
+  void Close(bool writes_done) override { call_.CloseWrites(writes_done); }
+  grpc::Status Await() override { return call_.Await(); }
+
+ private:
+  FeedCall<StreamClassifyRequest, StreamPrediction> call_;
+  StreamClassifyRequest config_;
+  StreamClassifyRequest message_;
+  bool opened_ = false;
+};
+
+// The Open Inference Protocol's ModelStreamInfer: the feed as sequence 1 of the call, its head
+// options on the request that starts it, its end a request of its own.
+class InferenceFeed final : public Feed {
+ public:
+  InferenceFeed(inference::GRPCInferenceService::Stub& stub, grpc::ClientContext* context,
+                const FollowOptions& follow,
+                std::function<void(const StreamPrediction&)> on_prediction)
+      : on_prediction_(std::move(on_prediction)),
+        call_([&stub](grpc::ClientContext* c,
+                      auto* reactor) { stub.async()->ModelStreamInfer(c, reactor); },
+              context,
+              [this](const inference::ModelStreamInferResponse& response) { Answered(response); }),
+        follow_(follow) {}
+
+  bool Send(absl::string_view chunk) override {
+    inference::ModelInferRequest request = SequenceRequest();
+    if (!started_) {
+      started_ = true;
+      AddSequenceStart(StreamConfigFrom(follow_), &request);
+    }
+    inference::ModelInferRequest::InferInputTensor* input = request.add_inputs();
+    input->set_name("VIDEO");
+    input->set_datatype("BYTES");
+    input->add_shape(1);
+    request.add_raw_input_contents(OneBytesElement(chunk));
+    return call_.Write(request);
+  }
+
+  void Close(bool writes_done) override {
+    if (writes_done && started_) {
+      inference::ModelInferRequest end = SequenceRequest();
+      Parameter(&end, "sequence_end").set_bool_param(true);
+      writes_done = call_.Write(end);
+    }
+    call_.CloseWrites(writes_done);
+  }
+
+  // The call's status, or the sequence's error when the call itself ended OK.
+  grpc::Status Await() override {
+    const grpc::Status status = call_.Await();
+    absl::MutexLock lock(&mutex_);
+    return status.ok() ? error_ : status;
+  }
+
+ private:
+  inference::ModelInferRequest SequenceRequest() const {
+    inference::ModelInferRequest request;
+    request.set_model_name(follow_.model);
+    Parameter(&request, "sequence_id").set_int64_param(1);
+    return request;
+  }
+
+  void Answered(const inference::ModelStreamInferResponse& response) {
+    if (!response.error_message().empty()) {
+      absl::MutexLock lock(&mutex_);
+      if (error_.ok()) error_ = StatusOfStreamError(response.error_message());
+      return;
+    }
+    const auto& parameters = response.infer_response().parameters();
+    if (parameters.count("sequence_end") > 0) return;
+    on_prediction_(StreamPredictionOf(response.infer_response()));
+  }
+
+  std::function<void(const StreamPrediction&)> on_prediction_;
+  FeedCall<inference::ModelInferRequest, inference::ModelStreamInferResponse> call_;
+  const FollowOptions& follow_;
+  bool started_ = false;
+  absl::Mutex mutex_;
+  grpc::Status error_ ABSL_GUARDED_BY(mutex_);
 };
 
 // The remuxer's options from the command's; false, with a message, for a malformed KEY=VALUE.
@@ -176,35 +284,34 @@ int RunStream(const std::string& source, const StreamOptions& options) {
   PredictionTally tally;
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(follow.connection);
   if (!channel.ok()) return FailBeforeCalling(channel.status());
-  auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
-  StreamCall call(*stub, &context, [&](const StreamPrediction& prediction) {
+  auto on_prediction = [&](const StreamPrediction& prediction) {
     absl::MutexLock lock(&tally_mutex);
     tally.Count(prediction);
     PrintPrediction(prediction, follow.json);
-  });
-
-  StreamClassifyRequest config;
-  *config.mutable_config() = StreamConfigFrom(follow);
-  config.mutable_config()->set_input(vidclf::v1::StreamConfig::CONTAINER);
-  bool call_over = !call.Write(config);
-  int64_t bytes_sent = 0;
-  absl::Status feed_status = absl::OkStatus();
-  if (!call_over) {
-    StreamClassifyRequest message;
-    feed_status = (*remuxer)->Run([&](absl::string_view bytes) {
-      message.set_chunk(bytes.data(), bytes.size());
-      if (!call.Write(message)) {
-        call_over = true;
-        return absl::CancelledError("the call is over");
-      }
-      bytes_sent += static_cast<int64_t>(bytes.size());
-      return absl::OkStatus();
-    });
+  };
+  auto classifier = vidclf::v1::VideoClassifier::NewStub(*channel);
+  auto inference = inference::GRPCInferenceService::NewStub(*channel);
+  std::unique_ptr<Feed> feed;
+  if (options.protocol == "v2") {
+    feed = std::make_unique<InferenceFeed>(*inference, &context, follow, on_prediction);
+  } else {
+    feed = std::make_unique<ClassifierFeed>(*classifier, &context, follow, on_prediction);
   }
+
+  bool call_over = false;
+  int64_t bytes_sent = 0;
+  const absl::Status feed_status = (*remuxer)->Run([&](absl::string_view bytes) {
+    if (!feed->Send(bytes)) {
+      call_over = true;
+      return absl::CancelledError("the call is over");
+    }
+    bytes_sent += static_cast<int64_t>(bytes.size());
+    return absl::OkStatus();
+  });
   // A source that breaks off ends the feed like one that ends: the server answers what it has.
   const bool source_failed = !feed_status.ok() && !call_over && !cancellation.cancelled();
-  call.CloseWrites(/*writes_done=*/!call_over && !cancellation.cancelled());
-  const grpc::Status status = call.Await();
+  feed->Close(/*writes_done=*/!call_over && !cancellation.cancelled());
+  const grpc::Status status = feed->Await();
 
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,6 +1,7 @@
 // vidclf stream: follows a live feed. The source (a camera, a URL, a file or standard input) is
 // remuxed as it is read into a streamable container (media/feed_remuxer.h) and sent over one
-// StreamClassify call, while the server's predictions are printed as they arrive.
+// StreamClassify call (or one sequence of a ModelStreamInfer call, --protocol v2), while the
+// server's predictions are printed as they arrive.
 #ifndef VIDCLF_CLIENT_STREAM_COMMAND_H_
 #define VIDCLF_CLIENT_STREAM_COMMAND_H_
 
@@ -14,6 +15,8 @@ namespace vidclf::client {
 
 struct StreamOptions {
   FollowOptions follow;
+  // The RPC: "vidclf" (StreamClassify) or "v2" (the Open Inference Protocol's ModelStreamInfer).
+  std::string protocol = "vidclf";
   // Send the source no faster than it plays (for a file; a camera is paced by itself).
   bool realtime = false;
   // The source's format or device, as `ffmpeg -f` takes it; empty: guessed.

@@ -412,9 +412,10 @@ def classify_once(client, server, path):
     return json.loads(out)
 
 
-def run_vidclf_bench(client, server, files, levels, requests):
+def run_vidclf_bench(client, server, files, levels, requests, extra=()):
     command = [client, "bench", *files, "--server", server.address, "--concurrency",
-               ",".join(str(c) for c in levels), "--metrics-url", server.metrics_url, "--json"]
+               ",".join(str(c) for c in levels), "--metrics-url", server.metrics_url, "--json",
+               *extra]
     if requests > 0:
         command += ["--requests", str(requests)]
     result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,

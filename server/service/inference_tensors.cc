@@ -72,6 +72,12 @@ absl::StatusOr<double> NumberParameter(absl::string_view name, const InferParame
       absl::StrCat("request parameter ", name, " must be a number (double_param or int64_param)"));
 }
 
+absl::StatusOr<bool> BoolParameter(absl::string_view name, const InferParameter& value) {
+  if (value.has_bool_param()) return value.bool_param();
+  return absl::InvalidArgumentError(
+      absl::StrCat("request parameter ", name, " must be a boolean (bool_param)"));
+}
+
 absl::StatusOr<std::string> StringParameter(absl::string_view name, const InferParameter& value) {
   if (value.has_string_param()) return value.string_param();
   return absl::InvalidArgumentError(
@@ -102,6 +108,11 @@ absl::Status ApplyParameters(const ModelInferRequest& request,
       if (number.ok() && name == "frames_per_second") sampling->set_frames_per_second(*number);
       if (number.ok() && name == "start_seconds") sampling->set_start_seconds(*number);
       status = number.status();
+    } else if (name == "snap_to_keyframes" || name == "skip_loop_filter") {
+      absl::StatusOr<bool> flag = BoolParameter(name, value);
+      if (flag.ok() && name == "snap_to_keyframes") sampling->set_snap_to_keyframes(*flag);
+      if (flag.ok() && name == "skip_loop_filter") sampling->set_skip_loop_filter(*flag);
+      status = flag.status();
     } else if (name == "sampling" || name == "attention") {
       absl::StatusOr<std::string> text = StringParameter(name, value);
       if (text.ok() && name == "sampling") sampling->set_strategy(*text);
@@ -111,7 +122,7 @@ absl::Status ApplyParameters(const ModelInferRequest& request,
       status = absl::InvalidArgumentError(absl::StrCat(
           "unknown request parameter ", Quoted(name),
           ": vidclf takes top_k, num_frames, sampling, frames_per_second, stride_frames, "
-          "start_seconds and attention"));
+          "start_seconds, snap_to_keyframes, skip_loop_filter and attention"));
     }
     if (!status.ok()) return status;
   }
@@ -283,12 +294,6 @@ absl::Status ReadOutputs(const ModelInferRequest& request, InferRequestParts* pa
     parts->outputs.push_back(name);
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<bool> BoolParameter(absl::string_view name, const InferParameter& value) {
-  if (value.has_bool_param()) return value.bool_param();
-  return absl::InvalidArgumentError(
-      absl::StrCat("request parameter ", name, " must be a boolean (bool_param)"));
 }
 
 // A ModelStreamInfer request's parameters into `parts`: the sequence's, the start's head

@@ -532,6 +532,15 @@ TEST_F(ServerTest, ListsModelsAndBenchmarksWithTheCommandLineClient) {
   output = Client("models nope", &exit_code);
   EXPECT_EQ(exit_code, 1);
   EXPECT_THAT(output, HasSubstr("NOT_FOUND"));
+  output = Client("models --protocol v2", &exit_code);
+  ASSERT_EQ(exit_code, 0) << output;
+  EXPECT_THAT(output,
+              HasSubstr("tiny version 1 (platform vidclf)\n  inputs        VIDEO BYTES [1]; "
+                        "URI BYTES [1]"));
+  EXPECT_THAT(output, HasSubstr("tiny-transformer version 1"));
+  output = Client("models nope --protocol v2", &exit_code);
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_THAT(output, HasSubstr("NOT_FOUND"));
 
   output = Client("bench " + *dir_ + "/clip.mp4 " + *dir_ + "/clip.mkv --concurrency 1,3 " +
                       "--requests 6 --warmup 2 --json --metrics-url http://127.0.0.1:" +
@@ -550,6 +559,80 @@ TEST_F(ServerTest, ListsModelsAndBenchmarksWithTheCommandLineClient) {
     EXPECT_GE(level["batch_frames_mean"].get<double>(), 1);
   }
   EXPECT_EQ(json["levels"][1]["concurrency"], 3);
+}
+
+// --protocol v2 sends classify's and bench's calls as the Open Inference Protocol's ModelInfer,
+// with every setting as a request parameter: the same answers as Classify's.
+TEST_F(ServerTest, ClassifiesThroughEitherFrontDoor) {
+  const std::string settings =
+      "classify " + *dir_ +
+      "/clip.mp4 --json --top-k 3 --sampling window --num-frames 3 --stride-frames 2 "
+      "--start-seconds 1.0 --model tiny-transformer --attention clustered";
+  int exit_code = 0;
+  const std::string classify = Client(settings, &exit_code);
+  ASSERT_EQ(exit_code, 0) << classify;
+  const std::string infer = Client(settings + " --protocol v2", &exit_code);
+  ASSERT_EQ(exit_code, 0) << infer;
+  const nlohmann::json expected = nlohmann::json::parse(classify);
+  const nlohmann::json json = nlohmann::json::parse(infer);
+  EXPECT_EQ(json["model"], "tiny-transformer");
+  ASSERT_EQ(json["top_k"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(json["top_k"][i]["label"], expected["top_k"][i]["label"]);
+    EXPECT_NEAR(json["top_k"][i]["score"].get<double>(),
+                expected["top_k"][i]["score"].get<double>(), 1e-5);
+  }
+  EXPECT_THAT(json["frame_timestamps_seconds"].get<std::vector<double>>(),
+              ElementsAre(DoubleNear(1.0, 1e-6), DoubleNear(1.2, 1e-6), DoubleNear(1.4, 1e-6)));
+  EXPECT_GT(json["timings"]["total_ms"].get<double>(), 0);
+
+  const std::string refused =
+      Client("classify " + *dir_ + "/clip.mp4 --model nope --protocol v2", &exit_code);
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_THAT(refused, HasSubstr("NOT_FOUND"));
+
+  const std::string bench =
+      Client("bench " + *dir_ + "/clip.mp4 --concurrency 2 --requests 4 " + "--json --protocol v2",
+             &exit_code);
+  ASSERT_EQ(exit_code, 0) << bench;
+  const nlohmann::json level = nlohmann::json::parse(bench)["levels"][0];
+  EXPECT_EQ(level["errors"], 0);
+  EXPECT_DOUBLE_EQ(level["frames_per_s"].get<double>(), 4 * level["clips_per_s"].get<double>());
+}
+
+// vidclf stream --protocol v2 follows the feed as a sequence of ModelStreamInfer: the same last
+// prediction as StreamClassify's, and a failed sequence's error as the exit status.
+TEST_F(ServerTest, FollowsAFeedThroughEitherFrontDoor) {
+  // The last JSON prediction line of a stream's output.
+  auto last_prediction = [](const std::string& output) {
+    nlohmann::json last;
+    for (absl::string_view line : absl::StrSplit(output, '\n')) {
+      if (absl::StartsWith(line, "{")) last = nlohmann::json::parse(line);
+    }
+    return last;
+  };
+  const std::string settings =
+      "stream " + *dir_ + "/clip.mp4 --json --top-k 2 --emit-every-frames 5 --model tiny";
+  int exit_code = 0;
+  const std::string classify = Client(settings, &exit_code);
+  ASSERT_EQ(exit_code, 0) << classify;
+  const std::string infer = Client(settings + " --protocol v2", &exit_code);
+  ASSERT_EQ(exit_code, 0) << infer;
+  const nlohmann::json expected = last_prediction(classify);
+  const nlohmann::json json = last_prediction(infer);
+  ASSERT_FALSE(json.is_null()) << infer;
+  EXPECT_EQ(json["model"], "tiny");
+  EXPECT_EQ(json["last_frame"], expected["last_frame"]);
+  EXPECT_EQ(json["frames_seen"], "20");  // protobuf's JSON writes 64-bit integers as text
+  ASSERT_EQ(json["top_k"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(json["top_k"][i]["label"], expected["top_k"][i]["label"]);
+    EXPECT_NEAR(json["top_k"][i]["score"].get<double>(),
+                expected["top_k"][i]["score"].get<double>(), 1e-4);
+  }
+  const std::string refused = Client(settings + " --protocol v2 --attention nope", &exit_code);
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_THAT(refused, HasSubstr("INVALID_ARGUMENT"));
 }
 
 // Every executable explains itself with --help and refuses an unknown option.
