@@ -154,11 +154,12 @@ class InferenceFeed final : public Feed {
                 const FollowOptions& follow,
                 std::function<void(const StreamPrediction&)> on_prediction)
       : on_prediction_(std::move(on_prediction)),
+        follow_(follow),
         call_([&stub](grpc::ClientContext* c,
                       auto* reactor) { stub.async()->ModelStreamInfer(c, reactor); },
               context,
-              [this](const inference::ModelStreamInferResponse& response) { Answered(response); }),
-        follow_(follow) {}
+              [this](const inference::ModelStreamInferResponse& response) { Answered(response); }) {
+  }
 
   bool Send(absl::string_view chunk) override {
     inference::ModelInferRequest request = SequenceRequest();
@@ -210,11 +211,12 @@ class InferenceFeed final : public Feed {
   }
 
   std::function<void(const StreamPrediction&)> on_prediction_;
-  FeedCall<inference::ModelInferRequest, inference::ModelStreamInferResponse> call_;
   const FollowOptions& follow_;
   bool started_ = false;
   absl::Mutex mutex_;
   grpc::Status error_ ABSL_GUARDED_BY(mutex_);
+  // Last: it starts the call, whose answers use the members above.
+  FeedCall<inference::ModelInferRequest, inference::ModelStreamInferResponse> call_;
 };
 
 // The remuxer's options from the command's; false, with a message, for a malformed KEY=VALUE.

@@ -115,7 +115,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   // The engine's answer, once.
   void Answer(const grpc::Status& status) {
     if (status.ok()) {
-      *response_ = SerializeMessage(InferResponseOf(request_, parts_.outputs, answer_));
+      *response_ = SerializeMessage(InferResponseOf(request_.id(), parts_.outputs, answer_));
     }
     Finish(status);
   }

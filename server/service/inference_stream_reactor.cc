@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "inference/grpc_service.pb.h"
@@ -54,8 +55,8 @@ class Sequence final : public engine::StreamListener,
 
   const std::string key;  // sequence_id as the call's sequences are keyed
   const inference::InferParameter sequence_id;
-  // Set under the reactor's mutex once the session opened, before any other thread sees the
-  // sequence.
+  // Set under the reactor's mutex once the session opened; read by the reading thread, or under
+  // the mutex.
   std::shared_ptr<engine::StreamSession> session;
   std::string model;
   std::string end_request;  // the id of the request that ended it; under the reactor's mutex
@@ -107,16 +108,19 @@ class InferenceStreamReactor final
   }
 
   void OnCancel() override {
-    std::set<std::shared_ptr<Sequence>> live;
+    // One still opening has no session yet: EndInput cancels it once open.
+    std::vector<std::shared_ptr<engine::StreamSession>> sessions;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       cancelled_ = true;
-      live = live_;
+      for (const std::shared_ptr<Sequence>& sequence : live_) {
+        if (sequence->session != nullptr) sessions.push_back(sequence->session);
+      }
     }
     const absl::Status reason = std::chrono::system_clock::now() >= context_->deadline()
                                     ? absl::DeadlineExceededError("the call's deadline passed")
                                     : absl::CancelledError("the client cancelled the stream");
-    for (const std::shared_ptr<Sequence>& sequence : live) sequence->session->Cancel(reason);
+    for (const std::shared_ptr<engine::StreamSession>& session : sessions) session->Cancel(reason);
   }
 
   void OnDone() override { delete this; }
@@ -216,15 +220,23 @@ class InferenceStreamReactor final
     absl::StatusOr<engine::StreamOptions> options = StreamOptionsFromConfig(parts.config);
     if (!options.ok()) return options.status();
     sequence = std::make_shared<Sequence>(this, parts.sequence, parts.sequence_id);
+    // Live before the session opens: the engine may end it at once (a drain beginning).
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_.insert(sequence);
+    }
     absl::StatusOr<std::shared_ptr<engine::StreamSession>> session =
         engine_->OpenStream(*options, sequence.get());
-    if (!session.ok()) return session.status();
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!session.ok()) {  // the listener is not called then
+      live_.erase(sequence);
+      return session.status();
+    }
     sequence->session = *std::move(session);
     sequence->model = sequence->session->model_name();
     if (model_label_ == "unknown") model_label_ = sequence->model;
-    open_[parts.sequence] = sequence;
-    live_.insert(sequence);
+    // Fed from now on, unless it has ended already (it then said so in a response).
+    if (live_.count(sequence) > 0) open_[parts.sequence] = sequence;
     return sequence;
   }
 

@@ -1,6 +1,7 @@
 #include "server/service/inference_tensors.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -18,6 +19,8 @@ using inference::ModelInferRequest;
 using inference::ModelInferResponse;
 
 constexpr int64_t kMaxCount = 1 << 20;  // top_k, num_frames, stride_frames
+// A sequence_id string's length: the messages that name a sequence quote it whole.
+constexpr size_t kLongestSequenceId = 128;
 
 // A tensor of every model, as metadata and configuration describe it.
 struct TensorSpec {
@@ -65,11 +68,22 @@ absl::StatusOr<int64_t> IntegerParameter(absl::string_view name, const InferPara
 }
 
 absl::StatusOr<double> NumberParameter(absl::string_view name, const InferParameter& value) {
-  if (value.has_double_param()) return value.double_param();
-  if (value.has_int64_param()) return static_cast<double>(value.int64_param());
-  if (value.has_uint64_param()) return static_cast<double>(value.uint64_param());
-  return absl::InvalidArgumentError(
-      absl::StrCat("request parameter ", name, " must be a number (double_param or int64_param)"));
+  double number = 0;
+  if (value.has_double_param()) {
+    number = value.double_param();
+  } else if (value.has_int64_param()) {
+    number = static_cast<double>(value.int64_param());
+  } else if (value.has_uint64_param()) {
+    number = static_cast<double>(value.uint64_param());
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request parameter ", name, " must be a number (double_param or int64_param)"));
+  }
+  if (!std::isfinite(number)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request parameter ", name, " must be a finite number"));
+  }
+  return number;
 }
 
 absl::StatusOr<bool> BoolParameter(absl::string_view name, const InferParameter& value) {
@@ -310,11 +324,14 @@ absl::Status ApplyStreamParameters(const ModelInferRequest& request, StreamReque
         parts->sequence = absl::StrCat(value.int64_param());
       } else if (value.has_uint64_param() && value.uint64_param() != 0) {
         parts->sequence = absl::StrCat(value.uint64_param());
-      } else if (value.has_string_param() && !value.string_param().empty()) {
-        parts->sequence = Quoted(value.string_param());
+      } else if (value.has_string_param() && !value.string_param().empty() &&
+                 value.string_param().size() <= kLongestSequenceId) {
+        parts->sequence = absl::StrCat("'", absl::CHexEscape(value.string_param()), "'");
       } else {
         status = absl::InvalidArgumentError(
-            "request parameter sequence_id must be a non-zero integer or a non-empty string");
+            absl::StrCat("request parameter sequence_id must be a non-zero integer or a string of "
+                         "1 to ",
+                         kLongestSequenceId, " bytes"));
       }
     } else if (name == "sequence_start" || name == "sequence_end") {
       absl::StatusOr<bool> flag = BoolParameter(name, value);
@@ -439,9 +456,7 @@ ModelInferResponse StreamResponseOf(const vidclf::v1::StreamPrediction& predicti
   answer.set_model(prediction.model());
   answer.set_model_version(prediction.model_version());
   *answer.mutable_top_k() = prediction.top_k();
-  ModelInferRequest request;
-  request.set_id(request_id);
-  ModelInferResponse response = InferResponseOf(request, {kLabelsOutput, kScoresOutput}, answer);
+  ModelInferResponse response = InferResponseOf(request_id, {kLabelsOutput, kScoresOutput}, answer);
   auto& parameters = *response.mutable_parameters();
   parameters.clear();  // no stage timings: a feed's frames overlap
   parameters["sequence_id"] = sequence_id;
@@ -456,13 +471,12 @@ ModelInferResponse StreamResponseOf(const vidclf::v1::StreamPrediction& predicti
   return response;
 }
 
-ModelInferResponse InferResponseOf(const ModelInferRequest& request,
-                                   const std::vector<std::string>& outputs,
+ModelInferResponse InferResponseOf(const std::string& id, const std::vector<std::string>& outputs,
                                    const vidclf::v1::ClassifyResponse& answer) {
   ModelInferResponse response;
   response.set_model_name(answer.model());
   response.set_model_version(answer.model_version());
-  response.set_id(request.id());
+  response.set_id(id);
   for (const std::string& name : outputs) {
     ModelInferResponse::InferOutputTensor* output = response.add_outputs();
     output->set_name(name);

@@ -40,17 +40,18 @@ struct InferRequestParts {
 // `request` must outlive the result's video().
 absl::StatusOr<InferRequestParts> ParseInferRequest(const inference::ModelInferRequest& request);
 
-// The answer to `request` (its id echoed), `outputs` in raw_output_contents, and the stage
-// timings as response parameters (decode_ms, preprocess_ms, embed_ms, head_ms, queue_ms,
-// total_ms, as vidclf.v1's StageTimings).
-inference::ModelInferResponse InferResponseOf(const inference::ModelInferRequest& request,
+// The answer to the request `id`, `outputs` in raw_output_contents, and the stage timings as
+// response parameters (decode_ms, preprocess_ms, embed_ms, head_ms, queue_ms, total_ms, as
+// vidclf.v1's StageTimings).
+inference::ModelInferResponse InferResponseOf(const std::string& id,
                                               const std::vector<std::string>& outputs,
                                               const vidclf::v1::ClassifyResponse& answer);
 
 // One request of ModelStreamInfer: a step of one of the call's live feeds (sequences), as
 // tritonclient's sequence parameters name them.
 struct StreamRequestParts {
-  // sequence_id as it came (int64, uint64 or string), and as the key of the call's feeds.
+  // sequence_id as it came (int64, uint64 or string of at most 128 bytes), and as the key of
+  // the call's feeds and the messages name it (a number, or the string quoted and escaped).
   inference::InferParameter sequence_id;
   std::string sequence;
   bool start = false;  // sequence_start: opens the feed with `config`

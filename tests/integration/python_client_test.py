@@ -482,6 +482,8 @@ class InferenceProtocolTest(unittest.TestCase):
              "top_k is 0"),
             (request(lambda r: r.parameters["sampling"].__setattr__("string_param", "random")),
              "random"),
+            (request(lambda r: r.parameters["frames_per_second"].__setattr__(
+                "double_param", float("nan"))), "frames_per_second must be a finite number"),
             (request(lambda r: r.outputs.add(name="EMBEDDINGS")), "unknown output 'EMBEDDINGS'"),
             (infer_request(b"\x00" * 1000), "not a video container"),
         ]
@@ -623,13 +625,14 @@ class InferenceProtocolStreamTest(unittest.TestCase):
             feed_request(8, self.chunks[0], start=True),
             feed_request(8, self.chunks[1], start=True),  # started twice
             feed_request(8, self.chunks[2], top_k=3),  # head options after the start
+            feed_request("x" * 200, self.chunks[0], start=True),
         ] + self.sequence(9)
         responses = self.stream(requests)
         errors = [r.error_message for r in responses if r.error_message]
         for message in ("needs the request parameter sequence_id",
                         "sequence 4 is not open", "sequence 5: INVALID_ARGUMENT",
                         "unknown input 'FRAMES'", "sequence 8 is open already",
-                        "set by the request that starts a sequence"):
+                        "set by the request that starts a sequence", "string of 1 to 128 bytes"):
             self.assertTrue(any(message in error for error in errors), (message, errors))
         # Sequence 8, left open, ends with the call; sequence 9 is answered whole.
         self.check_sequence(self.predictions_of(responses, 9), self.stream_classify_last(),
