@@ -486,6 +486,7 @@ class InferenceProtocolTest(unittest.TestCase):
                 "double_param", float("nan"))), "frames_per_second must be a finite number"),
             (request(lambda r: r.outputs.add(name="EMBEDDINGS")), "unknown output 'EMBEDDINGS'"),
             (infer_request(b"\x00" * 1000), "not a video container"),
+            (infer_request(b""), "empty input"),
         ]
         for bad, message in cases:
             with self.subTest(message=message):
@@ -499,6 +500,10 @@ class InferenceProtocolTest(unittest.TestCase):
             with self.assertRaises(grpc.RpcError) as error:
                 self.infer(bad, timeout=60)
             self.assertEqual(error.exception.code(), code)
+        # Past the server's 64 MiB upload limit (and its message limit, 1 MiB above it).
+        with self.assertRaises(grpc.RpcError) as error:
+            self.infer(infer_request(VIDEO + bytes(66 << 20)), timeout=60)
+        self.assertEqual(error.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
         uri = V2_PB.ModelInferRequest(model_name="small")
         uri.inputs.add(name="URI", datatype="BYTES", shape=[1])
         uri.raw_input_contents.append(bytes_elements(b"file:///etc/passwd"))
