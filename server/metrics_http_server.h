@@ -1,14 +1,10 @@
-// Serves Prometheus metrics over HTTP(S): GET /metrics answers the text exposition format.
-//
-// On GNU libmicrohttpd's event loop (one thread, epoll): a connection costs a descriptor, not a
-// thread, so clients that trickle their requests cannot hold up a scrape; connections are
-// bounded in all and per client address, and one idle past the timeout is closed.
+// Serves Prometheus metrics over HTTP(S): GET /metrics answers the text exposition format, on the
+// server's HTTP server (http/http_server.h: libmicrohttpd's event loop, bounded connections).
 // (prometheus-cpp's own Exposer, on civetweb, could not be used: inside a process that has
 // Debian's LibTorch 1.13 loaded, civetweb's mg_start returns null right after binding its port.)
 #ifndef VIDCLF_SERVER_METRICS_HTTP_SERVER_H_
 #define VIDCLF_SERVER_METRICS_HTTP_SERVER_H_
 
-#include <microhttpd.h>
 #include <prometheus/collectable.h>
 
 #include <memory>
@@ -16,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/http/http_server.h"
 #include "server/security/bearer_tokens.h"
 
 namespace vidclf {
@@ -43,29 +40,16 @@ class MetricsHttpServer {
       const MetricsHttpOptions& options,
       std::vector<std::shared_ptr<prometheus::Collectable>> collectables);
 
-  // Stops the event loop and closes every connection.
-  ~MetricsHttpServer();
-  MetricsHttpServer(const MetricsHttpServer&) = delete;
-  MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
-
-  int port() const { return port_; }
+  int port() const { return http_->port(); }
 
  private:
-  MetricsHttpServer(const MetricsHttpOptions& options,
-                    std::vector<std::shared_ptr<prometheus::Collectable>> collectables)
-      : options_(options), collectables_(std::move(collectables)) {}
-  // libmicrohttpd's request handler; `self` is the server.
-  static MHD_Result Answer(void* self, MHD_Connection* connection, const char* url,
-                           const char* method, const char* version, const char* upload_data,
-                           size_t* upload_data_size, void** request_state);
+  explicit MetricsHttpServer(std::vector<std::shared_ptr<prometheus::Collectable>> collectables)
+      : collectables_(std::move(collectables)) {}
+  http::HttpResponse Serve(const http::HttpRequest& request) const;
   std::string Scrape() const;
 
-  const MetricsHttpOptions options_;
   const std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
-  std::string tls_cert_;  // the PEM texts, which libmicrohttpd reads while it runs
-  std::string tls_key_;
-  MHD_Daemon* daemon_ = nullptr;
-  int port_ = 0;
+  std::unique_ptr<http::HttpServer> http_;
 };
 
 }  // namespace vidclf

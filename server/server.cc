@@ -23,6 +23,7 @@
 #include "model/thread_affinity.h"
 #include "model/torch_threads.h"
 #include "server/engine/model_repository.h"
+#include "server/http/inference_rest.h"
 #include "server/idle_memory_releaser.h"
 #include "server/metrics.h"
 #include "server/security/bearer_tokens.h"
@@ -178,6 +179,8 @@ struct Server::Parts {
   std::shared_ptr<security::CallGate> gate;
   std::unique_ptr<engine::ClassifyEngine> engine;
   std::unique_ptr<MetricsHttpServer> metrics_server;
+  std::unique_ptr<http::InferenceRest> rest;
+  std::unique_ptr<http::HttpServer> http_server;
   std::unique_ptr<IdleMemoryReleaser> releaser;
   std::unique_ptr<service::ClassifyService> service;
   std::unique_ptr<service::InferenceService> inference_service;
@@ -188,6 +191,11 @@ struct Server::Parts {
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   using engine::ModelRepository;
+  if (options.http_port >= 0 && !options.tls.client_ca.empty()) {
+    return absl::InvalidArgumentError(
+        "--http-port with --tls-client-ca: the HTTP front door does not check client "
+        "certificates; serve it without --tls-client-ca (tokens still apply), or leave it out");
+  }
   auto parts = std::make_unique<Parts>();
   parts->options = options;
   // The device resolved once, so that every model and the decoder use the same one.
@@ -269,6 +277,30 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (!metrics_server.ok()) return metrics_server.status();
   parts->metrics_server = *std::move(metrics_server);
 
+  if (options.http_port >= 0) {
+    parts->rest = std::make_unique<http::InferenceRest>(parts->engine.get(), &parts->metrics);
+    http::HttpServerOptions http;
+    http.name = "HTTP";
+    http.host = options.host;
+    http.port = options.http_port;
+    http.tls_cert = options.tls.cert;
+    http.tls_key = options.tls.key;
+    http.tls_cert_flag = "--tls-cert";
+    http.tls_key_flag = "--tls-key";
+    http.tokens = parts->tokens.get();
+    http.open_to_all = &http::InferenceRest::IsHealthCheck;
+    // Behind a balancer every client has its address: no bound per address below the total.
+    http.max_connections = http.max_connections_per_address = 256;
+    http.idle_timeout_seconds = 30;
+    http.max_body_bytes = options.engine.decode.max_input_bytes + (1 << 20);
+    absl::StatusOr<std::unique_ptr<http::HttpServer>> http_server = http::HttpServer::Start(
+        http, [rest = parts->rest.get()](http::HttpRequest request, http::Responder respond) {
+          rest->Handle(std::move(request), std::move(respond));
+        });
+    if (!http_server.ok()) return http_server.status();
+    parts->http_server = *std::move(http_server);
+  }
+
   // Busy until the last call in flight is answered and destroyed, and the last stream ends.
   parts->releaser = std::make_unique<IdleMemoryReleaser>(
       [engine = parts->engine.get()] {
@@ -307,6 +339,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                : options.tls.client_ca.empty() ? "TLS"
                                                : "mutual TLS",
                parts->tokens ? ", bearer tokens required" : "");
+  if (parts->http_server != nullptr) {
+    spdlog::info("HTTP listening on {}:{} ({}{})", options.host, parts->http_server->port(),
+                 options.tls.cert.empty() ? "plaintext" : "TLS",
+                 parts->tokens ? ", bearer tokens required" : "");
+  }
   spdlog::info("metrics on {}://{}:{}/metrics{}",
                options.metrics.tls_cert.empty() ? "http" : "https", options.metrics.host,
                parts->metrics_server->port(),
@@ -325,6 +362,10 @@ Server::~Server() { Drain(); }
 int Server::grpc_port() const { return parts_->grpc_port; }
 
 int Server::metrics_port() const { return parts_->metrics_server->port(); }
+
+int Server::http_port() const {
+  return parts_->http_server != nullptr ? parts_->http_server->port() : -1;
+}
 
 void Server::Reload() {
   const ServerOptions& options = parts_->options;
@@ -370,8 +411,9 @@ void Server::Drain() {
   // Every call has its answer; give the RPCs a moment to send them, then stop. Calls arriving
   // meanwhile get the gate's UNAVAILABLE.
   parts_->grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  // What reads the engine goes before it.
+  // What reads the engine goes before it; every HTTP request has its answer by now.
   parts_->releaser.reset();
+  parts_->http_server.reset();
   parts_->metrics_server.reset();
   parts_->engine.reset();
   spdlog::info("stopped");

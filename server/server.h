@@ -1,6 +1,7 @@
 // One vidclf server: the models of a repository served over gRPC (vidclf.v1.VideoClassifier, the
 // Open Inference Protocol's inference.GRPCInferenceService, the standard health service and
-// server reflection) with Prometheus metrics over HTTP.
+// server reflection) and, when asked, the protocol's HTTP/REST endpoints, with Prometheus metrics
+// over HTTP.
 //
 // Drain: health answers NOT_SERVING and ServerReady false (so load balancers stop sending) and
 // new calls get UNAVAILABLE (so clients retry on another replica); calls in flight have the drain
@@ -71,6 +72,9 @@ struct ServerOptions {
   // gRPC's address; port 0 takes a free one (grpc_port() says which).
   std::string host = "127.0.0.1";
   int grpc_port = 50051;
+  // The HTTP/REST front door's port on `host` (0: a free one; -1: none), with `tls`'s
+  // certificate and the same tokens.
+  int http_port = -1;
   security::TlsFiles tls;
   // Bearer tokens that every call but health checks must carry; empty: none.
   std::string token_file;
@@ -91,9 +95,11 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // The ports listened on (a free one where the options said 0); metrics_port until Drain.
+  // The ports listened on (a free one where the options said 0); metrics_port and http_port
+  // until Drain (http_port -1 when there is none).
   int grpc_port() const;
   int metrics_port() const;
+  int http_port() const;
 
   // Loads the model repository and the token files again. What cannot be loaded is logged, and
   // what was loaded before stays in force.

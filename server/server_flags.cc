@@ -109,6 +109,12 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
   app.add_option("--grpc-port", flags->grpc_port,
                  "gRPC port; 0 picks a free one (printed at start).")
       ->capture_default_str();
+  app.add_option("--http-port", flags->http_port,
+                 "Port of the Open Inference Protocol's HTTP/REST endpoints (/v2/...) and of "
+                 "POST /v2/models/NAME/classify for curl, on --host, with --tls-cert and "
+                 "--token-file as gRPC's; 0 picks a free one; -1 (the default): none.")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 65535));
   app.add_option("--metrics-port", flags->metrics_port,
                  "Prometheus /metrics port; 0 picks a free one.")
       ->capture_default_str();
@@ -348,6 +354,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(const ServerFlags& flags) {
   options.connections.max_streams_per_connection = flags.max_streams_per_connection;
   options.connections.max_connection_age = absl::Seconds(flags.max_connection_age_s);
   options.connections.max_connection_age_grace = absl::Seconds(flags.max_connection_age_grace_s);
+  options.http_port = flags.http_port;
   options.metrics.host = flags.metrics_host.empty() ? flags.host : flags.metrics_host;
   options.metrics.port = flags.metrics_port;
   options.metrics.tls_cert = flags.metrics_tls_cert;

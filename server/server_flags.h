@@ -17,6 +17,7 @@ struct ServerFlags {
   std::string host = "127.0.0.1";
   int grpc_port = 50051;
   int metrics_port = 9464;
+  int http_port = -1;
   std::string metrics_host;
   std::string metrics_tls_cert;
   std::string metrics_tls_key;

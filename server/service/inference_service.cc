@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "server/service/finished_call.h"
+#include "server/service/inference_models.h"
 #include "server/service/inference_stream_reactor.h"
 #include "server/service/inference_tensors.h"
 #include "server/service/raw_message.h"
@@ -15,22 +15,6 @@ namespace vidclf::service {
 namespace {
 
 constexpr char kModelInfer[] = "ModelInfer";
-
-// The model called `name` (the default model when empty) in `version` (the one served when
-// empty): NOT_FOUND naming the version served when another is asked for.
-absl::StatusOr<const engine::ModelRepository::Entry*> FindServedModel(
-    const engine::ModelRepository& repository, const std::string& name,
-    const std::string& version) {
-  absl::StatusOr<const engine::ModelRepository::Entry*> entry =
-      repository.FindEntry(name.empty() ? repository.default_model() : name);
-  if (!entry.ok() || version.empty()) return entry;
-  const model::ModelConfig& config = (*entry)->model->config();
-  if (version != config.version) {
-    return absl::NotFoundError(absl::StrCat("model ", config.name, " serves version ",
-                                            config.version, ", not version ", version));
-  }
-  return entry;
-}
 
 // Serves a unary call of `method`: its request parsed, `answer` filling the response and naming
 // the served model it concerns (left "unknown" for none), the call recorded and finished.
@@ -46,33 +30,6 @@ grpc::ServerUnaryReactor* ServeUnary(ServerMetrics& metrics, grpc::CallbackServe
   if (status.ok()) status = answer(request, &response, &model);
   return AnswerUnaryCall(metrics, context, method, model, SecondsSince(start), response, status,
                          out);
-}
-
-inference::StatisticDuration Duration(int64_t count, double seconds) {
-  inference::StatisticDuration duration;
-  duration.set_count(static_cast<uint64_t>(count));
-  duration.set_ns(static_cast<uint64_t>(seconds * 1e9));
-  return duration;
-}
-
-inference::ModelStatistics StatisticsOf(const model::ModelConfig& config,
-                                        const InferenceTotals& totals) {
-  inference::ModelStatistics statistics;
-  statistics.set_name(config.name);
-  statistics.set_version(config.version);
-  if (totals.last_success != absl::InfinitePast()) {
-    statistics.set_last_inference(static_cast<uint64_t>(absl::ToUnixMillis(totals.last_success)));
-  }
-  // One video a request, and one run of the head for it.
-  statistics.set_inference_count(static_cast<uint64_t>(totals.successes));
-  statistics.set_execution_count(static_cast<uint64_t>(totals.successes));
-  inference::InferStatistics* stats = statistics.mutable_inference_stats();
-  *stats->mutable_success() = Duration(totals.successes, totals.success_seconds);
-  *stats->mutable_fail() = Duration(totals.failures, totals.failure_seconds);
-  *stats->mutable_queue() = Duration(totals.successes, totals.queue_seconds);
-  *stats->mutable_compute_input() = Duration(totals.successes, totals.input_seconds);
-  *stats->mutable_compute_infer() = Duration(totals.successes, totals.compute_seconds);
-  return statistics;
 }
 
 // One ModelInfer: its request parsed and submitted to the engine, the engine's answer converted
@@ -195,12 +152,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(grpc::CallbackServerCo
         const absl::StatusOr<const engine::ModelRepository::Entry*> entry =
             FindServedModel(*engine_->repository(), asked.name(), asked.version());
         if (!entry.ok()) return entry.status();
-        const model::ModelConfig& config = (*entry)->model->config();
-        *model = config.name;
-        metadata->set_name(config.name);
-        metadata->add_versions(config.version);
-        metadata->set_platform("vidclf");
-        AddTensorMetadata(metadata);
+        *model = (*entry)->model->config().name;
+        *metadata = ModelMetadataOf(**entry);
         return absl::OkStatus();
       });
 }
@@ -227,17 +180,8 @@ grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerCont
             FindServedModel(*engine_->repository(), asked.name(), asked.version());
         if (!entry.ok()) return entry.status();
         *model = (*entry)->model->config().name;
-        inference::ModelConfig* config = answer->mutable_config();
-        config->set_name(*model);
-        config->set_platform("vidclf");
-        config->set_backend("vidclf");
-        AddTensorConfig(config);
-        // Calls' frames are batched together on their way to the backbone.
-        config->mutable_dynamic_batching()->set_max_queue_delay_microseconds(static_cast<uint64_t>(
-            absl::ToInt64Microseconds(engine_->options().batching.max_queue_delay)));
-        // ModelInfer answers each request once; ModelStreamInfer's sequences answer as their
-        // feeds go, as a decoupled model's do, but the configuration describes ModelInfer.
-        config->mutable_model_transaction_policy()->set_decoupled(false);
+        *answer->mutable_config() =
+            ModelConfigOf(**entry, engine_->options().batching.max_queue_delay);
         return absl::OkStatus();
       });
 }
@@ -253,7 +197,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(grpc::CallbackServer
         if (asked.name().empty()) {
           for (const auto& [name, entry] : repository->entries()) {
             *answer->add_model_stats() =
-                StatisticsOf(entry.model->config(), metrics_->InferenceTotalsOf(name));
+                ModelStatisticsOf(entry, metrics_->InferenceTotalsOf(name));
           }
           return absl::OkStatus();
         }
@@ -262,7 +206,7 @@ grpc::ServerUnaryReactor* InferenceService::ModelStatistics(grpc::CallbackServer
         if (!entry.ok()) return entry.status();
         *model = (*entry)->model->config().name;
         *answer->add_model_stats() =
-            StatisticsOf((*entry)->model->config(), metrics_->InferenceTotalsOf(*model));
+            ModelStatisticsOf(**entry, metrics_->InferenceTotalsOf(*model));
         return absl::OkStatus();
       });
 }

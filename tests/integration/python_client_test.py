@@ -8,6 +8,7 @@ readiness during a drain; then mutual TLS and a bearer token on another server.
 Usage: python_client_test.py SERVER_BINARY TRAIN_BINARY PROTO_DIR
 """
 import glob
+import json
 import os
 import re
 import signal
@@ -18,6 +19,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 import grpc
@@ -86,6 +88,9 @@ def start_server(*flags):
         output += line
     grpc_port = int(re.search(r"gRPC listening on [\d.]+:(\d+)", output).group(1))
     metrics_port = int(re.search(r"metrics on http://[\d.]+:(\d+)/", output).group(1))
+    http = re.search(r"HTTP listening on [\d.]+:(\d+)", output)
+    if http:
+        return server, grpc_port, metrics_port, int(http.group(1))
     return server, grpc_port, metrics_port
 
 
@@ -644,12 +649,199 @@ class InferenceProtocolStreamTest(unittest.TestCase):
                             requests[-len(self.chunks):])
 
 
+def http(port, path, body=None, headers=None, method=None):
+    """(status, headers, body) of an HTTP request to the server on loopback."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body,
+                                     headers=headers or {}, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read()
+
+
+class HttpFrontDoorTest(unittest.TestCase):
+    """The Open Inference Protocol's REST endpoints and the plain upload, from curl and urllib."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.allowed = os.path.join(TMP.name, "http-allowed")
+        os.makedirs(cls.allowed, exist_ok=True)
+        cls.clip = os.path.join(cls.allowed, "clip.mp4")
+        with open(cls.clip, "wb") as clip:
+            clip.write(VIDEO)
+        cls.server, grpc_port, _, cls.port = start_server(
+            "--http-port", "0", "--max-upload-mib", "2", "--allow-uri",
+            f"file://{cls.allowed}/")
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        classify = cls.channel.unary_unary(
+            "/vidclf.v1.VideoClassifier/Classify",
+            request_serializer=PB.ClassifyRequest.SerializeToString,
+            response_deserializer=PB.ClassifyResponse.FromString)
+        cls.expected = classify(PB.ClassifyRequest(video=VIDEO, top_k=3), timeout=60)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        stop_server(cls.server)
+
+    def check_labels(self, labels, scores):
+        self.assertEqual(labels, [e.label for e in self.expected.top_k])
+        for got, want in zip(scores, [e.score for e in self.expected.top_k]):
+            self.assertAlmostEqual(got, want, places=5)
+
+    def test_curl_uploads_a_file_to_classify(self):
+        result = subprocess.run(
+            ["curl", "-sS", "--data-binary", f"@{self.clip}", "-w", "\n%{http_code}",
+             f"http://127.0.0.1:{self.port}/v2/models/small/classify?top_k=3"],
+            capture_output=True, text=True, check=True)
+        body, code = result.stdout.rsplit("\n", 1)
+        self.assertEqual(code, "200", body)
+        answer = json.loads(body)
+        self.check_labels([e["label"] for e in answer["top_k"]],
+                          [e["score"] for e in answer["top_k"]])
+        self.assertEqual(answer["frames_used"], 4)
+
+    def test_infer_with_binary_data_and_json(self):
+        header = json.dumps({
+            "id": "http-1", "parameters": {"top_k": 3},
+            "inputs": [{"name": "VIDEO", "datatype": "BYTES", "shape": [1],
+                        "parameters": {"binary_data_size": len(VIDEO) + 4}}],
+            "outputs": [{"name": "LABELS"}, {"name": "SCORES", "parameters": {"binary_data": True}}],
+        }).encode()
+        code, headers, body = http(
+            self.port, "/v2/models/small/infer", header + bytes_elements(VIDEO),
+            {"Inference-Header-Content-Length": str(len(header)),
+             "Content-Type": "application/octet-stream"})
+        self.assertEqual(code, 200, body)
+        length = int(headers["Inference-Header-Content-Length"])
+        answer = json.loads(body[:length])
+        self.assertEqual((answer["model_name"], answer["id"]), ("small", "http-1"))
+        labels, scores = answer["outputs"]
+        self.assertEqual(scores["parameters"]["binary_data_size"], 12)
+        self.check_labels(labels["data"], struct.unpack("<3f", body[length:]))
+
+        # JSON alone: a URI input, every output in the JSON.
+        request = {"parameters": {"top_k": 3},
+                   "inputs": [{"name": "URI", "datatype": "BYTES", "shape": [1],
+                               "data": [f"file://{self.clip}"]}]}
+        code, _, body = http(self.port, "/v2/models/small/versions/1/infer",
+                             json.dumps(request).encode(), {"Content-Type": "application/json"})
+        self.assertEqual(code, 200, body)
+        outputs = {o["name"]: o for o in json.loads(body)["outputs"]}
+        self.check_labels(outputs["LABELS"]["data"], outputs["SCORES"]["data"])
+        self.assertEqual(outputs["FRAME_TIMES"]["shape"], [4])
+
+    def test_metadata_health_config_and_statistics(self):
+        code, _, body = http(self.port, "/v2")
+        self.assertEqual((code, json.loads(body)["name"]), (200, "vidclf"))
+        self.assertEqual(http(self.port, "/v2/health/live")[0], 200)
+        self.assertEqual(http(self.port, "/v2/health/ready")[0], 200)
+        self.assertEqual(http(self.port, "/v2/models/small/ready")[0], 200)
+        self.assertEqual(http(self.port, "/v2/models/nope/ready")[0], 404)
+        code, _, body = http(self.port, "/v2/models/small")
+        self.assertEqual(code, 200)
+        self.assertEqual(json.loads(body)["inputs"][0], {"name": "VIDEO", "datatype": "BYTES",
+                                                          "shape": [1]})
+        code, _, body = http(self.port, "/v2/models/small/config")
+        self.assertEqual((code, json.loads(body)["max_batch_size"] if "max_batch_size" in
+                          json.loads(body) else 0), (200, 0))
+        self.assertEqual(json.loads(body)["dynamic_batching"]["max_queue_delay_microseconds"],
+                         2000)
+        http(self.port, "/v2/models/small/classify", VIDEO)
+        code, _, body = http(self.port, "/v2/models/small/stats")
+        stats = json.loads(body)["model_stats"][0]
+        self.assertEqual(code, 200)
+        self.assertGreaterEqual(stats["inference_stats"]["success"]["count"], 1)
+
+    def test_bad_requests_get_a_clear_status_and_serving_goes_on(self):
+        cases = [
+            (http(self.port, "/v2/models/small/infer", b"{not json"), 400, "not a JSON object"),
+            (http(self.port, "/v2/models/small/infer", b'{"inputs": 3}'), 400, "inputs"),
+            (http(self.port, "/v2/models/nope/infer",
+                  json.dumps({"inputs": [{"name": "URI", "datatype": "BYTES", "shape": [1],
+                                          "data": ["file:///etc/passwd"]}]}).encode()),
+             404, "nope"),
+            (http(self.port, "/v2/models/small/infer",
+                  json.dumps({"inputs": [{"name": "URI", "datatype": "BYTES", "shape": [1],
+                                          "data": ["file:///etc/passwd"]}]}).encode()),
+             403, "allow"),
+            (http(self.port, "/v2/models/small/classify?top_k=many", VIDEO), 400, "top_k"),
+            (http(self.port, "/v2/models/small/classify?colour=red", VIDEO), 400, "colour"),
+            (http(self.port, "/v2/models/small/classify", b"\x00" * 1000), 400,
+             "not a video container"),
+            (http(self.port, "/v3/anything"), 404, "/v2"),
+            (http(self.port, "/v2/models/small", b"x", method="DELETE"), 404, "no endpoint"),
+        ]
+        for (code, _, body), want_code, message in cases:
+            with self.subTest(message=message):
+                self.assertEqual(code, want_code, body)
+                self.assertIn(message, json.loads(body)["error"])
+                self.assertNotIn("root:", body.decode(errors="replace"))
+        # A body over the limit is refused on its Content-Length, before it is sent (curl waits
+        # for "100 Continue", which does not come).
+        big = os.path.join(TMP.name, "big.bin")
+        with open(big, "wb") as f:
+            f.write(bytes(5 << 20))
+        result = subprocess.run(
+            ["curl", "-sS", "--data-binary", f"@{big}", "-w", "\n%{http_code}",
+             f"http://127.0.0.1:{self.port}/v2/models/small/classify"],
+            capture_output=True, text=True, check=False)
+        body, code = result.stdout.rsplit("\n", 1)
+        self.assertEqual(code, "413", result.stderr)
+        self.assertIn("over this server's limit", json.loads(body)["error"])
+        # Huge headers: libmicrohttpd answers 431 (or closes), and the next call is served.
+        try:
+            code = http(self.port, "/v2", headers={"X-Filler": "x" * 100000})[0]
+            self.assertGreaterEqual(code, 400)
+        except OSError:
+            pass
+        # Idle connections do not hold up a call.
+        import socket  # noqa: PLC0415
+        idle = [socket.create_connection(("127.0.0.1", self.port)) for _ in range(100)]
+        try:
+            self.assertEqual(http(self.port, "/v2/models/small/classify", VIDEO)[0], 200)
+        finally:
+            for connection in idle:
+                connection.close()
+
+
+class HttpTokenTest(unittest.TestCase):
+    """The HTTP door takes --token-file's tokens, but for its health checks; with client
+    certificates asked for (which it cannot check) the server does not start."""
+    TOKEN = "http-client-token-0123456789"
+
+    def test_token_but_for_health(self):
+        tokens = os.path.join(TMP.name, "http-tokens")
+        with open(tokens, "w") as f:
+            f.write(f"{self.TOKEN}\n")
+        server, _, _, port = start_server("--token-file", tokens, "--http-port", "0")
+        try:
+            self.assertEqual(http(port, "/v2/health/ready")[0], 200)
+            self.assertEqual(http(port, "/v2/models/small/ready")[0], 200)
+            code, _, body = http(port, "/v2/models/small/classify", VIDEO)
+            self.assertEqual(code, 401)
+            self.assertIn("bearer token", json.loads(body)["error"])
+            code, _, body = http(port, "/v2/models/small/classify", VIDEO,
+                                 {"Authorization": f"Bearer {self.TOKEN}"})
+            self.assertEqual(code, 200, body)
+        finally:
+            stop_server(server)
+
+    def test_no_http_door_where_client_certificates_are_asked(self):
+        with self.assertRaises(RuntimeError) as error:
+            start_server("--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key",
+                         "--tls-client-ca", "/nonexistent-ca.pem", "--http-port", "0")
+        self.assertIn("does not check client certificates", str(error.exception))
+
+
 class InferenceProtocolDrainTest(unittest.TestCase):
     """While the server drains, ServerLive says live, ServerReady and ModelReady not ready, and
     ModelInfer is refused with UNAVAILABLE (retry on another replica)."""
 
     def test_not_ready_while_draining(self):
-        server, grpc_port, _ = start_server("--drain-timeout-s", "3")
+        server, grpc_port, _, http_port = start_server("--drain-timeout-s", "3", "--http-port",
+                                                       "0")
         channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
         ready = v2_method(channel, "ServerReady", V2_PB.ServerReadyResponse)
         self.assertTrue(ready(V2_PB.ServerReadyRequest(), timeout=10).ready)
@@ -675,6 +867,8 @@ class InferenceProtocolDrainTest(unittest.TestCase):
             V2_PB.ServerLiveRequest(), timeout=10).live)
         self.assertFalse(v2_method(channel, "ModelReady", V2_PB.ModelReadyResponse)(
             V2_PB.ModelReadyRequest(name="small"), timeout=10).ready)
+        self.assertEqual(http(http_port, "/v2/health/ready")[0], 503)
+        self.assertEqual(http(http_port, "/v2/health/live")[0], 200)
         with self.assertRaises(grpc.RpcError) as error:
             v2_method(channel, "ModelInfer", V2_PB.ModelInferResponse)(
                 infer_request(VIDEO), timeout=10)

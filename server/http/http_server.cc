@@ -1,0 +1,209 @@
+#include "server/http/http_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace vidclf::http {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream contents;
+  contents << file.rdbuf();
+  if (!absl::StrContains(contents.str(), "-----BEGIN")) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " holds no PEM block"));
+  }
+  return contents.str();
+}
+
+MHD_Result Queue(MHD_Connection* connection, const HttpResponse& answer) {
+  MHD_Response* response = MHD_create_response_from_buffer(
+      answer.body.size(), const_cast<char*>(answer.body.data()), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, answer.content_type.c_str());
+  if (answer.code == MHD_HTTP_UNAUTHORIZED) {
+    MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+  }
+  for (const auto& [name, value] : answer.headers) {
+    MHD_add_response_header(response, name.c_str(), value.c_str());
+  }
+  const MHD_Result queued = MHD_queue_response(connection, answer.code, response);
+  MHD_destroy_response(response);
+  return queued;
+}
+
+MHD_Result CollectInto(void* map, MHD_ValueKind /*kind*/, const char* key, const char* value) {
+  if (key != nullptr) {
+    (*static_cast<std::map<std::string, std::string>*>(map))[absl::AsciiStrToLower(key)] =
+        value != nullptr ? value : "";
+  }
+  return MHD_YES;
+}
+
+MHD_Result CollectQuery(void* map, MHD_ValueKind /*kind*/, const char* key, const char* value) {
+  if (key != nullptr) {
+    (*static_cast<std::map<std::string, std::string>*>(map))[key] = value != nullptr ? value : "";
+  }
+  return MHD_YES;
+}
+
+}  // namespace
+
+HttpResponse JsonError(unsigned int code, absl::string_view message) {
+  return HttpResponse{code, "application/json", nlohmann::json{{"error", message}}.dump(), {}};
+}
+
+// One request on a connection, from its headers until libmicrohttpd is done with it; shared with
+// the handler's responder, which may outlive the connection's wait.
+struct HttpServer::Exchange {
+  MHD_Connection* connection = nullptr;
+  HttpRequest request;
+  bool too_large = false;
+  bool handed_over = false;  // to the handler
+  std::mutex mutex;
+  std::optional<HttpResponse> response;  // once answered, until queued
+  bool suspended = false;
+};
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
+                                                              Handler handler) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(options.port));
+  if (::inet_pton(AF_INET, options.host.c_str(), &address.sin_addr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.name, " host ", options.host, " is not an IPv4 address"));
+  }
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.tls_cert_flag, " and ", options.tls_key_flag, " go together"));
+  }
+  std::unique_ptr<HttpServer> server(new HttpServer(options, std::move(handler)));
+  unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+  if (!options.tls_cert.empty()) {
+    absl::StatusOr<std::string> cert = ReadPem(options.tls_cert_flag, options.tls_cert);
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPem(options.tls_key_flag, options.tls_key);
+    if (!key.ok()) return key.status();
+    server->tls_cert_ = *std::move(cert);
+    server->tls_key_ = *std::move(key);
+    flags |= MHD_USE_TLS;
+  }
+  // The variadic list ends at MHD_OPTION_END: the TLS options are left out by ending it early.
+  const bool tls = !server->tls_cert_.empty();
+  server->daemon_ = MHD_start_daemon(
+      flags, 0, nullptr, nullptr, &Answer, server.get(), MHD_OPTION_SOCK_ADDR,
+      reinterpret_cast<sockaddr*>(&address), MHD_OPTION_CONNECTION_LIMIT,
+      static_cast<unsigned int>(options.max_connections), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      static_cast<unsigned int>(options.max_connections_per_address), MHD_OPTION_CONNECTION_TIMEOUT,
+      static_cast<unsigned int>(options.idle_timeout_seconds), MHD_OPTION_NOTIFY_COMPLETED,
+      &Completed, server.get(), tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
+      server->tls_cert_.c_str(), MHD_OPTION_HTTPS_MEM_KEY, server->tls_key_.c_str(),
+      MHD_OPTION_END);
+  if (server->daemon_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve ", options.name, " on ", options.host, ":", options.port,
+        tls ? " (the address is taken, or the TLS certificate and key do not go together)"
+            : " (the address is taken)"));
+  }
+  const MHD_DaemonInfo* bound = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
+  server->port_ = bound != nullptr ? bound->port : options.port;
+  return server;
+}
+
+HttpServer::~HttpServer() {
+  if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
+}
+
+MHD_Result HttpServer::Begin(MHD_Connection* connection, const char* url, const char* method,
+                             void** request_state) const {
+  auto exchange = std::make_shared<Exchange>();
+  exchange->connection = connection;
+  HttpRequest& request = exchange->request;
+  request.method = method;
+  request.path = url;
+  MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectInto, &request.headers);
+  MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &CollectQuery, &request.query);
+  const auto length = request.headers.find("content-length");
+  int64_t declared = 0;
+  if (length != request.headers.end() && absl::SimpleAtoi(length->second, &declared) &&
+      declared > options_.max_body_bytes) {
+    return Queue(connection, JsonError(MHD_HTTP_CONTENT_TOO_LARGE,
+                                       absl::StrCat("the body of ", declared,
+                                                    " bytes is over this server's limit of ",
+                                                    options_.max_body_bytes, " bytes")));
+  }
+  if (options_.tokens != nullptr && !(options_.open_to_all && options_.open_to_all(request.path))) {
+    const auto authorization = request.headers.find("authorization");
+    const absl::Status allowed =
+        options_.tokens->Check(authorization != request.headers.end() ? authorization->second : "");
+    if (!allowed.ok())
+      return Queue(connection, JsonError(MHD_HTTP_UNAUTHORIZED, allowed.message()));
+  }
+  *request_state = new std::shared_ptr<Exchange>(std::move(exchange));
+  return MHD_YES;
+}
+
+MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char* url,
+                              const char* method, const char* /*version*/, const char* upload_data,
+                              size_t* upload_data_size, void** request_state) {
+  const auto& server = *static_cast<const HttpServer*>(self);
+  if (*request_state == nullptr) return server.Begin(connection, url, method, request_state);
+  const std::shared_ptr<Exchange> exchange =
+      *static_cast<std::shared_ptr<Exchange>*>(*request_state);
+  if (*upload_data_size != 0) {  // the next part of the body
+    HttpRequest& request = exchange->request;
+    if (static_cast<int64_t>(request.body.size() + *upload_data_size) >
+        server.options_.max_body_bytes) {
+      exchange->too_large = true;
+      request.body.clear();
+    }
+    if (!exchange->too_large) request.body.append(upload_data, *upload_data_size);
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+  {
+    std::lock_guard<std::mutex> lock(exchange->mutex);
+    if (exchange->response.has_value()) return Queue(connection, *exchange->response);
+    if (exchange->handed_over) return MHD_YES;  // woken with no answer yet
+    exchange->handed_over = true;
+  }
+  if (exchange->too_large) {
+    return Queue(connection, JsonError(MHD_HTTP_CONTENT_TOO_LARGE,
+                                       absl::StrCat("the body is over this server's limit of ",
+                                                    server.options_.max_body_bytes, " bytes")));
+  }
+  server.handler_(std::move(exchange->request), [exchange](HttpResponse response) {
+    std::lock_guard<std::mutex> lock(exchange->mutex);
+    exchange->response = std::move(response);
+    if (exchange->suspended) {
+      exchange->suspended = false;
+      MHD_resume_connection(exchange->connection);
+    }
+  });
+  std::lock_guard<std::mutex> lock(exchange->mutex);
+  if (exchange->response.has_value()) return Queue(connection, *exchange->response);
+  exchange->suspended = true;  // answered later: the connection waits until then
+  MHD_suspend_connection(connection);
+  return MHD_YES;
+}
+
+void HttpServer::Completed(void* /*self*/, MHD_Connection* /*connection*/, void** request_state,
+                           MHD_RequestTerminationCode /*code*/) {
+  delete static_cast<std::shared_ptr<Exchange>*>(*request_state);
+  *request_state = nullptr;
+}
+
+}  // namespace vidclf::http

@@ -1,0 +1,106 @@
+// An HTTP(S) server on GNU libmicrohttpd's event loop, for the server's HTTP front doors: a
+// connection costs a descriptor, not a thread, so clients that trickle their requests or hold
+// idle connections cannot hold up the others; connections are bounded in all and per client
+// address, and one idle past the timeout is closed. Bodies are bounded, checked against their
+// Content-Length before they are read. A handler may answer later, from any thread: its
+// connection waits, suspended, costing nothing meanwhile.
+#ifndef VIDCLF_SERVER_HTTP_HTTP_SERVER_H_
+#define VIDCLF_SERVER_HTTP_HTTP_SERVER_H_
+
+#include <microhttpd.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/security/bearer_tokens.h"
+
+namespace vidclf::http {
+
+struct HttpRequest {
+  std::string method;
+  std::string path;                            // without the query
+  std::map<std::string, std::string> query;    // its arguments, decoded
+  std::map<std::string, std::string> headers;  // by lower-case name
+  std::string body;
+};
+
+struct HttpResponse {
+  unsigned int code = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// Answers a request, once, from any thread.
+using Responder = std::function<void(HttpResponse)>;
+using Handler = std::function<void(HttpRequest request, Responder respond)>;
+
+struct HttpServerOptions {
+  std::string name;                // what it serves, for errors ("metrics")
+  std::string host = "127.0.0.1";  // an IPv4 address
+  int port = 0;                    // 0: a free one
+  // PEM certificate chain and key, and the flags that named them: HTTPS when set.
+  std::string tls_cert, tls_key, tls_cert_flag, tls_key_flag;
+  // When set (it must outlive the server), requests must send "Authorization: Bearer TOKEN",
+  // but those for paths `open_to_all` accepts (health checks).
+  const security::BearerTokens* tokens = nullptr;
+  std::function<bool(absl::string_view path)> open_to_all;
+  // Connections at once, in all and from one address; past them, new ones are closed.
+  int max_connections = 64;
+  int max_connections_per_address = 16;
+  // A connection that sends or takes nothing for this long is closed.
+  int idle_timeout_seconds = 10;
+  // A larger body is refused with 413, unread when its Content-Length says so.
+  int64_t max_body_bytes = 1 << 20;
+};
+
+class HttpServer {
+ public:
+  // Listens as `options` say; `handler` answers every request that passes the bounds and the
+  // token check. Fails when the address cannot be bound or the TLS files cannot be read.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
+                                                           Handler handler);
+
+  // Stops the event loop and closes every connection: every request handed to the handler must
+  // have been answered.
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  struct Exchange;
+  HttpServer(const HttpServerOptions& options, Handler handler)
+      : options_(options), handler_(std::move(handler)) {}
+  // libmicrohttpd's request handler and completion callback; `self` is the server.
+  static MHD_Result Answer(void* self, MHD_Connection* connection, const char* url,
+                           const char* method, const char* version, const char* upload_data,
+                           size_t* upload_data_size, void** request_state);
+  static void Completed(void* self, MHD_Connection* connection, void** request_state,
+                        MHD_RequestTerminationCode code);
+  // The first call for a request, on its headers: a refusal, or its exchange.
+  MHD_Result Begin(MHD_Connection* connection, const char* url, const char* method,
+                   void** request_state) const;
+
+  const HttpServerOptions options_;
+  const Handler handler_;
+  std::string tls_cert_;  // the PEM texts, which libmicrohttpd reads while it runs
+  std::string tls_key_;
+  MHD_Daemon* daemon_ = nullptr;
+  int port_ = 0;
+};
+
+// "{"error": MESSAGE}" with `code`, as the Open Inference Protocol's REST errors are.
+HttpResponse JsonError(unsigned int code, absl::string_view message);
+
+}  // namespace vidclf::http
+
+#endif  // VIDCLF_SERVER_HTTP_HTTP_SERVER_H_
