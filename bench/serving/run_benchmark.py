@@ -342,6 +342,7 @@ class Server:
         self.lines = []
         self.address = None
         self.metrics_url = None
+        self.http_port = None  # with --http-port
         self._ready = threading.Event()
         self.process = subprocess.Popen(
             [binary, "--model-repository", repository, "--grpc-port", "0", "--metrics-port",
@@ -368,6 +369,9 @@ class Server:
             match = re.search(r"metrics on (http://\S+/metrics)", line)
             if match:
                 self.metrics_url = match.group(1)
+            match = re.search(r"HTTP listening on \S+:(\d+)", line)
+            if match:
+                self.http_port = int(match.group(1))
             if self.address and self.metrics_url:
                 self._ready.set()
         self._ready.set()
