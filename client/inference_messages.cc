@@ -1,38 +1,13 @@
 #include "client/inference_messages.h"
 
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/tensor_bytes.h"
 
 namespace vidclf::client {
 namespace {
-
-std::vector<std::string> BytesElements(const std::string& raw) {
-  std::vector<std::string> elements;
-  for (size_t at = 0; at + 4 <= raw.size();) {
-    uint32_t length = 0;
-    for (int i = 3; i >= 0; --i) {
-      length = (length << 8) | static_cast<unsigned char>(raw[at + static_cast<size_t>(i)]);
-    }
-    elements.push_back(raw.substr(at + 4, length));
-    at += 4 + length;
-  }
-  return elements;
-}
-
-std::vector<float> Fp32Elements(const std::string& raw) {
-  std::vector<float> elements(raw.size() / sizeof(float));
-  for (size_t i = 0; i < elements.size(); ++i) {
-    uint32_t bits = 0;
-    for (int b = 3; b >= 0; --b) {
-      bits = (bits << 8) | static_cast<unsigned char>(raw[4 * i + static_cast<size_t>(b)]);
-    }
-    std::memcpy(&elements[i], &bits, sizeof bits);
-  }
-  return elements;
-}
 
 // The LABELS and SCORES outputs of `infer`, as ranked labels.
 void AddTopK(const inference::ModelInferResponse& infer,
@@ -59,10 +34,7 @@ inference::InferParameter& Parameter(inference::ModelInferRequest* request,
 
 std::string OneBytesElement(absl::string_view element) {
   std::string raw;
-  raw.reserve(4 + element.size());
-  const auto length = static_cast<uint32_t>(element.size());
-  for (int i = 0; i < 4; ++i) raw.push_back(static_cast<char>((length >> (8 * i)) & 0xff));
-  raw.append(element.data(), element.size());
+  AppendBytesElement(element, &raw);
   return raw;
 }
 

@@ -1,10 +1,10 @@
 #include "server/http/infer_json.h"
 
 #include <cstdint>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/tensor_bytes.h"
 
 namespace vidclf::http {
 namespace {
@@ -54,30 +54,10 @@ absl::Status AddData(const json& data, const std::string& input,
   return absl::OkStatus();
 }
 
-// A BYTES output's elements, and an FP32 output's, from their raw contents.
+// A BYTES output's elements, or an FP32 output's, from their raw contents.
 json RawToJson(const std::string& datatype, const std::string& raw) {
-  json values = json::array();
-  if (datatype == "BYTES") {
-    for (size_t at = 0; at + 4 <= raw.size();) {
-      uint32_t length = 0;
-      for (int i = 3; i >= 0; --i) {
-        length = (length << 8) | static_cast<unsigned char>(raw[at + static_cast<size_t>(i)]);
-      }
-      values.push_back(raw.substr(at + 4, length));
-      at += 4 + length;
-    }
-    return values;
-  }
-  for (size_t at = 0; at + 4 <= raw.size(); at += 4) {
-    uint32_t bits = 0;
-    for (int i = 3; i >= 0; --i) {
-      bits = (bits << 8) | static_cast<unsigned char>(raw[at + static_cast<size_t>(i)]);
-    }
-    float value = 0;
-    std::memcpy(&value, &bits, sizeof value);
-    values.push_back(value);
-  }
-  return values;
+  if (datatype == "BYTES") return BytesElements(raw);
+  return Fp32Elements(raw);
 }
 
 json ParameterToJson(const inference::InferParameter& parameter) {

@@ -17,8 +17,7 @@ namespace vidclf::service {
 // The model called `name` (the default model when empty) in `version` (the one served when
 // empty): NOT_FOUND naming the version served when another is asked for.
 absl::StatusOr<const engine::ModelRepository::Entry*> FindServedModel(
-    const engine::ModelRepository& repository, const std::string& name,
-    const std::string& version);
+    const engine::ModelRepository& repository, const std::string& name, const std::string& version);
 
 inference::ModelMetadataResponse ModelMetadataOf(const engine::ModelRepository::Entry& entry);
 

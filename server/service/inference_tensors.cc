@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <set>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/tensor_bytes.h"
 
 namespace vidclf::service {
 namespace {
@@ -181,10 +181,7 @@ absl::StatusOr<absl::string_view> OneBytesElement(const ModelInferRequest& reque
     return absl::string_view(tensor.contents().bytes_contents(0));
   }
   const absl::string_view raw = request.raw_input_contents(0);
-  uint64_t length = 0;
-  if (raw.size() >= 4) {
-    for (int i = 3; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(raw[i]);
-  }
+  const uint64_t length = raw.size() >= 4 ? LittleEndian32(raw, 0) : 0;
   if (raw.size() < 4 || raw.size() - 4 != length) {
     return absl::InvalidArgumentError(
         absl::StrCat("raw_input_contents for input ", input,
@@ -381,16 +378,6 @@ absl::Status ApplyStreamParameters(const ModelInferRequest& request, StreamReque
   return absl::OkStatus();
 }
 
-void AppendUint32(uint32_t value, std::string* out) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-
-void AppendFloat(float value, std::string* out) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &value, sizeof bits);
-  AppendUint32(bits, out);
-}
-
 void SetDoubleParameter(absl::string_view name, double value, ModelInferResponse* response) {
   (*response->mutable_parameters())[std::string(name)].set_double_param(value);
 }
@@ -485,18 +472,17 @@ ModelInferResponse InferResponseOf(const std::string& id, const std::vector<std:
       output->set_datatype("BYTES");
       output->add_shape(answer.top_k_size());
       for (const vidclf::v1::LabelScore& entry : answer.top_k()) {
-        AppendUint32(static_cast<uint32_t>(entry.label().size()), raw);
-        raw->append(entry.label());
+        AppendBytesElement(entry.label(), raw);
       }
     } else if (name == kScoresOutput) {
       output->set_datatype("FP32");
       output->add_shape(answer.top_k_size());
-      for (const vidclf::v1::LabelScore& entry : answer.top_k()) AppendFloat(entry.score(), raw);
+      for (const vidclf::v1::LabelScore& entry : answer.top_k()) AppendFp32(entry.score(), raw);
     } else {
       output->set_datatype("FP32");
       output->add_shape(answer.frame_timestamps_seconds_size());
       for (double seconds : answer.frame_timestamps_seconds()) {
-        AppendFloat(static_cast<float>(seconds), raw);
+        AppendFp32(static_cast<float>(seconds), raw);
       }
     }
   }
