@@ -45,6 +45,9 @@ test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-grpcio python3-protobuf python3-yaml nginx
   # HTTPS scrapes of /metrics with a bearer token
   curl
+  # the page for people and browsers' fetch (tests/integration/browser_test.py): headless
+  # Chromium, driven over the DevTools protocol's WebSocket
+  chromium-headless-shell python3-websocket
   # real-world sample videos and images for tests/media/decode_matrix_test.cc
   python3-imageio
   # torchvision interop test (model/scripts/export_resnet18.py), and the Python reference

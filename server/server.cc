@@ -10,6 +10,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "model/torch_threads.h"
 #include "server/engine/model_repository.h"
 #include "server/http/inference_rest.h"
+#include "server/http/web_page.h"
 #include "server/idle_memory_releaser.h"
 #include "server/metrics.h"
 #include "server/security/bearer_tokens.h"
@@ -191,7 +193,7 @@ struct Server::Parts {
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   using engine::ModelRepository;
-  if (options.http_port >= 0 && !options.tls.client_ca.empty()) {
+  if (options.http.port >= 0 && !options.tls.client_ca.empty()) {
     return absl::InvalidArgumentError(
         "--http-port with --tls-client-ca: the HTTP front door does not check client "
         "certificates; serve it without --tls-client-ca (tokens still apply), or leave it out");
@@ -277,24 +279,35 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (!metrics_server.ok()) return metrics_server.status();
   parts->metrics_server = *std::move(metrics_server);
 
-  if (options.http_port >= 0) {
+  if (options.http.port >= 0) {
     parts->rest = std::make_unique<http::InferenceRest>(parts->engine.get(), &parts->metrics);
     http::HttpServerOptions http;
     http.name = "HTTP";
     http.host = options.host;
-    http.port = options.http_port;
+    http.port = options.http.port;
     http.tls_cert = options.tls.cert;
     http.tls_key = options.tls.key;
     http.tls_cert_flag = "--tls-cert";
     http.tls_key_flag = "--tls-key";
     http.tokens = parts->tokens.get();
-    http.open_to_all = &http::InferenceRest::IsHealthCheck;
+    const bool page = options.http.page;
+    // The page's files hold nothing a token guards, and a browser cannot send one to load them.
+    http.open_to_all = [page](absl::string_view path) {
+      return http::InferenceRest::IsHealthCheck(path) || (page && http::IsPageFile(path));
+    };
     // Behind a balancer every client has its address: no bound per address below the total.
     http.max_connections = http.max_connections_per_address = 256;
     http.idle_timeout_seconds = 30;
     http.max_body_bytes = options.engine.decode.max_input_bytes + (1 << 20);
+    http.body_timeout_seconds = options.http.body_timeout_seconds;
+    http.allowed_origins = options.http.allowed_origins;
     absl::StatusOr<std::unique_ptr<http::HttpServer>> http_server = http::HttpServer::Start(
-        http, [rest = parts->rest.get()](http::HttpRequest request, http::Responder respond) {
+        http, [rest = parts->rest.get(), page](http::HttpRequest request, http::Responder respond) {
+          if (page && (request.method == "GET" || request.method == "HEAD")) {
+            if (std::optional<http::HttpResponse> file = http::ServePage(request.path)) {
+              return respond(*std::move(file));
+            }
+          }
           rest->Handle(std::move(request), std::move(respond));
         });
     if (!http_server.ok()) return http_server.status();
@@ -340,9 +353,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                                                : "mutual TLS",
                parts->tokens ? ", bearer tokens required" : "");
   if (parts->http_server != nullptr) {
-    spdlog::info("HTTP listening on {}:{} ({}{})", options.host, parts->http_server->port(),
-                 options.tls.cert.empty() ? "plaintext" : "TLS",
-                 parts->tokens ? ", bearer tokens required" : "");
+    spdlog::info(
+        "HTTP listening on {}:{} ({}{}{}{})", options.host, parts->http_server->port(),
+        options.tls.cert.empty() ? "plaintext" : "TLS",
+        parts->tokens ? ", bearer tokens required" : "",
+        options.http.page ? ", the page for people at /" : "",
+        options.http.allowed_origins.empty()
+            ? ""
+            : ", pages from " + absl::StrJoin(options.http.allowed_origins, " ") + " may call it");
   }
   spdlog::info("metrics on {}://{}:{}/metrics{}",
                options.metrics.tls_cert.empty() ? "http" : "https", options.metrics.host,

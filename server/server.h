@@ -61,6 +61,17 @@ struct DecodeDeviceOptions {
   bool convert_on_gpu = true;
 };
 
+// The HTTP door (http/): the Open Inference Protocol's REST endpoints, curl's upload and the page
+// for people, on the server's host with its certificate and tokens.
+struct HttpDoorOptions {
+  int port = -1;     // 0: a free one; -1: no HTTP door
+  bool page = true;  // the page for people at /
+  // Origins whose pages may call it with fetch (http/cors.h).
+  std::vector<std::string> allowed_origins;
+  // How long a request's body may take to arrive after its headers.
+  int body_timeout_seconds = 120;
+};
+
 struct ServerOptions {
   // REPOSITORY/<model>/<version>/ bundles, and the model that calls naming none get.
   std::string model_repository;
@@ -72,9 +83,7 @@ struct ServerOptions {
   // gRPC's address; port 0 takes a free one (grpc_port() says which).
   std::string host = "127.0.0.1";
   int grpc_port = 50051;
-  // The HTTP/REST front door's port on `host` (0: a free one; -1: none), with `tls`'s
-  // certificate and the same tokens.
-  int http_port = -1;
+  HttpDoorOptions http;
   security::TlsFiles tls;
   // Bearer tokens that every call but health checks must carry; empty: none.
   std::string token_file;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "media/nvdec_device.h"
+#include "server/http/cors.h"
 
 extern "C" {
 #include <libavutil/log.h>
@@ -115,6 +116,25 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "--token-file as gRPC's; 0 picks a free one; -1 (the default): none.")
       ->capture_default_str()
       ->check(CLI::Range(-1, 65535));
+  app.add_flag("--http-page,!--no-http-page", flags->http_page,
+               "Serve the page for people at / on --http-port: drop a video, see its labels, "
+               "scores, frames and timings, and the models (it calls the REST endpoints only). "
+               "--no-http-page for locked-down deployments.")
+      ->capture_default_str();
+  app.add_option("--http-allow-origin", flags->http_allow_origin,
+                 "Origins whose pages may call the HTTP door with fetch (CORS), as browsers send "
+                 "them: https://app.example.com,http://localhost:8000, or * for any. Tokens "
+                 "still apply. Default: none.")
+      ->delimiter(',')
+      ->check([](const std::string& origin) {
+        const absl::Status status = http::CorsPolicy::CheckOrigin(origin);
+        return status.ok() ? std::string() : std::string(status.message());
+      });
+  app.add_option("--http-body-timeout-s", flags->http_body_timeout_s,
+                 "A connection whose request body is still arriving this many seconds after its "
+                 "headers is closed, so that clients who trickle bodies cannot hold connections.")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
   app.add_option("--metrics-port", flags->metrics_port,
                  "Prometheus /metrics port; 0 picks a free one.")
       ->capture_default_str();
@@ -354,7 +374,8 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(const ServerFlags& flags) {
   options.connections.max_streams_per_connection = flags.max_streams_per_connection;
   options.connections.max_connection_age = absl::Seconds(flags.max_connection_age_s);
   options.connections.max_connection_age_grace = absl::Seconds(flags.max_connection_age_grace_s);
-  options.http_port = flags.http_port;
+  options.http = {flags.http_port, flags.http_page, flags.http_allow_origin,
+                  flags.http_body_timeout_s};
   options.metrics.host = flags.metrics_host.empty() ? flags.host : flags.metrics_host;
   options.metrics.port = flags.metrics_port;
   options.metrics.tls_cert = flags.metrics_tls_cert;

@@ -18,6 +18,9 @@ struct ServerFlags {
   int grpc_port = 50051;
   int metrics_port = 9464;
   int http_port = -1;
+  bool http_page = true;
+  std::vector<std::string> http_allow_origin;
+  int http_body_timeout_s = 120;
   std::string metrics_host;
   std::string metrics_tls_cert;
   std::string metrics_tls_key;

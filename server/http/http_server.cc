@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <chrono>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -28,7 +29,8 @@ absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& 
   return contents.str();
 }
 
-MHD_Result Queue(MHD_Connection* connection, const HttpResponse& answer) {
+// Queues `answer` with `cors`'s headers besides its own.
+MHD_Result Queue(MHD_Connection* connection, const HttpResponse& answer, const HeaderList& cors) {
   MHD_Response* response = MHD_create_response_from_buffer(
       answer.body.size(), const_cast<char*>(answer.body.data()), MHD_RESPMEM_MUST_COPY);
   if (response == nullptr) return MHD_NO;
@@ -36,8 +38,10 @@ MHD_Result Queue(MHD_Connection* connection, const HttpResponse& answer) {
   if (answer.code == MHD_HTTP_UNAUTHORIZED) {
     MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
   }
-  for (const auto& [name, value] : answer.headers) {
-    MHD_add_response_header(response, name.c_str(), value.c_str());
+  for (const HeaderList* headers : {&answer.headers, &cors}) {
+    for (const auto& [name, value] : *headers) {
+      MHD_add_response_header(response, name.c_str(), value.c_str());
+    }
   }
   const MHD_Result queued = MHD_queue_response(connection, answer.code, response);
   MHD_destroy_response(response);
@@ -70,6 +74,8 @@ HttpResponse JsonError(unsigned int code, absl::string_view message) {
 struct HttpServer::Exchange {
   MHD_Connection* connection = nullptr;
   HttpRequest request;
+  HeaderList cors;  // the headers each answer carries
+  std::chrono::steady_clock::time_point headers_received;
   bool too_large = false;
   bool handed_over = false;  // to the handler
   std::mutex mutex;
@@ -136,22 +142,40 @@ MHD_Result HttpServer::Begin(MHD_Connection* connection, const char* url, const 
   request.path = url;
   MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectInto, &request.headers);
   MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &CollectQuery, &request.query);
+  const auto origin = request.headers.find("origin");
+  const std::string from = origin != request.headers.end() ? origin->second : "";
+  exchange->cors = cors_.HeadersFor(from);
+  if (request.method == "OPTIONS" && request.headers.count("access-control-request-method") != 0) {
+    const HeaderList allowed = cors_.PreflightHeadersFor(from);
+    if (allowed.empty()) {
+      return Queue(connection,
+                   JsonError(MHD_HTTP_FORBIDDEN,
+                             absl::StrCat("pages from ", from.substr(0, 128),
+                                          " may not call this server (--http-allow-origin)")),
+                   {});
+    }
+    return Queue(connection, HttpResponse{MHD_HTTP_NO_CONTENT, "text/plain", "", {}}, allowed);
+  }
   const auto length = request.headers.find("content-length");
   int64_t declared = 0;
   if (length != request.headers.end() && absl::SimpleAtoi(length->second, &declared) &&
       declared > options_.max_body_bytes) {
-    return Queue(connection, JsonError(MHD_HTTP_CONTENT_TOO_LARGE,
-                                       absl::StrCat("the body of ", declared,
-                                                    " bytes is over this server's limit of ",
-                                                    options_.max_body_bytes, " bytes")));
+    return Queue(
+        connection,
+        JsonError(MHD_HTTP_CONTENT_TOO_LARGE,
+                  absl::StrCat("the body of ", declared, " bytes is over this server's limit of ",
+                               options_.max_body_bytes, " bytes")),
+        exchange->cors);
   }
   if (options_.tokens != nullptr && !(options_.open_to_all && options_.open_to_all(request.path))) {
     const auto authorization = request.headers.find("authorization");
     const absl::Status allowed =
         options_.tokens->Check(authorization != request.headers.end() ? authorization->second : "");
-    if (!allowed.ok())
-      return Queue(connection, JsonError(MHD_HTTP_UNAUTHORIZED, allowed.message()));
+    if (!allowed.ok()) {
+      return Queue(connection, JsonError(MHD_HTTP_UNAUTHORIZED, allowed.message()), exchange->cors);
+    }
   }
+  exchange->headers_received = std::chrono::steady_clock::now();
   *request_state = new std::shared_ptr<Exchange>(std::move(exchange));
   return MHD_YES;
 }
@@ -165,6 +189,13 @@ MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char
       *static_cast<std::shared_ptr<Exchange>*>(*request_state);
   if (*upload_data_size != 0) {  // the next part of the body
     HttpRequest& request = exchange->request;
+    const int timeout = server.options_.body_timeout_seconds;
+    if (timeout > 0 && std::chrono::steady_clock::now() - exchange->headers_received >
+                           std::chrono::seconds(timeout)) {
+      // libmicrohttpd answers no request before its body has arrived: the connection closes,
+      // as nginx's client_body_timeout closes one.
+      return MHD_NO;
+    }
     if (static_cast<int64_t>(request.body.size() + *upload_data_size) >
         server.options_.max_body_bytes) {
       exchange->too_large = true;
@@ -176,14 +207,18 @@ MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char
   }
   {
     std::lock_guard<std::mutex> lock(exchange->mutex);
-    if (exchange->response.has_value()) return Queue(connection, *exchange->response);
+    if (exchange->response.has_value()) {
+      return Queue(connection, *exchange->response, exchange->cors);
+    }
     if (exchange->handed_over) return MHD_YES;  // woken with no answer yet
     exchange->handed_over = true;
   }
   if (exchange->too_large) {
-    return Queue(connection, JsonError(MHD_HTTP_CONTENT_TOO_LARGE,
-                                       absl::StrCat("the body is over this server's limit of ",
-                                                    server.options_.max_body_bytes, " bytes")));
+    return Queue(connection,
+                 JsonError(MHD_HTTP_CONTENT_TOO_LARGE,
+                           absl::StrCat("the body is over this server's limit of ",
+                                        server.options_.max_body_bytes, " bytes")),
+                 exchange->cors);
   }
   server.handler_(std::move(exchange->request), [exchange](HttpResponse response) {
     std::lock_guard<std::mutex> lock(exchange->mutex);
@@ -194,7 +229,9 @@ MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char
     }
   });
   std::lock_guard<std::mutex> lock(exchange->mutex);
-  if (exchange->response.has_value()) return Queue(connection, *exchange->response);
+  if (exchange->response.has_value()) {
+    return Queue(connection, *exchange->response, exchange->cors);
+  }
   exchange->suspended = true;  // answered later: the connection waits until then
   MHD_suspend_connection(connection);
   return MHD_YES;

@@ -1,9 +1,10 @@
 // An HTTP(S) server on GNU libmicrohttpd's event loop, for the server's HTTP front doors: a
 // connection costs a descriptor, not a thread, so clients that trickle their requests or hold
 // idle connections cannot hold up the others; connections are bounded in all and per client
-// address, and one idle past the timeout is closed. Bodies are bounded, checked against their
-// Content-Length before they are read. A handler may answer later, from any thread: its
-// connection waits, suspended, costing nothing meanwhile.
+// address, and one idle past the timeout is closed. Bodies are bounded in size, checked against
+// their Content-Length before they are read, and in time, against clients that trickle them. A
+// handler may answer later, from any thread: its connection waits, suspended, costing nothing
+// meanwhile. Browsers' cross-origin calls are allowed from the origins the options name.
 #ifndef VIDCLF_SERVER_HTTP_HTTP_SERVER_H_
 #define VIDCLF_SERVER_HTTP_HTTP_SERVER_H_
 
@@ -19,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/http/cors.h"
 #include "server/security/bearer_tokens.h"
 
 namespace vidclf::http {
@@ -35,7 +37,7 @@ struct HttpResponse {
   unsigned int code = 200;
   std::string content_type = "application/json";
   std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;
+  HeaderList headers;
 };
 
 // Answers a request, once, from any thread.
@@ -59,6 +61,12 @@ struct HttpServerOptions {
   int idle_timeout_seconds = 10;
   // A larger body is refused with 413, unread when its Content-Length says so.
   int64_t max_body_bytes = 1 << 20;
+  // A connection whose request body is still arriving this long after its headers is closed: a
+  // client that trickles it would otherwise hold the connection for as long as it likes. 0: no
+  // bound.
+  int body_timeout_seconds = 0;
+  // Origins whose pages may call with fetch (cors.h); none by default.
+  std::vector<std::string> allowed_origins;
 };
 
 class HttpServer {
@@ -79,7 +87,7 @@ class HttpServer {
  private:
   struct Exchange;
   HttpServer(const HttpServerOptions& options, Handler handler)
-      : options_(options), handler_(std::move(handler)) {}
+      : options_(options), handler_(std::move(handler)), cors_(options.allowed_origins) {}
   // libmicrohttpd's request handler and completion callback; `self` is the server.
   static MHD_Result Answer(void* self, MHD_Connection* connection, const char* url,
                            const char* method, const char* version, const char* upload_data,
@@ -92,6 +100,7 @@ class HttpServer {
 
   const HttpServerOptions options_;
   const Handler handler_;
+  const CorsPolicy cors_;
   std::string tls_cert_;  // the PEM texts, which libmicrohttpd reads while it runs
   std::string tls_key_;
   MHD_Daemon* daemon_ = nullptr;

@@ -192,6 +192,18 @@ void InferenceRest::Handle(HttpRequest request, Responder respond) const {
     if (parts[2] == "live") return respond(Empty(200));
     if (parts[2] == "ready") return respond(Empty(engine_->draining() ? 503 : 200));
   }
+  if (parts.size() == 3 && parts[1] == "repository" && parts[2] == "index" &&
+      request.method == "POST") {
+    // The repository extension's answer is the list alone; `ready` in the body filters nothing.
+    nlohmann::json index =
+        nlohmann::json::parse(Json(service::RepositoryIndexOf(*engine_->repository())).body);
+    respond(HttpResponse{
+        200,
+        "application/json",
+        index.contains("models") ? index["models"].dump() : nlohmann::json::array().dump(),
+        {}});
+    return;
+  }
   if (parts.size() >= 3 && parts[1] == "models") {
     std::string version;
     std::vector<std::string> rest(parts.begin() + 3, parts.end());

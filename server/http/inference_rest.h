@@ -4,6 +4,7 @@
 //
 //   GET  /v2                                   server metadata
 //   GET  /v2/health/live, /v2/health/ready     200, or 503 while draining (ready)
+//   POST /v2/repository/index                  the models served (Triton's repository index)
 //   GET  /v2/models/NAME[/versions/V]          model metadata
 //   GET  .../ready, .../config, .../stats      readiness, configuration, statistics
 //   POST .../infer                             ModelInfer in JSON, or with the binary-data

@@ -29,6 +29,17 @@ absl::StatusOr<const engine::ModelRepository::Entry*> FindServedModel(
   return entry;
 }
 
+inference::RepositoryIndexResponse RepositoryIndexOf(const engine::ModelRepository& repository) {
+  inference::RepositoryIndexResponse index;
+  for (const auto& [name, entry] : repository.entries()) {
+    inference::RepositoryIndexResponse::ModelIndex* model = index.add_models();
+    model->set_name(name);
+    model->set_version(entry.model->config().version);
+    model->set_state("READY");
+  }
+  return index;
+}
+
 inference::ModelMetadataResponse ModelMetadataOf(const engine::ModelRepository::Entry& entry) {
   const model::ModelConfig& config = entry.model->config();
   inference::ModelMetadataResponse metadata;

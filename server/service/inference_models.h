@@ -1,6 +1,6 @@
 // The served models in the Open Inference Protocol's terms, for both its front doors (gRPC and
-// HTTP): which model and version a request names, and each model's metadata, configuration and
-// statistics.
+// HTTP): which model and version a request names, the repository's index, and each model's
+// metadata, configuration and statistics.
 #ifndef VIDCLF_SERVER_SERVICE_INFERENCE_MODELS_H_
 #define VIDCLF_SERVER_SERVICE_INFERENCE_MODELS_H_
 
@@ -18,6 +18,9 @@ namespace vidclf::service {
 // empty): NOT_FOUND naming the version served when another is asked for.
 absl::StatusOr<const engine::ModelRepository::Entry*> FindServedModel(
     const engine::ModelRepository& repository, const std::string& name, const std::string& version);
+
+// Every model served, each READY (a draining server refuses the call before it asks).
+inference::RepositoryIndexResponse RepositoryIndexOf(const engine::ModelRepository& repository);
 
 inference::ModelMetadataResponse ModelMetadataOf(const engine::ModelRepository::Entry& entry);
 

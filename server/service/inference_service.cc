@@ -217,14 +217,8 @@ grpc::ServerUnaryReactor* InferenceService::RepositoryIndex(grpc::CallbackServer
   return ServeUnary<inference::RepositoryIndexRequest, inference::RepositoryIndexResponse>(
       *metrics_, context, "RepositoryIndex", *request, response,
       [this](const auto&, inference::RepositoryIndexResponse* index, std::string*) {
-        // Every model served is ready (`ready` filters nothing): a draining server refuses this
-        // call on its headers.
-        for (const auto& [name, entry] : engine_->repository()->entries()) {
-          inference::RepositoryIndexResponse::ModelIndex* model = index->add_models();
-          model->set_name(name);
-          model->set_version(entry.model->config().version);
-          model->set_state("READY");
-        }
+        // `ready` filters nothing: every model served is ready.
+        *index = RepositoryIndexOf(*engine_->repository());
         return absl::OkStatus();
       });
 }

@@ -7,11 +7,10 @@ with requests built as tritonclient builds them, its answers against vidclf.v1's
 readiness during a drain; then mutual TLS and a bearer token on another server.
 Usage: python_client_test.py SERVER_BINARY TRAIN_BINARY PROTO_DIR
 """
-import glob
 import json
 import os
-import re
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -19,10 +18,12 @@ import tempfile
 import threading
 import time
 import unittest
-import urllib.error
 import urllib.request
 
 import grpc
+
+import server_fixture
+from server_fixture import http, stop_server
 
 SERVER, TRAIN, PROTO_DIR = sys.argv[1:4]
 del sys.argv[1:4]
@@ -57,16 +58,8 @@ def setUpModule():
     global TMP, PB, V2_PB, HEALTH_PB, REPO, VIDEO
     TMP = tempfile.TemporaryDirectory()
     PB, V2_PB, HEALTH_PB = generate_messages(TMP.name)
-    REPO = os.path.join(TMP.name, "repo")
-    samples = os.path.join(TMP.name, "samples")
-    # A tiny, quickly trained bundle; its held-out samples are our test videos.
-    subprocess.run([TRAIN, "all", "--synthesize", "--data", os.path.join(TMP.name, "data"),
-                    "--work", os.path.join(TMP.name, "work"), "--run", "small",
-                    "--output-repository", REPO, "--samples-dir", samples,
-                    "--videos-per-class", "4", "--epochs", "2", "--num-frames", "4",
-                    "--crop-size", "32", "--resize-shorter-side", "32"],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(glob.glob(os.path.join(samples, "fade_in.*"))[0], "rb") as video:
+    REPO, sample = server_fixture.train_small_repository(TRAIN, TMP.name)
+    with open(sample, "rb") as video:
         VIDEO = video.read()
 
 
@@ -75,28 +68,7 @@ def tearDownModule():
 
 
 def start_server(*flags):
-    """Starts the server on loopback; returns the process and its gRPC and metrics ports."""
-    server = subprocess.Popen(
-        [SERVER, "--model-repository", REPO, "--host", "127.0.0.1", "--grpc-port", "0",
-         "--metrics-port", "0", *flags], stdout=subprocess.PIPE, text=True)
-    output = ""
-    while not ("gRPC listening" in output and "metrics on" in output):
-        # Blocks until the server prints or exits; ctest's timeout bounds a hang.
-        line = server.stdout.readline()
-        if not line:
-            raise RuntimeError(f"server did not start; it printed:\n{output}")
-        output += line
-    grpc_port = int(re.search(r"gRPC listening on [\d.]+:(\d+)", output).group(1))
-    metrics_port = int(re.search(r"metrics on http://[\d.]+:(\d+)/", output).group(1))
-    http = re.search(r"HTTP listening on [\d.]+:(\d+)", output)
-    if http:
-        return server, grpc_port, metrics_port, int(http.group(1))
-    return server, grpc_port, metrics_port
-
-
-def stop_server(server):
-    server.send_signal(signal.SIGTERM)
-    assert server.wait(timeout=30) == 0, "server did not shut down cleanly"
+    return server_fixture.start_server(SERVER, REPO, *flags)
 
 
 def list_services(channel, metadata=None):
@@ -649,17 +621,6 @@ class InferenceProtocolStreamTest(unittest.TestCase):
                             requests[-len(self.chunks):])
 
 
-def http(port, path, body=None, headers=None, method=None):
-    """(status, headers, body) of an HTTP request to the server on loopback."""
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body,
-                                     headers=headers or {}, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, response.headers, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read()
-
-
 class HttpFrontDoorTest(unittest.TestCase):
     """The Open Inference Protocol's REST endpoints and the plain upload, from curl and urllib."""
 
@@ -671,7 +632,8 @@ class HttpFrontDoorTest(unittest.TestCase):
         with open(cls.clip, "wb") as clip:
             clip.write(VIDEO)
         cls.server, grpc_port, _, cls.port = start_server(
-            "--http-port", "0", "--max-upload-mib", "2", "--allow-uri",
+            "--http-port", "0", "--max-upload-mib", "2", "--http-body-timeout-s", "2",
+            "--allow-uri",
             f"file://{cls.allowed}/")
         cls.channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
         classify = cls.channel.unary_unary(
@@ -796,14 +758,43 @@ class HttpFrontDoorTest(unittest.TestCase):
             self.assertGreaterEqual(code, 400)
         except OSError:
             pass
-        # Idle connections do not hold up a call.
-        import socket  # noqa: PLC0415
-        idle = [socket.create_connection(("127.0.0.1", self.port)) for _ in range(100)]
+        # 200 idle connections do not hold up a call.
+        idle = [socket.create_connection(("127.0.0.1", self.port)) for _ in range(200)]
         try:
             self.assertEqual(http(self.port, "/v2/models/small/classify", VIDEO)[0], 200)
         finally:
             for connection in idle:
                 connection.close()
+
+    def test_a_client_that_sends_a_byte_a_second(self):
+        """Trickled headers and bodies hold up no other call; a body still arriving after
+        --http-body-timeout-s (2 here) has its connection closed."""
+        header_trickler = socket.create_connection(("127.0.0.1", self.port))
+        body_trickler = socket.create_connection(("127.0.0.1", self.port))
+        body_trickler.sendall(b"POST /v2/models/small/classify HTTP/1.1\r\nHost: vidclf\r\n"
+                              b"Content-Length: 1000\r\n\r\n")
+        body_trickler.settimeout(0.1)
+        request = b"GET /v2/health/ready HTTP/1.1\r\nHost: vidclf\r\n"
+        start = time.monotonic()
+        closed_after = None
+        for second in range(6):
+            header_trickler.sendall(request[second:second + 1])
+            try:
+                body_trickler.sendall(b"x")
+                if body_trickler.recv(4096) == b"":
+                    closed_after = time.monotonic() - start
+                    break
+            except socket.timeout:
+                pass
+            except OSError:  # reset by the server
+                closed_after = time.monotonic() - start
+                break
+            self.assertEqual(http(self.port, "/v2/models/small/classify", VIDEO)[0], 200)
+            time.sleep(1)
+        header_trickler.close()
+        body_trickler.close()
+        self.assertIsNotNone(closed_after, "a body trickled for 6 s was still being read")
+        self.assertGreaterEqual(closed_after, 2)
 
 
 class HttpTokenTest(unittest.TestCase):
