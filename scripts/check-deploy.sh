@@ -104,6 +104,13 @@ else
   done
 fi
 
+# deploy/kserve/ is applied file by file (the canary updates the CPU InferenceService).
+for pair in runtime=servingruntime cpu=inferenceservice-cpu gpu=inferenceservice-gpu \
+  grpc=inferenceservice-grpc canary=inferenceservice-canary; do
+  MANIFEST_ARGS+=(--manifests "kserve-${pair%%=*}=deploy/kserve/${pair#*=}.yaml")
+  SELFTEST_ARGS+=(--manifests "kserve-${pair%%=*}=deploy/kserve/${pair#*=}.yaml")
+done
+
 node_ready() {
   need node || return 1
   [ -d "$VALIDATE_DIR/node_modules/kubernetes-models" ] && return 0

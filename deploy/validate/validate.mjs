@@ -4,7 +4,9 @@
 //   node validate.mjs --self-test --root REPO --manifests NAME=FILE...
 //
 // NAME is what was rendered (base, cpu, gpu, tls, batch, prometheus-adapter), FILE the output of
-// `kubectl kustomize`. Every object must be of a kind the pinned kubernetes-models packages know,
+// `kubectl kustomize`; or a file of deploy/kserve/ (kserve-runtime, kserve-cpu, kserve-gpu,
+// kserve-grpc, kserve-canary), whose kinds kserve.mjs checks. Every other object must be of a
+// kind the pinned kubernetes-models packages know,
 // pass its model's validate() (the Kubernetes OpenAPI schema: types, required fields, enums,
 // formats) and have no field its declarations lack; then the invariants below must hold. The
 // Grafana dashboard, the compose file and the Dockerfiles are checked too, and every PromQL
@@ -18,7 +20,9 @@ import path from "node:path";
 import { createRequire } from "node:module";
 import YAML from "yaml";
 import Ajv2019 from "ajv/dist/2019.js";
+import { checkContainer } from "./container-checks.mjs";
 import { DtsSchema, packageFile } from "./dts-schema.mjs";
+import { checkKserve, kserveFlagUses, validateKserveSchema } from "./kserve.mjs";
 
 const require = createRequire(import.meta.url);
 
@@ -108,6 +112,7 @@ async function validateSchema(obj, where) {
     return [`${where}: not a Kubernetes object (no apiVersion/kind)`];
   }
   const [group, version] = obj.apiVersion.includes("/") ? obj.apiVersion.split("/") : ["", obj.apiVersion];
+  if (group === "serving.kserve.io") return validateKserveSchema(obj, where, schema);
   const pkg = MODEL_PACKAGES[group] ?? "kubernetes-models";
   const modulePath = `${pkg}/${group ? group + "/" : ""}${version}/${obj.kind}`;
   let Model;
@@ -176,25 +181,7 @@ function checkPodSpec(obj, objects, where, errors, sharedClaims = []) {
   }
   for (const c of [...(pod.initContainers ?? []), ...(pod.containers ?? [])]) {
     const at = `${where} container ${c.name}`;
-    const sc = c.securityContext ?? {};
-    if ((sc.runAsNonRoot ?? podSc.runAsNonRoot) !== true) errors.push(`${at}: runAsNonRoot must be true`);
-    if ((sc.runAsUser ?? podSc.runAsUser) === 0) errors.push(`${at}: runAsUser must not be 0`);
-    if (sc.readOnlyRootFilesystem !== true) errors.push(`${at}: readOnlyRootFilesystem must be true`);
-    if (sc.allowPrivilegeEscalation !== false) errors.push(`${at}: allowPrivilegeEscalation must be false`);
-    if (!(sc.capabilities?.drop ?? []).includes("ALL")) errors.push(`${at}: capabilities must drop ALL`);
-    const r = c.resources ?? {};
-    for (const k of ["cpu", "memory"]) {
-      if (r.requests?.[k] === undefined) errors.push(`${at}: resources.requests.${k} is not set`);
-      if (r.limits?.[k] === undefined) errors.push(`${at}: resources.limits.${k} is not set`);
-    }
-    if (!c.image) errors.push(`${at}: no image`);
-    const tmp = (c.volumeMounts ?? []).find((m) => m.mountPath === "/tmp");
-    if (!tmp || !volumes.get(tmp.name)?.emptyDir) {
-      errors.push(`${at}: /tmp must be an emptyDir mount (the root filesystem is read-only)`);
-    }
-    for (const m of c.volumeMounts ?? []) {
-      if (!volumes.has(m.name)) errors.push(`${at}: volumeMount ${m.name} has no volume`);
-    }
+    checkContainer(c, podSc, volumes, at, errors);
     const env = containerEnv(c, objects, at, errors);
     for (const a of [...(c.command ?? []), ...(c.args ?? [])]) expand(a, env, at, errors);
   }
@@ -793,6 +780,8 @@ async function checkManifests(root, sets) {
           }
         }
       }
+    } else if (base.startsWith("kserve-")) {
+      checkKserve(set, root, errors, flagPairs);
     } else if (base !== "prometheus-adapter") {
       errors.push(`${set.label}: unknown rendering name ${base}`);
     }
@@ -810,7 +799,8 @@ async function main() {
   if (args.selfTest) return selfTest(root, sets);
 
   const { errors, rules } = await checkManifests(root, sets);
-  const flagUses = sets.flatMap((s) => manifestFlagUses(s.objects, s.label));
+  const flagUses = sets.flatMap((s) =>
+    s.name.startsWith("kserve-") ? kserveFlagUses(s, root) : manifestFlagUses(s.objects, s.label));
   checkDockerfiles(root, errors, flagUses);
   checkCompose(root, errors, flagUses);
 
@@ -877,6 +867,17 @@ async function selfTest(root, sets) {
     ["batch: read-only results", "batch", (o) => { job(o).spec.template.spec.containers[0].volumeMounts.find((m) => m.mountPath === "/results").readOnly = true; }],
     ["batch: exit 3 ignored", "batch", (o) => { job(o).spec.podFailurePolicy.rules.find((r) => r.onExitCodes?.values.includes(3)).action = "Ignore"; }],
     ["drain vs liveness", "base", (o) => { server(o).livenessProbe.failureThreshold = 2; }],
+    ["kserve: unknown field", "kserve-runtime", (o) => { const c = o[0].spec.containers[0]; c.readinesProbe = c.readinessProbe; }],
+    ["kserve: unknown predictor field", "kserve-cpu", (o) => { o[0].spec.predictor.minReplica = 1; }],
+    ["kserve: no grpc-v2", "kserve-runtime", (o) => { o[0].spec.protocolVersions = ["v2"]; }],
+    ["kserve: http port", "kserve-runtime", (o) => { const c = o[0].spec.containers[0]; c.args = c.args.map((a) => a.replace("--http-port=8080", "--http-port=8000")); }],
+    ["kserve: writable root", "kserve-runtime", (o) => { o[0].spec.containers[0].securityContext.readOnlyRootFilesystem = false; }],
+    ["kserve: runtime name", "kserve-cpu", (o) => { o[0].spec.predictor.model.runtime = "kserve-tritonserver"; }],
+    ["kserve: storage", "kserve-cpu", (o) => { delete o[0].spec.predictor.model.storageUri; }],
+    ["kserve: canary percent", "kserve-canary", (o) => { o[0].spec.predictor.canaryTrafficPercent = 150; }],
+    ["kserve: canary of the same models", "kserve-canary", (o) => { o[0].spec.predictor.model.storageUri = "pvc://vidclf-models/"; }],
+    ["kserve: gpu without video", "kserve-gpu", (o) => { o[0].spec.predictor.model.env[0].value = "compute,utility"; }],
+    ["kserve: grpc port", "kserve-grpc", (o) => { o[0].spec.predictor.model.ports[0].containerPort = 8081; }],
     ["two volume sources", "init-models", (o) => { dep(o).spec.template.spec.volumes.find((v) => v.name === "models").persistentVolumeClaim = { claimName: "vidclf-models" }; }],
   ];
   let failed = 0;
