@@ -966,6 +966,39 @@ class SecureClientTest(unittest.TestCase):
             self.list_models(self.anonymous, (("authorization", f"Bearer {self.TOKEN}"),))
         self.assertEqual(error.exception.code(), grpc.StatusCode.UNAVAILABLE)
 
+    def test_http_door_over_tls_with_the_token(self):
+        """--tls-cert and --token-file on the HTTP door (without client certificates, which it
+        cannot check): curl over HTTPS with the token is answered, without it refused, and
+        plaintext gets no answer."""
+        path = lambda name: os.path.join(self.dir, name)
+        server, _, _, port = start_server(
+            "--tls-cert", path("server.pem"), "--tls-key", path("server.key"), "--token-file",
+            path("tokens"), "--http-port", "0")
+        video = path("clip.mp4")
+        with open(video, "wb") as f:
+            f.write(VIDEO)
+
+        def curl(url, *flags):
+            result = subprocess.run(
+                ["curl", "-sS", "--cacert", path("ca.pem"), "--resolve",
+                 f"localhost:{port}:127.0.0.1", "-w", "\n%{http_code}", *flags, url],
+                capture_output=True, text=True, check=False)
+            return result.stdout.rsplit("\n", 1)[-1], result.stdout
+
+        try:
+            classify = f"https://localhost:{port}/v2/models/small/classify?top_k=2"
+            code, body = curl(classify, "--data-binary", f"@{video}", "-H",
+                              f"Authorization: Bearer {self.TOKEN}")
+            self.assertEqual(code, "200", body)
+            self.assertEqual(len(json.loads(body.rsplit("\n", 1)[0])["top_k"]), 2)
+            code, body = curl(classify, "--data-binary", f"@{video}")
+            self.assertEqual(code, "401", body)
+            self.assertEqual(curl(f"https://localhost:{port}/v2/health/ready")[0], "200")
+            code, _ = curl(f"http://localhost:{port}/v2/health/ready")
+            self.assertNotEqual(code, "200")
+        finally:
+            stop_server(server)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
