@@ -67,7 +67,7 @@ bench-serving: model-repository
 	  --work-dir $(BUILD_DIR)/serving-bench --rounds 2 --requests-per-level 48
 
 # Writes docs/protocol-benchmark.md: the same load through vidclf.v1's Classify and the Open
-# Inference Protocol's ModelInfer, taking turns, and a 20 MB upload by gRPC and by HTTP (about 8
+# Inference Protocol's ModelInfer, taking turns, and a 20 MB upload by gRPC and by HTTP (about 13
 # minutes on two cores; not a test).
 bench-protocols: model-repository
 	/usr/bin/python3 bench/serving/protocols.py --server-binary $(BUILD_DIR)/bin/vidclf-server \

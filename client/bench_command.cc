@@ -82,6 +82,7 @@ struct Level {
   double clips_per_s = 0;
   double frames_per_s = 0;
   double p50_ms = 0, p95_ms = 0, p99_ms = 0;
+  std::vector<double> latencies_ms;  // of every answered call, sorted: for pooling runs
   double server_rss_bytes = NAN;
   double batch_frames_mean = NAN;
   // The server's CPU time per answered call, and the share of calls it decoded on a GPU.
@@ -174,6 +175,7 @@ Level RunLevel(const BenchOptions& options, const ClassifyClient& client,
       level.gpu_decoded_share = 1 - (std::isnan(on_cpu) ? 0 : on_cpu) / decoded;
     }
   }
+  level.latencies_ms = std::move(latencies_ms);
   return level;
 }
 
@@ -190,6 +192,7 @@ nlohmann::json ToJson(const Level& level) {
                          {"p50_ms", level.p50_ms},
                          {"p95_ms", level.p95_ms},
                          {"p99_ms", level.p99_ms},
+                         {"latencies_ms", level.latencies_ms},
                          {"server_rss_bytes", number(level.server_rss_bytes)},
                          {"batch_frames_mean", number(level.batch_frames_mean)},
                          {"server_cpu_seconds_per_clip", number(level.server_cpu_seconds_per_clip)},

@@ -28,7 +28,8 @@ bool CorsPolicy::Allows(const std::string& origin) const {
 }
 
 HeaderList CorsPolicy::HeadersFor(const std::string& origin) const {
-  if (!Allows(origin)) return {};
+  // Answers differ by origin once any is allowed: caches must keep them apart.
+  if (!Allows(origin)) return origins_.empty() ? HeaderList{} : HeaderList{{"Vary", "Origin"}};
   // The binary-data extension's answers say where their JSON ends in this header.
   return {{"Access-Control-Allow-Origin", origin},
           {"Access-Control-Expose-Headers", "Inference-Header-Content-Length"},

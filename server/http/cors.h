@@ -27,7 +27,7 @@ class CorsPolicy {
   static absl::Status CheckOrigin(absl::string_view origin);
 
   // The headers an answer to a request from `origin` (empty: not a browser's cross-origin
-  // call) carries: none when the origin is not allowed.
+  // call) carries: no Access-Control-* ones when the origin is not allowed.
   HeaderList HeadersFor(const std::string& origin) const;
   // The headers of a preflight's answer (204) from an allowed `origin`.
   HeaderList PreflightHeadersFor(const std::string& origin) const;

@@ -19,7 +19,7 @@ namespace vidclf::service {
 absl::StatusOr<const engine::ModelRepository::Entry*> FindServedModel(
     const engine::ModelRepository& repository, const std::string& name, const std::string& version);
 
-// Every model served, each READY (a draining server refuses the call before it asks).
+// Every model served, each READY.
 inference::RepositoryIndexResponse RepositoryIndexOf(const engine::ModelRepository& repository);
 
 inference::ModelMetadataResponse ModelMetadataOf(const engine::ModelRepository::Entry& entry);
