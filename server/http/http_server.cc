@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 
 #include <chrono>
 #include <fstream>
@@ -81,7 +82,19 @@ struct HttpServer::Exchange {
   std::mutex mutex;
   std::optional<HttpResponse> response;  // once answered, until queued
   bool suspended = false;
+  int socket = -1;                       // open while suspended (libmicrohttpd keeps it)
+  std::function<void()> on_client_gone;  // taken when run
 };
+
+namespace {
+
+// Whether the peer of `socket` has closed its side (or the connection failed).
+bool PeerClosed(int socket) {
+  pollfd watched{socket, POLLRDHUP, 0};
+  return ::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
                                                               Handler handler) {
@@ -126,11 +139,43 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   }
   const MHD_DaemonInfo* bound = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
   server->port_ = bound != nullptr ? bound->port : options.port;
+  server->watcher_ = std::thread([raw = server.get()] { raw->WatchWaitingClients(); });
   return server;
 }
 
 HttpServer::~HttpServer() {
+  if (watcher_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(waiting_mutex_);
+      stopping_ = true;
+    }
+    stop_watching_.notify_all();
+    watcher_.join();
+  }
   if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
+}
+
+void HttpServer::WatchWaitingClients() {
+  std::unique_lock<std::mutex> lock(waiting_mutex_);
+  while (!stop_watching_.wait_for(lock, std::chrono::milliseconds(200),
+                                  [this] { return stopping_; })) {
+    std::vector<std::function<void()>> cancels;
+    std::vector<std::shared_ptr<Exchange>> still_waiting;
+    for (const std::shared_ptr<Exchange>& exchange : waiting_) {
+      std::lock_guard<std::mutex> exchange_lock(exchange->mutex);
+      // Suspended, its socket stays open: libmicrohttpd closes none until it resumes.
+      if (!exchange->suspended) continue;
+      if (exchange->on_client_gone && PeerClosed(exchange->socket)) {
+        cancels.push_back(std::move(exchange->on_client_gone));
+        exchange->on_client_gone = nullptr;
+      }
+      still_waiting.push_back(exchange);
+    }
+    waiting_ = std::move(still_waiting);
+    lock.unlock();
+    for (const std::function<void()>& cancel : cancels) cancel();
+    lock.lock();
+  }
 }
 
 MHD_Result HttpServer::Begin(MHD_Connection* connection, const char* url, const char* method,
@@ -176,6 +221,9 @@ MHD_Result HttpServer::Begin(MHD_Connection* connection, const char* url, const 
     }
   }
   exchange->headers_received = std::chrono::steady_clock::now();
+  const MHD_ConnectionInfo* socket =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (socket != nullptr) exchange->socket = socket->connect_fd;
   *request_state = new std::shared_ptr<Exchange>(std::move(exchange));
   return MHD_YES;
 }
@@ -183,7 +231,7 @@ MHD_Result HttpServer::Begin(MHD_Connection* connection, const char* url, const 
 MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char* url,
                               const char* method, const char* /*version*/, const char* upload_data,
                               size_t* upload_data_size, void** request_state) {
-  const auto& server = *static_cast<const HttpServer*>(self);
+  auto& server = *static_cast<HttpServer*>(self);
   if (*request_state == nullptr) return server.Begin(connection, url, method, request_state);
   const std::shared_ptr<Exchange> exchange =
       *static_cast<std::shared_ptr<Exchange>*>(*request_state);
@@ -220,20 +268,31 @@ MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char
                                         server.options_.max_body_bytes, " bytes")),
                  exchange->cors);
   }
+  exchange->request.on_client_gone = [exchange](std::function<void()> cancel) {
+    std::lock_guard<std::mutex> lock(exchange->mutex);
+    exchange->on_client_gone = std::move(cancel);
+  };
   server.handler_(std::move(exchange->request), [exchange](HttpResponse response) {
     std::lock_guard<std::mutex> lock(exchange->mutex);
     exchange->response = std::move(response);
+    // Answered: nothing to cancel, and what the hook holds (the call, whose callback holds this
+    // responder) must not outlive the exchange in a cycle.
+    exchange->on_client_gone = nullptr;
     if (exchange->suspended) {
       exchange->suspended = false;
       MHD_resume_connection(exchange->connection);
     }
   });
-  std::lock_guard<std::mutex> lock(exchange->mutex);
-  if (exchange->response.has_value()) {
-    return Queue(connection, *exchange->response, exchange->cors);
+  {
+    std::lock_guard<std::mutex> lock(exchange->mutex);
+    if (exchange->response.has_value()) {
+      return Queue(connection, *exchange->response, exchange->cors);
+    }
+    exchange->suspended = true;  // answered later: the connection waits until then
+    MHD_suspend_connection(connection);
   }
-  exchange->suspended = true;  // answered later: the connection waits until then
-  MHD_suspend_connection(connection);
+  std::lock_guard<std::mutex> lock(server.waiting_mutex_);
+  server.waiting_.push_back(exchange);
   return MHD_YES;
 }
 

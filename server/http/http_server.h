@@ -4,17 +4,21 @@
 // address, and one idle past the timeout is closed. Bodies are bounded in size, checked against
 // their Content-Length before they are read, and in time, against clients that trickle them. A
 // handler may answer later, from any thread: its connection waits, suspended, costing nothing
-// meanwhile. Browsers' cross-origin calls are allowed from the origins the options name.
+// meanwhile, and a thread of its own notices when such a client leaves. Browsers' cross-origin
+// calls are allowed from the origins the options name.
 #ifndef VIDCLF_SERVER_HTTP_HTTP_SERVER_H_
 #define VIDCLF_SERVER_HTTP_HTTP_SERVER_H_
 
 #include <microhttpd.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -31,6 +35,9 @@ struct HttpRequest {
   std::map<std::string, std::string> query;    // its arguments, decoded
   std::map<std::string, std::string> headers;  // by lower-case name
   std::string body;
+  // Registers `cancel`, run once from the server's thread if the client closes its connection
+  // before the answer, to stop work nobody will read (the handler answers all the same).
+  std::function<void(std::function<void()> cancel)> on_client_gone;
 };
 
 struct HttpResponse {
@@ -97,6 +104,9 @@ class HttpServer {
   // The first call for a request, on its headers: a refusal, or its exchange.
   MHD_Result Begin(MHD_Connection* connection, const char* url, const char* method,
                    void** request_state) const;
+  // Until the server stops: every few tenths of a second, the clients of suspended requests
+  // that have closed their connections get their on_client_gone.
+  void WatchWaitingClients();
 
   const HttpServerOptions options_;
   const Handler handler_;
@@ -105,6 +115,12 @@ class HttpServer {
   std::string tls_key_;
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
+
+  std::mutex waiting_mutex_;
+  std::vector<std::shared_ptr<Exchange>> waiting_;  // suspended at some point; pruned by the watch
+  std::condition_variable stop_watching_;
+  bool stopping_ = false;  // under waiting_mutex_
+  std::thread watcher_;
 };
 
 // "{"error": MESSAGE}" with `code`, as the Open Inference Protocol's REST errors are.

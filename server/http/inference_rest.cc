@@ -164,6 +164,15 @@ absl::Status SettingsFromQuery(const std::map<std::string, std::string>& query,
   return absl::OkStatus();
 }
 
+// A call the engine abandons if `request`'s client closes its connection before the answer
+// (decoding stops; the call counts as CANCELLED), as gRPC's calls are when their clients go.
+std::shared_ptr<service::CancellableCall> CancelIfClientGoes(const HttpRequest& request) {
+  auto cancellable =
+      std::make_shared<service::CancellableCall>(std::chrono::system_clock::time_point::max());
+  if (request.on_client_gone) request.on_client_gone([cancellable] { cancellable->Cancel(); });
+  return cancellable;
+}
+
 }  // namespace
 
 bool InferenceRest::IsHealthCheck(absl::string_view path) {
@@ -294,14 +303,15 @@ void InferenceRest::Infer(HttpRequest request, const std::string& name, const st
   input->source = call->parts.settings.uri().empty()
                       ? media::VideoSource::Bytes(call->parts.video())
                       : media::VideoSource::Uri(call->parts.settings.uri());
-  submitter_.Submit(
+  const std::shared_ptr<service::CancellableCall> cancellable = CancelIfClientGoes(request);
+  cancellable->Adopt(submitter_.Submit(
       kInferMethod, *std::move(input), start, &call->answer,
       [call, respond](const grpc::Status& status) {
         if (!status.ok()) return respond(Error(status));
         respond(JsonInferResponse(
             service::InferResponseOf(call->asked.request.id(), call->parts.outputs, call->answer),
             call->asked));
-      });
+      }));
 }
 
 void InferenceRest::Classify(HttpRequest request, const std::string& name,
@@ -321,10 +331,11 @@ void InferenceRest::Classify(HttpRequest request, const std::string& name,
   }
   call->video = std::move(request.body);
   input->source = media::VideoSource::Bytes(call->video);
-  submitter_.Submit(kClassifyMethod, *std::move(input), start, &call->answer,
-                    [call, respond](const grpc::Status& status) {
-                      respond(status.ok() ? Json(call->answer) : Error(status));
-                    });
+  const std::shared_ptr<service::CancellableCall> cancellable = CancelIfClientGoes(request);
+  cancellable->Adopt(submitter_.Submit(kClassifyMethod, *std::move(input), start, &call->answer,
+                                       [call, respond](const grpc::Status& status) {
+                                         respond(status.ok() ? Json(call->answer) : Error(status));
+                                       }));
 }
 
 }  // namespace vidclf::http

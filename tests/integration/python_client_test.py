@@ -631,7 +631,7 @@ class HttpFrontDoorTest(unittest.TestCase):
         cls.clip = os.path.join(cls.allowed, "clip.mp4")
         with open(cls.clip, "wb") as clip:
             clip.write(VIDEO)
-        cls.server, grpc_port, _, cls.port = start_server(
+        cls.server, grpc_port, cls.metrics_port, cls.port = start_server(
             "--http-port", "0", "--max-upload-mib", "2", "--http-body-timeout-s", "2",
             "--allow-uri",
             f"file://{cls.allowed}/")
@@ -765,6 +765,45 @@ class HttpFrontDoorTest(unittest.TestCase):
         finally:
             for connection in idle:
                 connection.close()
+
+    def test_a_client_that_leaves_cancels_its_call(self):
+        """A client that closes its connection while its call decodes: the engine abandons the
+        call, counted CANCELLED, and the server goes on serving. (A server of its own, on one
+        core, where the call takes a second or two.)"""
+        long_video = os.path.join(self.allowed, "long.mp4")
+        subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i",
+                        "testsrc2=size=1920x1080:rate=25:duration=30", "-c:v", "libx264",
+                        "-preset", "ultrafast", "-crf", "40", "-y", long_video], check=True)
+        server, _, metrics_port, port = start_server(
+            "--http-port", "0", "--cores", "1", "--allow-uri", f"file://{self.allowed}/")
+        body = json.dumps({"parameters": {"num_frames": 256},
+                           "inputs": [{"name": "URI", "datatype": "BYTES", "shape": [1],
+                                       "data": [f"file://{long_video}"]}]}).encode()
+
+        def calls(code):
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                        timeout=10) as page:
+                text = page.read().decode()
+            return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                       if line.startswith("vidclf_requests_total{")
+                       and 'method="HttpModelInfer"' in line and f'code="{code}"' in line)
+
+        try:
+            client = socket.create_connection(("127.0.0.1", port))
+            client.sendall(b"POST /v2/models/small/infer HTTP/1.1\r\nHost: vidclf\r\n"
+                           b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                           % len(body) + body)
+            time.sleep(0.2)
+            client.close()
+            deadline = time.monotonic() + 30
+            while calls("CANCELLED") == 0:
+                self.assertEqual(calls("OK"), 0, "the call ran to its end")
+                self.assertLess(time.monotonic(), deadline, "the call was not cancelled")
+                time.sleep(0.1)
+            code, _, answer = http(port, "/v2/models/small/infer", body)
+            self.assertEqual(code, 200, answer)
+        finally:
+            stop_server(server)
 
     def test_a_client_that_sends_a_byte_a_second(self):
         """Trickled headers and bodies hold up no other call; a body still arriving after
