@@ -31,6 +31,14 @@ struct FollowOptions {
   double emit_every_seconds = 0;
   // Embed every embed_stride-th frame (0: the server's default, every frame).
   int embed_stride = 0;
+  // Segment events (when each label's segments start and end) with these bounds, beside the
+  // predictions or, with events_only, instead of them.
+  bool segment_events = false;
+  float segment_threshold = 0.5f;
+  float segment_hysteresis = 0.1f;
+  double segment_min_seconds = 1;
+  double segment_max_gap_seconds = 0.5;
+  bool events_only = false;
   // One JSON object per prediction and line on stdout, instead of text.
   bool json = false;
 };
@@ -51,8 +59,9 @@ struct PredictionTally {
 };
 
 // Prints `message` on stdout, flushed at once (a live feed's reader, a pipe or a log, wants each
-// line as it comes): one JSON line with `json`, else a line of text for a prediction.
-void PrintPrediction(const vidclf::v1::StreamPrediction& prediction, bool json);
+// line as it comes): one JSON line with `options.json`, else a line of text for a prediction
+// (unless events_only) and one for each segment event it carries.
+void PrintPrediction(const vidclf::v1::StreamPrediction& prediction, const FollowOptions& options);
 void PrintSourceEvent(const vidclf::v1::SourceEvent& event, bool json);
 
 // "vidclf: CODE: message" on stderr; returns 1.

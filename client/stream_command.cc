@@ -289,7 +289,7 @@ int RunStream(const std::string& source, const StreamOptions& options) {
   auto on_prediction = [&](const StreamPrediction& prediction) {
     absl::MutexLock lock(&tally_mutex);
     tally.Count(prediction);
-    PrintPrediction(prediction, follow.json);
+    PrintPrediction(prediction, follow);
   };
   auto classifier = vidclf::v1::VideoClassifier::NewStub(*channel);
   auto inference = inference::GRPCInferenceService::NewStub(*channel);

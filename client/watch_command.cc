@@ -47,7 +47,7 @@ int RunWatch(const std::string& uri, const WatchOptions& options) {
     answered = true;
     if (response.has_prediction()) {
       tally.Count(response.prediction());
-      PrintPrediction(response.prediction(), follow.json);
+      PrintPrediction(response.prediction(), follow);
     } else if (response.has_source()) {
       if (response.source().kind() == vidclf::v1::SourceEvent::DROPPED) ++drops;
       PrintSourceEvent(response.source(), follow.json);

@@ -289,6 +289,11 @@ ServerMetrics::ServerMetrics(prometheus::Registry& registry)
                              .Help("Attempts to follow a watched source again after it dropped.")
                              .Register(registry)
                              .Add({})),
+      stream_events_(prometheus::BuildCounter()
+                         .Name("vidclf_stream_events_total")
+                         .Help("Segment events of live streams, by model, label and kind "
+                               "(segment_start, segment_end).")
+                         .Register(registry)),
       thread_binding_failures_(
           prometheus::BuildCounter()
               .Name("vidclf_backbone_thread_binding_failures_total")
@@ -377,6 +382,16 @@ void ServerMetrics::StreamFrameTimed(const engine::StreamFrameTimes& times) {
 }
 
 void ServerMetrics::SourceReconnect() { source_reconnects_.Increment(); }
+
+void ServerMetrics::StreamSegmentEvent(absl::string_view model, absl::string_view label,
+                                       bool start) {
+  // Labels and models come from the bundles served: bounded.
+  stream_events_
+      .Add({{"model", std::string(model)},
+            {"label", std::string(label)},
+            {"kind", start ? "segment_start" : "segment_end"}})
+      .Increment();
+}
 
 void ServerMetrics::ClipDecoded(absl::string_view device, absl::string_view gpu_fallback) {
   decoded_clips_.Add({{"device", std::string(device)}}).Increment();

@@ -67,6 +67,7 @@ class ServerMetrics : public engine::EngineObserver {
   void HeadStepped(int streams) override;
   void StreamFrameTimed(const engine::StreamFrameTimes& times) override;
   void SourceReconnect() override;
+  void StreamSegmentEvent(absl::string_view model, absl::string_view label, bool start) override;
   // Counts every failure, and logs the first as a warning: a server that lost its binding is
   // slower (model/thread_affinity.h), which an operator should hear of without a dashboard.
   void ThreadBindingFailed(const absl::Status& why) override;
@@ -99,6 +100,7 @@ class ServerMetrics : public engine::EngineObserver {
   prometheus::Histogram& stream_frame_head_;
   prometheus::Counter& stream_dropped_predictions_;
   prometheus::Counter& source_reconnects_;
+  prometheus::Family<prometheus::Counter>& stream_events_;
   prometheus::Counter& thread_binding_failures_;
   std::once_flag thread_binding_warned_;
   mutable absl::Mutex inference_totals_mutex_;

@@ -64,6 +64,8 @@ class EngineObserver {
   virtual void StreamFrameTimed(const StreamFrameTimes& times) = 0;
   // A stream following a source the server pulls tries to reach it again after a drop.
   virtual void SourceReconnect() = 0;
+  // A live stream's segment of `label` started (was announced) or ended.
+  virtual void StreamSegmentEvent(absl::string_view model, absl::string_view label, bool start) = 0;
   // The backbone's intra-op threads could not all be bound one per CPU, for the reason given;
   // they run where the kernel puts them. Reported at each attempt: when the number of threads
   // the backbone takes changes.
@@ -83,6 +85,7 @@ class NullObserver : public EngineObserver {
   void HeadStepped(int) override {}
   void StreamFrameTimed(const StreamFrameTimes&) override {}
   void SourceReconnect() override {}
+  void StreamSegmentEvent(absl::string_view, absl::string_view, bool) override {}
   void ThreadBindingFailed(const absl::Status&) override {}
 };
 

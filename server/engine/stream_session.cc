@@ -28,6 +28,13 @@ absl::Status ValidateStreamOptions(const StreamOptions& options) {
   if (options.input == StreamOptions::Input::kUri && options.uri.empty()) {
     return absl::InvalidArgumentError("a watched source needs its URI");
   }
+  if (options.segments.has_value()) {
+    if (absl::Status status = pipeline::CheckSegmentOptions(*options.segments); !status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("segment_events: ", status.message()));
+    }
+  } else if (options.events_only) {
+    return absl::InvalidArgumentError("events_only needs segment_events");
+  }
   return absl::OkStatus();
 }
 
@@ -329,8 +336,12 @@ bool StreamSession::NextStep(HeadStepper::Step* step) {
     *step = {model_.get(), options_.attention, torch::stack(embeddings), head_state_};
     return true;
   }
-  // The feed is over and every frame it handed out is accounted for.
-  if (failure.ok() && stepped_since_emit_) Emit();
+  // The feed is over and every frame it handed out is accounted for: open segments end.
+  if (failure.ok() && segments_.has_value()) Settle(segments_->Finish());
+  if (failure.ok() &&
+      (!pending_events_.empty() || (stepped_since_emit_ && !options_.events_only))) {
+    Emit();
+  }
   std::function<void()> room;
   {
     absl::MutexLock lock(&mutex_);
@@ -370,9 +381,12 @@ void StreamSession::Stepped(HeadStepper::StepResult result) {
   }
 
   const int64_t stepped_before = frames_stepped_;
+  const double stepped_from_seconds =
+      stepped_before == 0 ? frames.front().info.seconds : newest_stepped_.seconds;
   frames_stepped_ += static_cast<int64_t>(frames.size());
   if (stepped_before == 0) first_stepped_ = frames.front().info;
   newest_stepped_ = frames.back().info;
+  TrackSegments(stepped_from_seconds);
   stepped_since_emit_ = true;
   if (recurrent_) {
     covered_first_ = first_stepped_;
@@ -389,11 +403,35 @@ void StreamSession::Stepped(HeadStepper::StepResult result) {
       covered_last_ = recent_.back();
     }
   }
-  if (!step_closes_emit_) return;  // frames after the last emit are stepped too, not held
+  // Frames after the last emit are stepped too, not held; settled segment events go out at
+  // once.
+  const bool events = !pending_events_.empty();
+  if (!(step_closes_emit_ && !options_.events_only) && !events) return;
   Emit();
-  if (options_.emit_every_seconds > 0) {
+  if (step_closes_emit_ && options_.emit_every_seconds > 0) {
     const double period = options_.emit_every_seconds;
     next_emit_seconds_ = (std::floor(newest_stepped_.seconds / period) + 1) * period;
+  }
+}
+
+void StreamSession::TrackSegments(double from_seconds) {
+  if (!options_.segments.has_value()) return;
+  if (!segments_.has_value()) {
+    segments_.emplace(static_cast<int>(model_->config().labels.size()), *options_.segments);
+  }
+  const torch::Tensor scores =
+      probabilities_.squeeze(0).to(torch::kCPU, torch::kFloat).contiguous();
+  Settle(segments_->Add(
+      from_seconds, newest_stepped_.seconds,
+      absl::MakeConstSpan(scores.data_ptr<float>(), static_cast<size_t>(scores.numel()))));
+}
+
+void StreamSession::Settle(const std::vector<pipeline::SegmentEvent>& events) {
+  const model::ModelConfig& config = model_->config();
+  for (const pipeline::SegmentEvent& event : events) {
+    resources_.observer->StreamSegmentEvent(config.name, config.labels[event.segment.label],
+                                            event.kind == pipeline::SegmentEvent::Kind::kStart);
+    pending_events_.push_back(event);
   }
 }
 
@@ -419,6 +457,10 @@ void StreamSession::Emit() {
   }
   prediction.frames_embedded = frames_stepped_;
   prediction.newest_arrival = newest_stepped_.arrived;
+  for (pipeline::SegmentEvent& event : pending_events_) {
+    prediction.events.emplace_back(event, config.labels[event.segment.label]);
+  }
+  pending_events_.clear();
   stepped_since_emit_ = false;
   listener_->OnPrediction(std::move(prediction));
 }

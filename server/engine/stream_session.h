@@ -39,6 +39,7 @@
 #include "media/nvdec_device.h"
 #include "media/uri_allowlist.h"
 #include "model/video_model.h"
+#include "pipeline/segment_tracker.h"
 #include "server/engine/backbone_batcher.h"
 #include "server/engine/engine_observer.h"
 #include "server/engine/frame_source.h"
@@ -74,6 +75,10 @@ struct StreamOptions {
   // row to follow it again before giving up; negative: the engine's most.
   std::string uri;
   int max_reconnects = -1;
+  // When set, segment events (pipeline/segment_tracker.h) over the head's scores after each
+  // step; with events_only, only predictions that carry events are emitted.
+  std::optional<pipeline::SegmentOptions> segments;
+  bool events_only = false;
 };
 
 // Checks the options' own ranges (not the model); INVALID_ARGUMENT naming the field.
@@ -93,6 +98,8 @@ struct StreamPrediction {
   int64_t frames_embedded = 0;
   // When the bytes of the newest frame it covers arrived.
   StreamClock::time_point newest_arrival;
+  // Segment events settled since the previous prediction, in time order, with their labels.
+  std::vector<std::pair<pipeline::SegmentEvent, std::string>> events;
 };
 
 // Hears one stream. Predictions come from engine threads, one at a time, in order; source events
@@ -210,6 +217,11 @@ class StreamSession : public FrameOwner,
   // Whether `frame`, stepped after `earlier_in_step` frames of the same step, closes an emit
   // period.
   bool ClosesEmitPeriod(const FrameInfo& frame, int64_t earlier_in_step) const;
+  // Feeds the tracker the scores after a step that took the feed from `from_seconds` to the
+  // newest frame stepped.
+  void TrackSegments(double from_seconds);
+  // Counts `events` and keeps them for the next prediction.
+  void Settle(const std::vector<pipeline::SegmentEvent>& events);
   void Emit();
   // Records the first failure; the stream then winds down.
   void Fail(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mutex_);
@@ -252,6 +264,9 @@ class StreamSession : public FrameOwner,
   double next_emit_seconds_ = 0;
   std::deque<FrameInfo> recent_;  // the latest frames stepped, up to a window's worth
   FrameInfo first_stepped_, covered_first_, covered_last_, newest_stepped_;
+  // Segment events (options_.segments): the tracker, and its events not yet emitted.
+  std::optional<pipeline::SegmentTracker> segments_;
+  std::vector<pipeline::SegmentEvent> pending_events_;
 
   std::thread feeder_;
 };

@@ -14,6 +14,16 @@ engine::StreamOptions HeadOptionsFromConfig(const vidclf::v1::StreamConfig& conf
   options.emit_every_frames = std::max(1, CappedToInt(config.emit_every_frames()));
   options.emit_every_seconds = config.emit_every_seconds();
   options.embed_stride = std::max(1, CappedToInt(config.embed_stride()));
+  if (config.has_segment_events()) {
+    const vidclf::v1::SegmentEventOptions& events = config.segment_events();
+    pipeline::SegmentOptions segments;
+    if (events.has_threshold()) segments.enter_score = events.threshold();
+    if (events.has_hysteresis()) segments.hysteresis = events.hysteresis();
+    if (events.has_min_seconds()) segments.min_seconds = events.min_seconds();
+    if (events.has_max_gap_seconds()) segments.max_gap_seconds = events.max_gap_seconds();
+    options.segments = segments;
+    options.events_only = events.events_only();
+  }
   return options;
 }
 
@@ -55,6 +65,17 @@ vidclf::v1::StreamPrediction ToMessage(const engine::StreamPrediction& predictio
   message.set_last_seconds(prediction.last_seconds);
   message.set_frames_seen(prediction.frames_seen);
   message.set_frames_embedded(prediction.frames_embedded);
+  for (const auto& [event, label] : prediction.events) {
+    vidclf::v1::SegmentEvent* out = message.add_events();
+    out->set_kind(event.kind == pipeline::SegmentEvent::Kind::kStart
+                      ? vidclf::v1::SegmentEvent::SEGMENT_START
+                      : vidclf::v1::SegmentEvent::SEGMENT_END);
+    out->set_label(label);
+    out->set_start_seconds(event.segment.start_seconds);
+    out->set_end_seconds(event.segment.end_seconds);
+    out->set_mean_score(event.segment.mean_score);
+    out->set_peak_score(event.segment.peak_score);
+  }
   return message;
 }
 

@@ -2,8 +2,9 @@
 //
 // Writing follows the client: one message is in flight. Of the predictions waiting behind it,
 // only the newest is kept, and the next one sent says how many were dropped, so that a slow
-// reader gets the latest prediction rather than a growing backlog. Source events are few and
-// each says something the client must hear: they wait in order and are never dropped.
+// reader gets the latest prediction rather than a growing backlog; the segment events of a
+// dropped prediction come with the next one. Source events are few and each says something the
+// client must hear: they wait in order and are never dropped.
 #ifndef VIDCLF_SERVER_SERVICE_STREAM_CALL_H_
 #define VIDCLF_SERVER_SERVICE_STREAM_CALL_H_
 
@@ -31,8 +32,8 @@ namespace vidclf::service {
 
 // A message's count as an int, capped at 2^30.
 int CappedToInt(uint32_t value);
-// The model, attention, top_k, emit policy and embed stride a config asks for; 0 for the emit
-// period in frames or the stride means 1.
+// The model, attention, top_k, emit policy, embed stride and segment events a config asks for; 0
+// for the emit period in frames or the stride means 1.
 engine::StreamOptions HeadOptionsFromConfig(const vidclf::v1::StreamConfig& config);
 // All a config asks for: its head options and its input kind (INVALID_ARGUMENT when unset).
 absl::StatusOr<engine::StreamOptions> StreamOptionsFromConfig(
@@ -109,6 +110,13 @@ class StreamCall : public Reactor, public engine::StreamListener {
       return;
     }
     if (waiting_prediction_.has_value()) {
+      // Its segment events go with the newer prediction: events are never dropped.
+      vidclf::v1::StreamPrediction* older = PredictionOf(&waiting_prediction_->response);
+      vidclf::v1::StreamPrediction* newer = PredictionOf(&message.response);
+      if (older->events_size() > 0) {
+        older->mutable_events()->MergeFrom(newer->events());
+        newer->mutable_events()->Swap(older->mutable_events());
+      }
       ++dropped_;
       metrics_->RecordDroppedPredictions(1);
     }

@@ -14,11 +14,16 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "absl/types/span.h"
 #include "media/clip_decoder.h"
 #include "model/onednn_resnet18.h"
 #include "model/video_model.h"
+#include "pipeline/segment_tracker.h"
 #include "pipeline/video_pipeline.h"
 #include "tests/test_util/python_server.h"
 #include "tests/test_util/server_process.h"
@@ -42,6 +47,12 @@ struct StreamOutcome {
   // Predictions the server said it dropped.
   int64_t dropped = 0;
 };
+
+std::string Metrics(const testing::ServerProcess& server) {
+  auto page = testing::HttpGet(server.metrics_port(), "/metrics");
+  EXPECT_TRUE(page.ok()) << page.status();
+  return page.ok() ? *page : "";
+}
 
 class StreamServerTest : public ::testing::Test {
  protected:
@@ -193,6 +204,91 @@ TEST_F(StreamServerTest, RecurrentHeadsEqualForwardOverEachPrefix) {
       ExpectScores(prediction, *model, Offline(*model, embeddings, 0, prediction.last_frame()));
     }
   }
+}
+
+// Segment events are pipeline::SegmentTracker over the head's scores after each frame, spans
+// running from frame to frame in media time; none is lost to dropped predictions, they are
+// counted by model, label and kind, and with events_only only messages that carry events come.
+TEST_F(StreamServerTest, SegmentEventsFollowTheScoresFrameByFrame) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  const std::unique_ptr<model::VideoModel> model = LoadModel("tiny");
+  ASSERT_NE(model, nullptr);
+  const torch::Tensor embeddings = OfflineEmbeddings(*model);
+  ASSERT_EQ(embeddings.size(0), 40);
+  const std::vector<std::string>& labels = model->config().labels;
+
+  // Low bounds, so that three labels' scores cross them on this feed.
+  pipeline::SegmentOptions options;
+  options.enter_score = 0.34f;
+  options.hysteresis = 0.01f;
+  options.min_seconds = 0.08;
+  options.max_gap_seconds = 0.04;
+  pipeline::SegmentTracker tracker(static_cast<int>(labels.size()), options);
+  std::vector<std::string> expected;
+  const auto describe = [&](const pipeline::SegmentEvent& event) {
+    return absl::StrCat(event.kind == pipeline::SegmentEvent::Kind::kStart ? "start " : "end ",
+                        labels[event.segment.label], " ", event.segment.start_seconds, "-",
+                        event.segment.end_seconds);
+  };
+  for (int64_t frame = 0; frame < 40; ++frame) {
+    const torch::Tensor scores = Offline(*model, embeddings, 0, frame).contiguous();
+    const double from = std::max<int64_t>(frame - 1, 0) / 25.0;
+    for (const pipeline::SegmentEvent& event : tracker.Add(
+             from, frame / 25.0, absl::MakeConstSpan(scores.data_ptr<float>(), labels.size()))) {
+      expected.push_back(describe(event));
+    }
+  }
+  for (const pipeline::SegmentEvent& event : tracker.Finish()) expected.push_back(describe(event));
+  ASSERT_GE(expected.size(), 2u) << "the feed crosses no bound: the test would show nothing";
+
+  for (const bool events_only : {false, true}) {
+    SCOPED_TRACE(events_only ? "events only" : "beside the predictions");
+    v1::StreamConfig config = Config("tiny");
+    v1::SegmentEventOptions* events = config.mutable_segment_events();
+    events->set_threshold(options.enter_score);
+    events->set_hysteresis(options.hysteresis);
+    events->set_min_seconds(options.min_seconds);
+    events->set_max_gap_seconds(options.max_gap_seconds);
+    events->set_events_only(events_only);
+    const StreamOutcome outcome = Stream(*server, config, Chunks(*feed_));
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+    std::vector<std::string> received;
+    for (const v1::StreamPrediction& prediction : outcome.predictions) {
+      if (events_only) EXPECT_GT(prediction.events_size(), 0);
+      for (const v1::SegmentEvent& event : prediction.events()) {
+        pipeline::SegmentEvent as_tracked;
+        as_tracked.kind = event.kind() == v1::SegmentEvent::SEGMENT_START
+                              ? pipeline::SegmentEvent::Kind::kStart
+                              : pipeline::SegmentEvent::Kind::kEnd;
+        as_tracked.segment.label = static_cast<int>(
+            std::find(labels.begin(), labels.end(), event.label()) - labels.begin());
+        as_tracked.segment.start_seconds = event.start_seconds();
+        as_tracked.segment.end_seconds = event.end_seconds();
+        received.push_back(describe(as_tracked));
+      }
+    }
+    EXPECT_EQ(received, expected);
+    if (!events_only) EXPECT_GT(outcome.predictions.size(), expected.size());
+  }
+  // Each run's events, counted.
+  const std::string metrics = Metrics(*server);
+  double counted = 0;
+  for (const absl::string_view line : absl::StrSplit(metrics, '\n')) {
+    if (!absl::StartsWith(line, "vidclf_stream_events_total{")) continue;
+    EXPECT_THAT(std::string(line), ::testing::HasSubstr("model=\"tiny\""));
+    double value = 0;
+    ASSERT_TRUE(absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) << line;
+    counted += value;
+  }
+  EXPECT_EQ(counted, 2.0 * static_cast<double>(expected.size()));
+
+  // Bounds the tracker cannot use are refused, naming them.
+  v1::StreamConfig bad = Config("tiny");
+  bad.mutable_segment_events()->set_hysteresis(0.9f);
+  const StreamOutcome refused = Stream(*server, bad, Chunks(*feed_));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.status.error_message(), ::testing::HasSubstr("hysteresis"));
 }
 
 // With --stream-step-weights int8, the causal-linear head steps through int8 weights (the start-up
@@ -665,12 +761,6 @@ struct WatchOutcome {
   std::vector<v1::SourceEvent> events;
   grpc::Status status;
 };
-
-std::string Metrics(const testing::ServerProcess& server) {
-  auto page = testing::HttpGet(server.metrics_port(), "/metrics");
-  EXPECT_TRUE(page.ok()) << page.status();
-  return page.ok() ? *page : "";
-}
 
 WatchOutcome Watch(v1::VideoClassifier::Stub& stub, const v1::WatchSourceRequest& request) {
   grpc::ClientContext context;

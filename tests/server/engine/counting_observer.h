@@ -30,6 +30,7 @@ class CountingObserver : public engine::EngineObserver {
   }
   void StreamFrameTimed(const engine::StreamFrameTimes&) override {}
   void SourceReconnect() override {}
+  void StreamSegmentEvent(absl::string_view, absl::string_view, bool) override {}
   void ThreadBindingFailed(const absl::Status&) override {}
   void Refused(engine::Refusal refusal) override {
     absl::MutexLock lock(&mutex_);
