@@ -257,6 +257,10 @@ void AddStreamOptions(CLI::App* command, StreamOptions* options) {
 }
 
 int RunStream(const std::string& source, const StreamOptions& options) {
+  if (options.protocol == "v2" && (options.follow.segment_events || options.follow.events_only)) {
+    return FailBeforeCalling(absl::InvalidArgumentError(
+        "--segment-events is vidclf.v1's: leave out --protocol v2 to have them"));
+  }
   media::FeedRemuxerOptions remuxer_options;
   if (!RemuxerOptionsFrom(options, &remuxer_options)) return 1;
   CancellationToken cancellation;
