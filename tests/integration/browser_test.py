@@ -18,6 +18,7 @@ import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -62,17 +63,22 @@ def read(path):
 class Chromium:
     """Headless Chromium with one page, driven over the DevTools protocol."""
 
-    def __init__(self, profile_dir):
+    def __init__(self):
         binary = shutil.which("chromium-headless-shell") or shutil.which("chromium")
         if binary is None:
             raise RuntimeError("no chromium-headless-shell: make deps installs it")
+        # A profile of its own, outside the test's directory, removed once every Chromium
+        # process has left it.
+        self.profile = tempfile.TemporaryDirectory(prefix="vidclf-chromium-",
+                                                   ignore_cleanup_errors=True)
         # No sandbox: tests may run as root, where Chromium refuses its sandbox; the pages are
-        # the test's own, on loopback.
+        # the test's own, on loopback. A session of its own, so that close() can wait for its
+        # helper processes too.
         self.process = subprocess.Popen(
             [binary, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-port=0",
-             f"--user-data-dir={profile_dir}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        port_file = os.path.join(profile_dir, "DevToolsActivePort")
+             f"--user-data-dir={self.profile.name}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        port_file = os.path.join(self.profile.name, "DevToolsActivePort")
         deadline = time.monotonic() + 30
         while not (os.path.exists(port_file) and read(port_file).count("\n") >= 1):
             if time.monotonic() > deadline or self.process.poll() is not None:
@@ -89,9 +95,27 @@ class Chromium:
                   deviceScaleFactor=1, mobile=False)
 
     def close(self):
+        """Closes the browser, waits for all its processes, and removes its profile."""
+        try:
+            self.send("Browser.close")  # it may close the connection before answering
+        except (websocket.WebSocketException, OSError):
+            pass
         self.socket.close()
-        self.process.terminate()
-        self.process.wait(timeout=30)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        # Its helpers (renderer, GPU, zygote) leave after it: wait for them, killing them after
+        # 10 s, and give up after 15 (a zombie no process reaps would never leave).
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline + 5:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL if time.monotonic() > deadline else 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        self.profile.cleanup()
 
     def send(self, method, **params):
         """The result of one DevTools command (events in between are skipped)."""
@@ -138,7 +162,7 @@ class Chromium:
 class BrowserTestCase(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.browser = Chromium(tempfile.mkdtemp(dir=TMP.name))
+        cls.browser = Chromium()
 
     @classmethod
     def tearDownClass(cls):
