@@ -110,19 +110,12 @@ def measure(args, files, upload):
     return rounds, uploads
 
 
-def percentile(values, q):
-    """The q-th percentile of `values`, interpolated linearly (as `vidclf bench` computes it)."""
-    ordered = sorted(values)
-    rank = q / 100 * (len(ordered) - 1)
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (rank - low) * (ordered[high] - ordered[low])
-
-
 def summarize(rounds, concurrency):
     """Per protocol and concurrency: the median over rounds of clips/s and errors, and p50 and
     p99 of every call of every round pooled (a round's p99 over its 60 calls is nearly its
     slowest call; pooled, it rests on the rounds' 1% slowest)."""
+    # The percentile `vidclf bench` and the Python pipeline's benchmark compute.
+    from python_reference import percentile  # noqa: PLC0415
     table = {}
     for protocol in PROTOCOLS:
         for index, level in enumerate(concurrency):

@@ -204,13 +204,14 @@ void InferenceRest::Handle(HttpRequest request, Responder respond) const {
   if (parts.size() == 3 && parts[1] == "repository" && parts[2] == "index" &&
       request.method == "POST") {
     // The repository extension's answer is the list alone; `ready` in the body filters nothing.
-    nlohmann::json index =
-        nlohmann::json::parse(Json(service::RepositoryIndexOf(*engine_->repository())).body);
-    respond(HttpResponse{
-        200,
-        "application/json",
-        index.contains("models") ? index["models"].dump() : nlohmann::json::array().dump(),
-        {}});
+    const inference::RepositoryIndexResponse served =
+        service::RepositoryIndexOf(*engine_->repository());
+    nlohmann::json index = nlohmann::json::array();
+    for (const auto& model : served.models()) {
+      index.push_back(
+          {{"name", model.name()}, {"version", model.version()}, {"state", model.state()}});
+    }
+    respond(HttpResponse{200, "application/json", index.dump(), {}});
     return;
   }
   if (parts.size() >= 3 && parts[1] == "models") {
