@@ -109,6 +109,12 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
 
 }  // namespace
 
+ConnectionOptions WithoutDeadline() {
+  ConnectionOptions options;
+  options.timeout_seconds = 0;
+  return options;
+}
+
 void AddConnectionOptions(CLI::App* command, ConnectionOptions* options) {
   command->add_option("--server", options->server, "Server address, host:port.")
       ->capture_default_str();

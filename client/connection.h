@@ -29,6 +29,9 @@ struct ConnectionOptions {
   std::string token_file;
 };
 
+// The defaults with no deadline: for calls that run as long as their video or feed does.
+ConnectionOptions WithoutDeadline();
+
 // Adds --server, --timeout-seconds, and the TLS and token options to `command`.
 void AddConnectionOptions(CLI::App* command, ConnectionOptions* options);
 

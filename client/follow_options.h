@@ -15,11 +15,7 @@ namespace vidclf::client {
 
 struct FollowOptions {
   // The call has no deadline unless connection.timeout_seconds > 0: a feed runs until stopped.
-  ConnectionOptions connection = [] {
-    ConnectionOptions no_deadline;
-    no_deadline.timeout_seconds = 0;
-    return no_deadline;
-  }();
+  ConnectionOptions connection = WithoutDeadline();
   // Empty: the server's default model.
   std::string model;
   // Attention to run a transformer model with instead of its own, if its bundle allows.

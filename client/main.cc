@@ -11,6 +11,10 @@
 //                 [--realtime] [--json] [--input-format F] [--input-option KEY=VALUE]...
 //                 [--chunk-kib K] [--timeout-seconds T] [--protocol vidclf|v2]
 //   vidclf watch URI [the options of stream but the feed's] [--max-reconnects N]
+//   vidclf segments FILE|URI|- [--model NAME] [--fps R | --every-nth-frame N]
+//                   [--window-frames W] [--hop-frames H] [--threshold S] [--hysteresis S]
+//                   [--min-seconds T] [--max-gap-seconds T] [--upload] [--windows] [--json]
+//                   [--webvtt FILE]
 //   vidclf models [NAME] [--json] [--protocol vidclf|v2]
 //   vidclf health [--service NAME]
 //   vidclf bench FILE... [--concurrency 1,2,4,8,16] [--requests N] [--warmup N] [--rate R]
@@ -22,7 +26,8 @@
 // window --num-frames 16` classifies 16 frames of a live feed. `stream` follows a feed (a camera
 // such as /dev/video0, a URL, a file, or "-") and prints the server's predictions until it ends
 // or Ctrl-C stops it. `watch` has the server pull the source itself and follow it again when it
-// drops. `--protocol v2` sends classify's, stream's, models' and bench's calls through the Open
+// drops. `segments` prints the segments of a video as the server finds them (ClassifySegments).
+// `--protocol v2` sends classify's, stream's, models' and bench's calls through the Open
 // Inference Protocol (ModelInfer, ModelStreamInfer, RepositoryIndex and ModelMetadata) instead of
 // vidclf.v1, to compare the two front doors.
 #include <CLI/CLI.hpp>
@@ -33,6 +38,7 @@
 #include "client/classify_command.h"
 #include "client/classify_list.h"
 #include "client/models_command.h"
+#include "client/segments_command.h"
 #include "client/stream_command.h"
 #include "client/watch_command.h"
 #include "media/libav_settings.h"
@@ -106,6 +112,18 @@ int main(int argc, char** argv) {
       ->required();
   AddWatchOptions(watch, &watch_options);
 
+  SegmentsOptions segments_options;
+  std::string segments_source;
+  CLI::App* segments = app.add_subcommand(
+      "segments",
+      "Find what happens when in a video: the server classifies windows of its frames and "
+      "merges them into segments, printed as they are found.");
+  segments
+      ->add_option("source", segments_source,
+                   "A video file, - for standard input, or a URI for the server to pull.")
+      ->required();
+  AddSegmentsOptions(segments, &segments_options);
+
   ConnectionOptions models_connection;
   std::string model_name;
   bool models_json = false;
@@ -162,6 +180,7 @@ int main(int argc, char** argv) {
   if (*upload) return RunUpload(upload_path, upload_options);
   if (*stream) return RunStream(stream_source, stream_options);
   if (*watch) return RunWatch(watch_uri, watch_options);
+  if (*segments) return RunSegments(segments_source, segments_options);
   if (*models) return RunModels(model_name, models_json, models_connection, models_protocol);
   if (*health) return RunHealth(health_service, health_connection);
   bench_options.json = bench_options.classify.json;

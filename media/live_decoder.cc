@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <deque>
 #include <optional>
 #include <string>
@@ -207,7 +208,7 @@ class LiveDecode {
     live.index = decoded_++;
     live.timestamp_seconds = clock_.Time(frame.pts, live.index);
     live.arrived = arrivals_.Of(frame.pts);
-    if (live.index % options_.embed_stride == 0) {
+    if (OnSample(live.timestamp_seconds, live.index)) {
       std::optional<FrameBuffer> picture;
       if (gpu_picture_device_ >= 0) {
         picture = FrameBuffer::GpuPicture(frame, gpu_picture_device_, converter_.quarter_turns());
@@ -221,6 +222,18 @@ class LiveDecode {
       live.pixels = &converted;
     }
     return on_frame_(live);
+  }
+
+  // Whether the frame at `seconds`, decoded `index`-th, is one to convert (embed_stride or
+  // sample_fps).
+  bool OnSample(double seconds, int64_t index) {
+    if (options_.sample_fps <= 0) return index % options_.embed_stride == 0;
+    // A microsecond's slack, so that a frame timed at k / sample_fps is not missed by rounding.
+    constexpr double kSlack = 1e-6;
+    if (seconds + kSlack < next_sample_seconds_) return false;
+    next_sample_seconds_ =
+        (std::floor((seconds + kSlack) * options_.sample_fps) + 1) / options_.sample_fps;
+    return true;
   }
 
   ByteStream* const input_;
@@ -238,6 +251,7 @@ class LiveDecode {
   // The GPU whose pictures are handed out as they are (hand_over_gpu_pictures); -1: none.
   const int gpu_picture_device_;
   int64_t decoded_ = 0;
+  double next_sample_seconds_ = 0;
   int last_read_ = 0;
 };
 
@@ -277,6 +291,10 @@ absl::Status ValidateLiveDecodeOptions(const LiveDecodeOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_frame_side must be at least 1, not ", options.max_frame_side));
   }
+  if (!(options.sample_fps >= 0) || std::isinf(options.sample_fps)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample_fps must be a finite number >= 0, not ", options.sample_fps));
+  }
   if (options.max_fragment_samples < 1) {
     return absl::InvalidArgumentError(absl::StrCat("max_fragment_samples must be at least 1, not ",
                                                    options.max_fragment_samples));
@@ -313,6 +331,26 @@ absl::Status DecodeLive(ByteStream& input, const LiveDecodeOptions& options,
   auto video = OpenLiveVideo(**demuxer, options);
   if (!video.ok()) return video.status();
   return LiveDecode(&input, **demuxer, video->first, video->second.get(), options, on_frame).Run();
+}
+
+absl::Status DecodeLiveMemory(absl::string_view bytes, const LiveDecodeOptions& options,
+                              const std::function<absl::Status(const LiveFrame&)>& on_frame) {
+  if (auto status = ValidateLiveDecodeOptions(options); !status.ok()) return status;
+  EnsureLibavConfigured();
+  if (auto status = CancellationStatus(options); !status.ok()) return status;
+  if (bytes.empty()) return absl::InvalidArgumentError("empty input: no video bytes were sent");
+  if (auto status =
+          CheckRawHeaderFrameSize(bytes.substr(0, kRawHeaderBytes), options.max_frame_side);
+      !status.ok()) {
+    return status;
+  }
+  FragmentGuard fragment_guard(options.max_fragment_samples);
+  if (auto status = fragment_guard.Inspect(bytes); !status.ok()) return status;
+  auto demuxer = Demuxer::OpenMemory(bytes);
+  if (!demuxer.ok()) return demuxer.status();
+  auto video = OpenLiveVideo(**demuxer, options);
+  if (!video.ok()) return video.status();
+  return LiveDecode(nullptr, **demuxer, video->first, video->second.get(), options, on_frame).Run();
 }
 
 absl::Status DecodeLiveUri(const std::string& uri, const UriAllowlist& allowlist,

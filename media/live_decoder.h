@@ -24,6 +24,9 @@ struct LiveDecodeOptions {
   PreprocessOptions preprocess;
   // Converts every embed_stride-th decoded frame (indices 0, k, 2k, ...); >= 1.
   int embed_stride = 1;
+  // When > 0, instead of embed_stride: converts the first frame at or after each multiple of
+  // 1 / sample_fps seconds of media time, however the frame rate varies.
+  double sample_fps = 0;
   // Decoder threads; 0 lets libavcodec choose from the number of cores. One by default: a server
   // decodes many feeds at once, and frame threads delay each frame by one frame per thread.
   int decoder_threads = 1;
@@ -88,6 +91,11 @@ struct LiveFrame {
 // Closes the input's reader side on return. Thread-safe: every call uses its own libav state.
 absl::Status DecodeLive(ByteStream& input, const LiveDecodeOptions& options,
                         const std::function<absl::Status(const LiveFrame&)>& on_frame);
+
+// DecodeLive for a whole video in memory, which may be any container libavformat reads (an MP4
+// whose moov box comes last included): `bytes` must outlive the call. Errors as DecodeLive's.
+absl::Status DecodeLiveMemory(absl::string_view bytes, const LiveDecodeOptions& options,
+                              const std::function<absl::Status(const LiveFrame&)>& on_frame);
 
 // How a source pulled from a URI is followed.
 struct LiveSourceOptions {

@@ -378,7 +378,8 @@ absl::StatusOr<bool> VideoModel::HasRecurrentStep(absl::string_view attention) c
 }
 
 absl::StatusOr<std::pair<torch::Tensor, HeadState>> VideoModel::StreamStep(
-    const torch::Tensor& embeddings, const HeadState& state, absl::string_view attention) const {
+    const torch::Tensor& embeddings, const HeadState& state, absl::string_view attention,
+    const std::optional<SlidingWindowOptions>& window) const {
   absl::StatusOr<TemporalHead*> head = HeadFor(attention);
   if (!head.ok()) return head.status();
   try {
@@ -395,7 +396,7 @@ absl::StatusOr<std::pair<torch::Tensor, HeadState>> VideoModel::StreamStep(
       return std::make_pair(torch::softmax(logits, /*dim=*/-1).to(torch::kCPU), std::move(next));
     }
 #endif
-    auto [logits, next] = StepHead(**head, config_.streaming, frames, state);
+    auto [logits, next] = StepHead(**head, window.value_or(config_.streaming), frames, state);
     return std::make_pair(torch::softmax(logits, /*dim=*/-1).to(torch::kCPU), std::move(next));
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
@@ -405,10 +406,10 @@ absl::StatusOr<std::pair<torch::Tensor, HeadState>> VideoModel::StreamStep(
 
 absl::StatusOr<std::pair<torch::Tensor, std::vector<HeadState>>> VideoModel::StreamStepEach(
     const torch::Tensor& embeddings, const std::vector<HeadState>& states,
-    absl::string_view attention) const {
+    absl::string_view attention, const std::optional<SlidingWindowOptions>& window) const {
   if (states.size() == 1 && embeddings.dim() == 3 && embeddings.size(0) == 1) {
     // One stream: StreamStep, which may replay its CUDA graph.
-    auto step = StreamStep(embeddings, states.front(), attention);
+    auto step = StreamStep(embeddings, states.front(), attention, window);
     if (!step.ok()) return step.status();
     return std::make_pair(std::move(step->first), std::vector<HeadState>{std::move(step->second)});
   }
@@ -416,8 +417,8 @@ absl::StatusOr<std::pair<torch::Tensor, std::vector<HeadState>>> VideoModel::Str
   if (!head.ok()) return head.status();
   try {
     torch::InferenceMode inference;
-    auto [logits, next] =
-        StepHeadEach(**head, config_.streaming, embeddings.to(device_, torch::kFloat), states);
+    auto [logits, next] = StepHeadEach(**head, window.value_or(config_.streaming),
+                                       embeddings.to(device_, torch::kFloat), states);
     return std::make_pair(torch::softmax(logits, /*dim=*/-1).to(torch::kCPU), std::move(next));
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(

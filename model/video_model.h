@@ -92,13 +92,13 @@ class VideoModel {
   // OK when Classify accepts `attention`; otherwise the error Classify would return.
   absl::Status CheckAttention(absl::string_view attention) const;
 
-  // Streams frames into the head (heads/head_stream.h; the sliding window comes from the
-  // config): embeddings [B, T, 512] are the next frames of B streams whose earlier frames produced
-  // `state`. Returns the current probabilities [B, C] on the CPU and the next state. Each
-  // stream's state belongs to one caller at a time. `attention` as for Classify.
+  // Streams frames into the head (heads/head_stream.h; the sliding window is `window`, or the
+  // config's when unset): embeddings [B, T, 512] are the next frames of B streams whose earlier
+  // frames produced `state`. Returns the current probabilities [B, C] on the CPU and the next
+  // state. Each stream's state belongs to one caller at a time. `attention` as for Classify.
   absl::StatusOr<std::pair<torch::Tensor, HeadState>> StreamStep(
-      const torch::Tensor& embeddings, const HeadState& state,
-      absl::string_view attention = "") const;
+      const torch::Tensor& embeddings, const HeadState& state, absl::string_view attention = "",
+      const std::optional<SlidingWindowOptions>& window = std::nullopt) const;
 
   // StreamStep for B streams that each carry their own state, whose frames seen may differ
   // (heads/head_stream.h's StepHeadEach): embeddings [B, T, 512], states[b] stream b's, of one
@@ -107,7 +107,8 @@ class VideoModel {
   // stream's next state. Errors as StreamStep's.
   absl::StatusOr<std::pair<torch::Tensor, std::vector<HeadState>>> StreamStepEach(
       const torch::Tensor& embeddings, const std::vector<HeadState>& states,
-      absl::string_view attention = "") const;
+      absl::string_view attention = "",
+      const std::optional<SlidingWindowOptions>& window = std::nullopt) const;
 
   // Whether StreamStep with `attention` continues the state exactly at a constant cost per frame
   // (see has_recurrent_step); errors as Classify's for an attention the bundle does not allow.

@@ -93,13 +93,15 @@ fi
 
 [ "$build_only" -eq 1 ] && exit 0
 
-# The deployment checks' npm packages, pinned by deploy/validate/package-lock.json: `npm ci` again
-# only when the lockfile has changed since the last one.
-validate_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/deploy/validate"
-stamp="$validate_dir/node_modules/.lock-sha256"
-lock_sum="$(sha256sum "$validate_dir/package-lock.json" | cut -d' ' -f1)"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]; then
-  echo "install-deps: npm ci in deploy/validate"
-  (cd "$validate_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
-  echo "$lock_sum" > "$stamp"
-fi
+# The npm packages of the deployment checks and of the WebVTT check, each pinned by its
+# package-lock.json: `npm ci` again only when the lockfile has changed since the last one.
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+for npm_dir in deploy/validate tests/webvtt; do
+  stamp="$root/$npm_dir/node_modules/.lock-sha256"
+  lock_sum="$(sha256sum "$root/$npm_dir/package-lock.json" | cut -d' ' -f1)"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]; then
+    echo "install-deps: npm ci in $npm_dir"
+    (cd "$root/$npm_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+    echo "$lock_sum" > "$stamp"
+  fi
+done

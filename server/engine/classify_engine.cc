@@ -230,6 +230,15 @@ absl::StatusOr<std::shared_ptr<StreamSession>> ClassifyEngine::OpenStream(
   if (resolved.max_reconnects < 0 || resolved.max_reconnects > resources.max_source_reconnects) {
     resolved.max_reconnects = resources.max_source_reconnects;
   }
+  if (resolved.windows.has_value()) {
+    WindowOptions& windows = *resolved.windows;
+    if (windows.window_frames == 0) windows.window_frames = (*model)->config().input.num_frames;
+    if (windows.hop_frames == 0) {
+      windows.hop_frames =
+          windows.window_frames % 2 == 0 ? windows.window_frames / 2 : windows.window_frames;
+    }
+    if (auto status = ValidateStreamOptions(resolved); !status.ok()) return status;
+  }
   // Outside the engine's lock: an expiring reservation's owner may take it.
   if (reservation != nullptr && !reservation->HandOver()) {
     return absl::DeadlineExceededError("the stream's reservation expired (idle timeout)");

@@ -1,10 +1,22 @@
 #include "server/engine/head_stepper.h"
 
 #include <algorithm>
+#include <iterator>
+#include <optional>
 #include <utility>
 #include <vector>
 
 namespace vidclf::engine {
+namespace {
+
+bool SameWindow(const std::optional<model::SlidingWindowOptions>& a,
+                const std::optional<model::SlidingWindowOptions>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  return !a.has_value() ||
+         (a->window_frames == b->window_frames && a->stride_frames == b->stride_frames);
+}
+
+}  // namespace
 
 HeadStepper::HeadStepper(WorkerPool* head_stage, int max_rounds, int max_streams,
                          EngineObserver* observer)
@@ -49,7 +61,7 @@ void HeadStepper::Round() {
     for (size_t other = first; other < pending.size(); ++other) {
       const Step& candidate = pending[other].step;
       if (!stepped[other] && candidate.model == step.model &&
-          candidate.attention == step.attention &&
+          candidate.attention == step.attention && SameWindow(candidate.window, step.window) &&
           candidate.embeddings.size(0) == step.embeddings.size(0)) {
         stepped[other] = true;
         group.push_back(&pending[other]);
@@ -69,23 +81,31 @@ void HeadStepper::StepTogether(const std::vector<Pending*>& group) {
   std::vector<torch::Tensor> embeddings;
   std::vector<model::HeadState> states;
   for (const Pending* p : group) {
-    embeddings.push_back(p->step.embeddings);
-    states.push_back(p->step.state);
+    for (const model::HeadState& state : p->step.states) {
+      embeddings.push_back(p->step.embeddings);
+      states.push_back(state);
+    }
   }
-  auto stepped = first.model->StreamStepEach(torch::stack(embeddings), states, first.attention);
+  auto stepped =
+      first.model->StreamStepEach(torch::stack(embeddings), states, first.attention, first.window);
   if (!stepped.ok() && group.size() > 1) {
     for (Pending* p : group) StepTogether({p});
     return;
   }
   observer_->HeadStepped(static_cast<int>(group.size()));
-  for (size_t i = 0; i < group.size(); ++i) {
+  int64_t row = 0;
+  for (Pending* p : group) {
     if (!stepped.ok()) {
-      group[i]->stream->Stepped(stepped.status());
+      p->stream->Stepped(stepped.status());
       continue;
     }
-    group[i]->stream->Stepped(
-        std::make_pair(stepped->first.narrow(/*dim=*/0, static_cast<int64_t>(i), 1),
-                       std::move(stepped->second[i])));
+    const auto rows = static_cast<int64_t>(p->step.states.size());
+    std::vector<model::HeadState> next(
+        std::make_move_iterator(stepped->second.begin() + row),
+        std::make_move_iterator(stepped->second.begin() + row + rows));
+    p->stream->Stepped(
+        std::make_pair(stepped->first.narrow(/*dim=*/0, row, rows), std::move(next)));
+    row += rows;
   }
 }
 

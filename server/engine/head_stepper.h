@@ -11,6 +11,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -26,16 +27,20 @@ namespace vidclf::engine {
 
 class HeadStepper {
  public:
-  // The frames a stream steps next, and what it steps them with.
+  // The frames a stream steps next, and what it steps them with: one state, or several that
+  // each take the same frames (the windows of a ClassifySegments call that a recurrent head
+  // follows at once).
   struct Step {
     const model::VideoModel* model = nullptr;
     absl::string_view attention;  // the stream's, which outlives its step
     torch::Tensor embeddings;     // [T, 512]
-    model::HeadState state;
+    std::vector<model::HeadState> states;
+    // The sliding window of a head without a recurrent step; unset: the model's.
+    std::optional<model::SlidingWindowOptions> window;
   };
-  // The outcome of one stream's step: its probabilities [1, C] on the host and its next state (on
-  // the model's device), or why it failed.
-  using StepResult = absl::StatusOr<std::pair<torch::Tensor, model::HeadState>>;
+  // The outcome of one stream's step: its probabilities [states, C] on the host and its next
+  // states (on the model's device), or why it failed.
+  using StepResult = absl::StatusOr<std::pair<torch::Tensor, std::vector<model::HeadState>>>;
 
   // A stream whose head the stepper steps. One round at a time calls it.
   class Stream {
@@ -68,7 +73,8 @@ class HeadStepper {
   // waiting, up to max_streams_.
   void StartRounds() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void Round();
-  // Steps `group`, which shares a model, an attention and a number of frames, in one pass; when
+  // Steps `group`, which shares a model, an attention, a window and a number of frames, in one
+  // pass; when
   // that fails for several streams, steps each alone, so that one bad state fails only its stream.
   void StepTogether(const std::vector<Pending*>& group);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,7 @@
 #include "pipeline/frame_tensor.h"
 #include "pipeline/video_pipeline.h"
 #include "server/engine/container_source.h"
+#include "server/engine/memory_source.h"
 
 namespace vidclf::engine {
 
@@ -21,6 +23,33 @@ absl::Status ValidateStreamOptions(const StreamOptions& options) {
     return absl::InvalidArgumentError("emit_every_seconds must be a finite number >= 0");
   }
   if (options.embed_stride < 1) return absl::InvalidArgumentError("embed_stride must be >= 1");
+  if (!(options.sample_fps >= 0) || options.sample_fps > kMaxSampleFps) {
+    return absl::InvalidArgumentError(absl::StrCat("frames_per_second must be in (0, ",
+                                                   kMaxSampleFps, "], not ", options.sample_fps));
+  }
+  if (options.input == StreamOptions::Input::kBytes && options.video.empty()) {
+    return absl::InvalidArgumentError("empty input: no video bytes were sent");
+  }
+  if (options.windows.has_value()) {
+    const WindowOptions& windows = *options.windows;
+    if (windows.window_frames < 0 || windows.window_frames > kMaxWindowFrames) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "window_frames must be in [1, ", kMaxWindowFrames, "], not ", windows.window_frames));
+    }
+    if (windows.hop_frames < 0) return absl::InvalidArgumentError("hop_frames must be >= 1");
+    if (windows.window_frames > 0 && windows.hop_frames > 0) {
+      if (windows.window_frames % windows.hop_frames != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("hop_frames (", windows.hop_frames, ") must divide window_frames (",
+                         windows.window_frames, "), so that every frame lies in as many windows"));
+      }
+      if (windows.window_frames / windows.hop_frames > kMaxWindowsPerFrame) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "a frame may lie in at most ", kMaxWindowsPerFrame, " windows; window_frames ",
+            windows.window_frames, " / hop_frames ", windows.hop_frames, " is more"));
+      }
+    }
+  }
   if (options.input == StreamOptions::Input::kRawRgb24 &&
       (options.width < 1 || options.height < 1)) {
     return absl::InvalidArgumentError("raw RGB24 input needs the pictures' width and height");
@@ -52,6 +81,10 @@ StreamSession::StreamSession(StreamOptions options, std::shared_ptr<const model:
                  : nullptr),
       last_input_(StreamClock::now()) {
   if (options_.emit_every_seconds > 0) next_emit_seconds_ = options_.emit_every_seconds;
+  if (options_.windows.has_value() && !recurrent_) {
+    sliding_ =
+        model::SlidingWindowOptions{options_.windows->window_frames, options_.windows->hop_frames};
+  }
 }
 
 StreamSession::~StreamSession() { Join(); }
@@ -138,8 +171,11 @@ void StreamSession::Fail(const absl::Status& status) {
 }
 
 bool StreamSession::IdleSince(StreamClock::time_point cutoff) const {
-  // A pulled source has a stall timeout of its own, and nobody pushes to it.
-  if (options_.input == StreamOptions::Input::kUri) return false;
+  // A pulled source has a stall timeout of its own, and nobody pushes to it or to a whole video.
+  if (options_.input == StreamOptions::Input::kUri ||
+      options_.input == StreamOptions::Input::kBytes) {
+    return false;
+  }
   absl::MutexLock lock(&mutex_);
   return !input_over_ && failure_.ok() && !ended_ && last_input_ < cutoff;
 }
@@ -163,6 +199,8 @@ std::unique_ptr<FrameSource> StreamSession::MakeSource() {
   switch (options_.input) {
     case StreamOptions::Input::kContainer:
       return std::make_unique<ContainerSource>(*bytes_, LiveDecoding());
+    case StreamOptions::Input::kBytes:
+      return std::make_unique<MemorySource>(options_.video, LiveDecoding());
     case StreamOptions::Input::kUri: {
       UriSource::Options source;
       source.uri = options_.uri;
@@ -194,6 +232,7 @@ media::LiveDecodeOptions StreamSession::LiveDecoding() const {
   media::LiveDecodeOptions decode;
   decode.preprocess = pipeline::ModelPreprocessing(*model_);
   decode.embed_stride = options_.embed_stride;
+  decode.sample_fps = options_.sample_fps;
   decode.decoder_threads = 1;  // many feeds share the cores; one thread each is enough
   decode.max_frame_side = resources_.max_frame_side;
   decode.max_fragment_samples = resources_.max_fragment_samples;
@@ -239,6 +278,10 @@ absl::Status StreamSession::Take(const SourceFrame& frame) {
   {
     absl::MutexLock lock(&mutex_);
     frames_seen_ = std::max(frames_seen_, frame.index + 1);
+    if (frame.seconds > last_seen_seconds_) {
+      seen_end_seconds_ = frame.seconds + (frame.seconds - last_seen_seconds_);
+      last_seen_seconds_ = frame.seconds;
+    }
   }
   if (frame.pixels == nullptr) return absl::OkStatus();  // off the embed stride
   FrameInfo info;
@@ -333,14 +376,18 @@ bool StreamSession::NextStep(HeadStepper::Step* step) {
     std::vector<torch::Tensor> embeddings;
     embeddings.reserve(step_.size());
     for (const ReadyFrame& frame : step_) embeddings.push_back(frame.embedding);
-    *step = {model_.get(), options_.attention, torch::stack(embeddings), head_state_};
+    *step = {model_.get(), options_.attention, torch::stack(embeddings), StatesToStep(), sliding_};
     return true;
   }
   // The feed is over and every frame it handed out is accounted for: open segments end.
-  if (failure.ok() && segments_.has_value()) Settle(segments_->Finish());
+  if (failure.ok() && options_.windows.has_value()) {
+    failure = FinishWindows();
+  } else if (failure.ok() && segments_.has_value()) {
+    Settle(segments_->Finish());
+  }
   if (failure.ok() &&
       (!pending_events_.empty() || (stepped_since_emit_ && !options_.events_only))) {
-    Emit();
+    Emit(/*labels=*/!options_.windows.has_value());
   }
   std::function<void()> room;
   {
@@ -355,6 +402,9 @@ bool StreamSession::NextStep(HeadStepper::Step* step) {
 }
 
 bool StreamSession::ClosesEmitPeriod(const FrameInfo& frame, int64_t earlier_in_step) const {
+  if (options_.windows.has_value()) {
+    return (frames_stepped_ + earlier_in_step + 1) % options_.windows->hop_frames == 0;
+  }
   if (options_.emit_every_seconds > 0) return frame.seconds >= next_emit_seconds_;
   return (frames_stepped_ + earlier_in_step + 1) % options_.emit_every_frames == 0;
 }
@@ -366,8 +416,6 @@ void StreamSession::Stepped(HeadStepper::StepResult result) {
     Fail(result.status());
     return;
   }
-  probabilities_ = std::move(result->first);
-  head_state_ = std::move(result->second);
   const StreamClock::time_point now = StreamClock::now();
   const auto seconds = [](StreamClock::duration duration) {
     return std::max(0.0, std::chrono::duration<double>(duration).count());
@@ -386,7 +434,17 @@ void StreamSession::Stepped(HeadStepper::StepResult result) {
   frames_stepped_ += static_cast<int64_t>(frames.size());
   if (stepped_before == 0) first_stepped_ = frames.front().info;
   newest_stepped_ = frames.back().info;
-  TrackSegments(stepped_from_seconds);
+  if (options_.windows.has_value()) {
+    for (const ReadyFrame& frame : frames) recent_.push_back(frame.info);
+    while (static_cast<int64_t>(recent_.size()) > options_.windows->window_frames) {
+      recent_.pop_front();
+    }
+    SteppedWindows(result->first, std::move(result->second));
+    return;
+  }
+  probabilities_ = std::move(result->first);
+  head_state_ = std::move(result->second.front());
+  TrackScores(stepped_from_seconds, newest_stepped_.seconds);
   stepped_since_emit_ = true;
   if (recurrent_) {
     covered_first_ = first_stepped_;
@@ -414,7 +472,84 @@ void StreamSession::Stepped(HeadStepper::StepResult result) {
   }
 }
 
-void StreamSession::TrackSegments(double from_seconds) {
+std::vector<model::HeadState> StreamSession::StatesToStep() {
+  if (!options_.windows.has_value() || !recurrent_) return {head_state_};
+  // Steps end at hops, so a hop's first frame starts a step: a window opens there.
+  if (frames_stepped_ % options_.windows->hop_frames == 0) window_states_.emplace_back();
+  return {window_states_.begin(), window_states_.end()};
+}
+
+void StreamSession::SteppedWindows(const torch::Tensor& probabilities,
+                                   std::vector<model::HeadState> states) {
+  const int64_t window = options_.windows->window_frames;
+  const int64_t hop = options_.windows->hop_frames;
+  // Steps end at hops, and windows end at hops too (the hop divides the window).
+  const bool closes = frames_stepped_ >= window && (frames_stepped_ - window) % hop == 0;
+  torch::Tensor answer;
+  if (recurrent_) {
+    window_states_.assign(std::make_move_iterator(states.begin()),
+                          std::make_move_iterator(states.end()));
+    if (closes) {  // the oldest window has taken its last frame
+      answer = probabilities.narrow(/*dim=*/0, 0, 1);
+      window_states_.pop_front();
+    }
+  } else {
+    head_state_ = std::move(states.front());
+    if (closes) answer = probabilities;
+  }
+  if (!closes) return;
+  const double previous_last = covered_last_.seconds;
+  probabilities_ = std::move(answer);
+  covered_first_ = recent_.front();
+  covered_last_ = recent_.back();
+  ++windows_answered_;
+  if (window > 1) {
+    frame_spacing_ =
+        (covered_last_.seconds - covered_first_.seconds) / static_cast<double>(window - 1);
+  } else if (windows_answered_ > 1) {
+    frame_spacing_ = covered_last_.seconds - previous_last;
+  }
+  TrackWindow();
+  if (!options_.events_only) {
+    Emit();
+  } else if (!pending_events_.empty()) {
+    Emit(/*labels=*/false);
+  }
+}
+
+void StreamSession::TrackWindow() {
+  // A window's scores speak for its middle hop: the first window's from the video's start, and
+  // (FinishWindows) the last one's to its end.
+  const int64_t window = static_cast<int64_t>(recent_.size());
+  const int64_t middle_end = (window + options_.windows->hop_frames) / 2;
+  const double to =
+      middle_end < window ? recent_[middle_end].seconds : recent_.back().seconds + frame_spacing_;
+  const double from = windows_answered_ == 1 ? first_stepped_.seconds : tracked_until_;
+  if (to <= from) return;
+  TrackScores(from, to);
+  tracked_until_ = to;
+}
+
+absl::Status StreamSession::FinishWindows() {
+  if (windows_answered_ == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the window (", options_.windows->window_frames,
+        " sampled frames) is longer than the video (", frames_stepped_,
+        " sampled frames); ask for a shorter window_frames, a higher frames_per_second or a "
+        "smaller every_nth_frame"));
+  }
+  double end = newest_stepped_.seconds + frame_spacing_;
+  {
+    // The video ends one frame period after its last decoded frame.
+    absl::MutexLock lock(&mutex_);
+    if (seen_end_seconds_ > newest_stepped_.seconds) end = seen_end_seconds_;
+  }
+  if (end > tracked_until_) TrackScores(tracked_until_, end);
+  if (segments_.has_value()) Settle(segments_->Finish());
+  return absl::OkStatus();
+}
+
+void StreamSession::TrackScores(double from_seconds, double to_seconds) {
   if (!options_.segments.has_value()) return;
   if (!segments_.has_value()) {
     segments_.emplace(static_cast<int>(model_->config().labels.size()), *options_.segments);
@@ -422,7 +557,7 @@ void StreamSession::TrackSegments(double from_seconds) {
   const torch::Tensor scores =
       probabilities_.squeeze(0).to(torch::kCPU, torch::kFloat).contiguous();
   Settle(segments_->Add(
-      from_seconds, newest_stepped_.seconds,
+      from_seconds, to_seconds,
       absl::MakeConstSpan(scores.data_ptr<float>(), static_cast<size_t>(scores.numel()))));
 }
 
@@ -435,17 +570,19 @@ void StreamSession::Settle(const std::vector<pipeline::SegmentEvent>& events) {
   }
 }
 
-void StreamSession::Emit() {
+void StreamSession::Emit(bool labels) {
   const model::ModelConfig& config = model_->config();
   StreamPrediction prediction;
   prediction.model = config.name;
   prediction.model_version = config.version;
-  const int64_t labels = static_cast<int64_t>(config.labels.size());
-  const int64_t k = std::min<int64_t>(options_.top_k > 0 ? options_.top_k : 5, labels);
-  const auto [scores, indices] = probabilities_.squeeze(0).topk(k);
-  for (int64_t i = 0; i < k; ++i) {
-    prediction.top_k.emplace_back(config.labels[indices[i].item<int64_t>()],
-                                  scores[i].item<float>());
+  if (labels) {
+    const int64_t k = std::min<int64_t>(options_.top_k > 0 ? options_.top_k : 5,
+                                        static_cast<int64_t>(config.labels.size()));
+    const auto [scores, indices] = probabilities_.squeeze(0).topk(k);
+    for (int64_t i = 0; i < k; ++i) {
+      prediction.top_k.emplace_back(config.labels[indices[i].item<int64_t>()],
+                                    scores[i].item<float>());
+    }
   }
   prediction.first_frame = covered_first_.index;
   prediction.last_frame = covered_last_.index;

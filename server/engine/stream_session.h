@@ -51,6 +51,22 @@ namespace vidclf::engine {
 
 using StreamClock = std::chrono::steady_clock;
 
+// A ClassifySegments call: the head answers windows of the sampled frames rather than following
+// them. Every hop_frames-th frame starts a window of window_frames frames; a recurrent head steps
+// a state per open window (window_frames / hop_frames of them), the others run over each
+// window's embeddings.
+struct WindowOptions {
+  // 0: the model's num_frames.
+  int window_frames = 0;
+  // Must divide window_frames; 0: half the window when it is even, else the whole window.
+  int hop_frames = 0;
+};
+// The most frames a window may hold, and windows a frame may lie in.
+inline constexpr int kMaxWindowFrames = 1024;
+inline constexpr int kMaxWindowsPerFrame = 32;
+// The fastest sampling a call may ask for, in frames per second of media time.
+inline constexpr double kMaxSampleFps = 1000;
+
 // What a stream reads, and when it answers.
 struct StreamOptions {
   // Empty selects the default model.
@@ -63,11 +79,15 @@ struct StreamOptions {
   // time the media time passes another multiple of it.
   int emit_every_frames = 1;
   double emit_every_seconds = 0;
-  // Embed every embed_stride-th frame of the feed.
+  // Embed every embed_stride-th frame of the feed, or, when sample_fps > 0, the first frame at or
+  // after each multiple of 1 / sample_fps seconds of media time.
   int embed_stride = 1;
-  // kUri: the feeder pulls the source itself, and follows it again when it drops.
-  enum class Input { kContainer, kEncodedImages, kRawRgb24, kUri };
+  double sample_fps = 0;
+  // kUri: the feeder pulls the source itself, and follows it again when it drops. kBytes: the
+  // whole video is in `video`.
+  enum class Input { kContainer, kEncodedImages, kRawRgb24, kUri, kBytes };
   Input input = Input::kContainer;
+  std::string video;
   // kRawRgb24 only: every picture's size.
   int width = 0;
   int height = 0;
@@ -79,6 +99,9 @@ struct StreamOptions {
   // step; with events_only, only predictions that carry events are emitted.
   std::optional<pipeline::SegmentOptions> segments;
   bool events_only = false;
+  // When set, a prediction per window instead of the emit policy, and the segments tracked over
+  // the windows' scores.
+  std::optional<WindowOptions> windows;
 };
 
 // Checks the options' own ranges (not the model); INVALID_ARGUMENT naming the field.
@@ -87,7 +110,8 @@ absl::Status ValidateStreamOptions(const StreamOptions& options);
 struct StreamPrediction {
   std::string model;
   std::string model_version;
-  std::vector<std::pair<std::string, float>> top_k;  // highest score first
+  // Highest score first; empty when a window call's prediction carries only events.
+  std::vector<std::pair<std::string, float>> top_k;
   // The frames it covers, by index in the feed and by media time: from the first frame for a
   // recurrent head, the latest window for the others.
   int64_t first_frame = 0;
@@ -215,14 +239,23 @@ class StreamSession : public FrameOwner,
   // Makes sure the head stepper has this session scheduled. `mutex_` held.
   void ScheduleHead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Whether `frame`, stepped after `earlier_in_step` frames of the same step, closes an emit
-  // period.
+  // period (a hop, for windows).
   bool ClosesEmitPeriod(const FrameInfo& frame, int64_t earlier_in_step) const;
-  // Feeds the tracker the scores after a step that took the feed from `from_seconds` to the
-  // newest frame stepped.
-  void TrackSegments(double from_seconds);
+  // The states the next step takes its frames into: the stream's, or each open window's.
+  std::vector<model::HeadState> StatesToStep();
+  // Takes a window call's step: answers the window it closed, if any.
+  void SteppedWindows(const torch::Tensor& probabilities, std::vector<model::HeadState> states);
+  // Feeds the tracker the window just answered (probabilities_, recent_), over its middle hop.
+  void TrackWindow();
+  // A window call's end: the last window's scores run to the video's end, and open segments
+  // end; INVALID_ARGUMENT when no window was whole.
+  absl::Status FinishWindows();
+  // Feeds the tracker (when segments are asked for) probabilities_ over [from, to).
+  void TrackScores(double from_seconds, double to_seconds);
   // Counts `events` and keeps them for the next prediction.
   void Settle(const std::vector<pipeline::SegmentEvent>& events);
-  void Emit();
+  // With `labels` false, only the settled events (a window call between windows).
+  void Emit(bool labels = true);
   // Records the first failure; the stream then winds down.
   void Fail(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mutex_);
   // Takes the pending room callback, to run outside the lock.
@@ -253,6 +286,9 @@ class StreamSession : public FrameOwner,
   int64_t next_to_step_ ABSL_GUARDED_BY(mutex_) = 0;
   bool head_scheduled_ ABSL_GUARDED_BY(mutex_) = false;
   int64_t frames_seen_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The latest decoded frame's time, and one frame period after it.
+  double last_seen_seconds_ ABSL_GUARDED_BY(mutex_) = 0;
+  double seen_end_seconds_ ABSL_GUARDED_BY(mutex_) = 0;
 
   // The head stepper's own (one round at a time steps a session).
   std::vector<ReadyFrame> step_;  // the frames NextStep handed out
@@ -263,6 +299,13 @@ class StreamSession : public FrameOwner,
   bool stepped_since_emit_ = false;
   double next_emit_seconds_ = 0;
   std::deque<FrameInfo> recent_;  // the latest frames stepped, up to a window's worth
+  // Window calls: the states of the open windows, oldest first (recurrent heads), the sliding
+  // window of the others, the windows answered, and where the tracker's timeline has got to.
+  std::deque<model::HeadState> window_states_;
+  std::optional<model::SlidingWindowOptions> sliding_;
+  int64_t windows_answered_ = 0;
+  double tracked_until_ = 0;
+  double frame_spacing_ = 0;
   FrameInfo first_stepped_, covered_first_, covered_last_, newest_stepped_;
   // Segment events (options_.segments): the tracker, and its events not yet emitted.
   std::optional<pipeline::SegmentTracker> segments_;

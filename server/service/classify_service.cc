@@ -7,6 +7,7 @@
 #include "server/service/grpc_status.h"
 #include "server/service/model_info.h"
 #include "server/service/raw_message.h"
+#include "server/service/segments_reactor.h"
 #include "server/service/stream_reactor.h"
 #include "server/service/upload_reactor.h"
 #include "server/service/watch_reactor.h"
@@ -15,9 +16,9 @@ namespace vidclf::service {
 namespace {
 
 // A server-streaming call refused before it started: it finishes at once with `status`.
-class RefusedWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+class RefusedServerStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  explicit RefusedWatch(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  explicit RefusedServerStream(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
   void OnDone() override { delete this; }
 };
 
@@ -43,9 +44,24 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifyService::WatchSource(
   vidclf::v1::WatchSourceRequest parsed;
   if (absl::Status status = ParseRequest(*request, &parsed); !status.ok()) {
     RecordFinishedCall(*metrics_, "WatchSource", "unknown", status, 0);
-    return new RefusedWatch(status);
+    return new RefusedServerStream(status);
   }
   return NewWatchReactor(engine_, metrics_, context, parsed);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifyService::ClassifySegments(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  vidclf::v1::ClassifySegmentsRequest parsed;
+  if (absl::Status status = ParseRequest(*request, &parsed); !status.ok()) {
+    RecordFinishedCall(*metrics_, "ClassifySegments", "unknown", status, 0);
+    return new RefusedServerStream(status);
+  }
+  return NewSegmentsReactor(engine_, metrics_, context, std::move(parsed));
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+ClassifyService::ClassifySegmentsUpload(grpc::CallbackServerContext* context) {
+  return NewSegmentsUploadReactor(engine_, metrics_, context);
 }
 
 grpc::ServerUnaryReactor* ClassifyService::ListModels(grpc::CallbackServerContext* context,

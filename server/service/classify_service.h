@@ -28,7 +28,10 @@ using RawVideoClassifier = vidclf::v1::VideoClassifier::WithGenericMethod_Classi
             vidclf::v1::VideoClassifier::WithRawCallbackMethod_GetModel<
                 vidclf::v1::VideoClassifier::WithRawCallbackMethod_StreamClassify<
                     vidclf::v1::VideoClassifier::WithRawCallbackMethod_WatchSource<
-                        vidclf::v1::VideoClassifier::Service>>>>>>;
+                        vidclf::v1::VideoClassifier::WithRawCallbackMethod_ClassifySegments<
+                            vidclf::v1::VideoClassifier::
+                                WithRawCallbackMethod_ClassifySegmentsUpload<
+                                    vidclf::v1::VideoClassifier::Service>>>>>>>>;
 
 class ClassifyService final : public RawVideoClassifier {
  public:
@@ -51,6 +54,10 @@ class ClassifyService final : public RawVideoClassifier {
       grpc::CallbackServerContext* context) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchSource(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifySegments(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ClassifySegmentsUpload(
+      grpc::CallbackServerContext* context) override;
 
  private:
   engine::ClassifyEngine* const engine_;

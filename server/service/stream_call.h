@@ -1,10 +1,12 @@
-// What the two live-stream RPCs share: a gRPC call that an engine stream session answers.
+// What the live-stream and segments RPCs share: a gRPC call that an engine stream session
+// answers.
 //
 // Writing follows the client: one message is in flight. Of the predictions waiting behind it,
 // only the newest is kept, and the next one sent says how many were dropped, so that a slow
 // reader gets the latest prediction rather than a growing backlog; the segment events of a
-// dropped prediction come with the next one. Source events are few and each says something the
-// client must hear: they wait in order and are never dropped.
+// dropped prediction come with the next one. A segments call drops nothing: the windows and
+// events waiting go out together in the next message. Source events are few and each says
+// something the client must hear: they wait in order and are never dropped.
 #ifndef VIDCLF_SERVER_SERVICE_STREAM_CALL_H_
 #define VIDCLF_SERVER_SERVICE_STREAM_CALL_H_
 
@@ -32,6 +34,8 @@ namespace vidclf::service {
 
 // A message's count as an int, capped at 2^30.
 int CappedToInt(uint32_t value);
+// The segment tracker's options a message asks for; its unset fields keep the defaults.
+pipeline::SegmentOptions SegmentOptionsFrom(const vidclf::v1::SegmentEventOptions& message);
 // The model, attention, top_k, emit policy, embed stride and segment events a config asks for; 0
 // for the emit period in frames or the stride means 1.
 engine::StreamOptions HeadOptionsFromConfig(const vidclf::v1::StreamConfig& config);
@@ -49,9 +53,22 @@ inline vidclf::v1::StreamPrediction* PredictionOf(vidclf::v1::StreamPrediction* 
 inline vidclf::v1::StreamPrediction* PredictionOf(vidclf::v1::WatchSourceResponse* response) {
   return response->has_prediction() ? response->mutable_prediction() : nullptr;
 }
+inline vidclf::v1::StreamPrediction* PredictionOf(
+    vidclf::v1::ClassifySegmentsResponse* /*response*/) {
+  return nullptr;
+}
 void Wrap(vidclf::v1::StreamPrediction prediction, vidclf::v1::StreamPrediction* response);
 void Wrap(vidclf::v1::StreamPrediction prediction, vidclf::v1::WatchSourceResponse* response);
 void Wrap(vidclf::v1::SourceEvent event, vidclf::v1::WatchSourceResponse* response);
+// A prediction with labels is a window; its events go with it.
+void Wrap(vidclf::v1::StreamPrediction prediction, vidclf::v1::ClassifySegmentsResponse* response);
+
+// A message waiting to be written is replaced by a newer one: folds what of `older` must not be
+// lost into `newer`, and says whether a prediction was dropped.
+bool Coalesce(vidclf::v1::StreamPrediction* older, vidclf::v1::StreamPrediction* newer);
+bool Coalesce(vidclf::v1::WatchSourceResponse* older, vidclf::v1::WatchSourceResponse* newer);
+bool Coalesce(vidclf::v1::ClassifySegmentsResponse* older,
+              vidclf::v1::ClassifySegmentsResponse* newer);
 
 // `Reactor` is grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> or
 // grpc::ServerWriteReactor<grpc::ByteBuffer>: messages of type `Response` go out serialized
@@ -109,14 +126,8 @@ class StreamCall : public Reactor, public engine::StreamListener {
       Write(std::move(message));
       return;
     }
-    if (waiting_prediction_.has_value()) {
-      // Its segment events go with the newer prediction: events are never dropped.
-      vidclf::v1::StreamPrediction* older = PredictionOf(&waiting_prediction_->response);
-      vidclf::v1::StreamPrediction* newer = PredictionOf(&message.response);
-      if (older->events_size() > 0) {
-        older->mutable_events()->MergeFrom(newer->events());
-        newer->mutable_events()->Swap(older->mutable_events());
-      }
+    if (waiting_prediction_.has_value() &&
+        Coalesce(&waiting_prediction_->response, &message.response)) {
       ++dropped_;
       metrics_->RecordDroppedPredictions(1);
     }

@@ -20,11 +20,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
-#include "media/clip_decoder.h"
 #include "model/onednn_resnet18.h"
 #include "model/video_model.h"
 #include "pipeline/segment_tracker.h"
-#include "pipeline/video_pipeline.h"
+#include "tests/test_util/offline_model.h"
 #include "tests/test_util/python_server.h"
 #include "tests/test_util/server_process.h"
 #include "tests/test_util/test_files.h"
@@ -132,30 +131,16 @@ class StreamServerTest : public ::testing::Test {
   // The model `name` as the server loads it, and the feed's frames embedded offline: every frame,
   // decoded and preprocessed by the same media code.
   static std::unique_ptr<model::VideoModel> LoadModel(const std::string& name) {
-    model::InferenceOptions inference = model::InferenceOptions::Exact();
-    inference.channels_last = true;
-    auto model = model::VideoModel::Load(*dir_ + "/repo/" + name + "/1", inference);
-    EXPECT_TRUE(model.ok()) << model.status();
-    return model.ok() ? *std::move(model) : nullptr;
+    return testing::LoadServedModel(*dir_ + "/repo/" + name + "/1");
   }
   static torch::Tensor OfflineEmbeddings(const model::VideoModel& model, int stride = 1) {
-    media::ClipOptions clip;
-    clip.sampling.strategy = media::SamplingStrategy::kAll;
-    clip.sampling.num_frames = 1000;
-    auto embedded =
-        pipeline::DecodeAndEmbed(model, media::VideoSource::Bytes(*feed_), std::move(clip));
-    EXPECT_TRUE(embedded.ok()) << embedded.status();
-    if (!embedded.ok()) return torch::Tensor();
-    return embedded->embeddings.slice(0, 0, embedded->embeddings.size(0), stride);
+    return testing::OfflineEmbeddings(model, *feed_, stride);
   }
 
   // The probabilities of `model`'s head over embeddings [first, last] (rows).
   static torch::Tensor Offline(const model::VideoModel& model, const torch::Tensor& embeddings,
                                int64_t first, int64_t last) {
-    const torch::Tensor window = embeddings.slice(0, first, last + 1).unsqueeze(0);
-    auto probabilities = model.Classify(window, torch::full({1}, window.size(1), torch::kLong));
-    EXPECT_TRUE(probabilities.ok()) << probabilities.status();
-    return probabilities.ok() ? probabilities->squeeze(0) : torch::Tensor();
+    return testing::OfflineProbabilities(model, embeddings, first, last);
   }
 
   // Checks that each prediction's scores are those of `expected` for its labels, to `tolerance`.

@@ -245,6 +245,47 @@ TEST_F(LiveDecoderTest, EmbedStrideHandsOutEveryKthFrame) {
   }
 }
 
+// Sampling by media time takes the first frame at or after each multiple of 1 / sample_fps, across
+// a change of frame rate (25 fps for 2 s, then 10 fps), and a whole MP4 whose moov box comes last
+// decodes from memory.
+TEST_F(LiveDecoderTest, SampleFpsFollowsMediaTimeAcrossARateChange) {
+  const std::string path = testing::CachedVideo(
+      "-f lavfi -i testsrc2=size=96x64:rate=25:duration=2 -f lavfi -i "
+      "testsrc2=size=96x64:rate=10:duration=2 -filter_complex "
+      "'[0:v][1:v]concat=n=2:v=1:a=0,settb=1/1000' -vsync vfr -c:v libx264 -g 7",
+      ".mp4");
+  const std::string bytes = testing::ReadFile(path);
+  LiveDecodeOptions options;
+  options.preprocess = Preprocess();
+  options.sample_fps = 4;
+  std::vector<double> all, sampled;
+  const absl::Status status = DecodeLiveMemory(bytes, options, [&](const LiveFrame& frame) {
+    all.push_back(frame.timestamp_seconds);
+    if (frame.pixels != nullptr) sampled.push_back(frame.timestamp_seconds);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_GE(all.size(), 69u);  // 50 frames, then 20 (the last may be lost to the rate change)
+  std::vector<double> expected;
+  double next = 0;
+  for (const double seconds : all) {
+    if (seconds + 1e-6 < next) continue;
+    expected.push_back(seconds);
+    next = (std::floor((seconds + 1e-6) * 4) + 1) / 4;
+  }
+  EXPECT_EQ(sampled, expected);
+  ASSERT_EQ(sampled.size(), 16u);  // 0, 0.25, ..., 3.75
+  // Each within a frame period (0.1 s at 10 fps) after its multiple.
+  for (size_t i = 0; i < sampled.size(); ++i) EXPECT_NEAR(sampled[i], i * 0.25 + 0.05, 0.051) << i;
+
+  options.sample_fps = -1;
+  EXPECT_THAT(ValidateLiveDecodeOptions(options).message(), HasSubstr("sample_fps"));
+  EXPECT_EQ(
+      DecodeLiveMemory("", LiveDecodeOptions(), [](const LiveFrame&) { return absl::OkStatus(); })
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
 // Tiny chunks with pauses, under a bound far smaller than the video: the producer waits for room
 // and the bytes held never pass the bound.
 TEST_F(LiveDecoderTest, SmallChunksWithPausesUnderATightBound) {

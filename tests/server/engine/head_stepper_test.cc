@@ -71,12 +71,13 @@ class HeadStepperTest : public ::testing::Test {
     HeadStepper::Step step;
     step.model = model_;
     step.embeddings = torch::rand({frames, 512});
+    step.states = {model::HeadState{}};
     return step;
   }
 
-  // What the model answers for `step` stepped alone.
-  static torch::Tensor Alone(const HeadStepper::Step& step) {
-    auto stepped = model_->StreamStep(step.embeddings.unsqueeze(0), step.state);
+  // What the model answers for `step` stepped alone from its `state`-th state.
+  static torch::Tensor Alone(const HeadStepper::Step& step, size_t state = 0) {
+    auto stepped = model_->StreamStep(step.embeddings.unsqueeze(0), step.states.at(state));
     EXPECT_TRUE(stepped.ok()) << stepped.status();
     return stepped.ok() ? stepped->first : torch::Tensor();
   }
@@ -118,10 +119,42 @@ TEST_F(HeadStepperTest, StreamsOfOneModelAndFrameCountStepTogether) {
     const std::vector<HeadStepper::StepResult> results = streams[i]->WaitForResults();
     ASSERT_EQ(results.size(), 1u);
     ASSERT_TRUE(results[0].ok()) << results[0].status();
-    EXPECT_EQ(results[0]->second.frames_seen, steps[i].embeddings.size(0));
+    EXPECT_EQ(results[0]->second.at(0).frames_seen, steps[i].embeddings.size(0));
     EXPECT_TRUE(torch::allclose(results[0]->first, Alone(steps[i]), 1e-5, 1e-6))
         << "stream " << i << " got another stream's probabilities";
   }
+}
+
+// A segments call's step takes its frames into each open window's state: every state gets its own
+// row and next state, in order, stepped in one pass with the other streams' states.
+TEST_F(HeadStepperTest, AStepOfSeveralStatesGetsEachItsOwnRow) {
+  CountingObserver observer;
+  WorkerPool head_stage(1);
+  HeadStepper stepper(&head_stage, /*max_rounds=*/1, /*max_streams=*/16, &observer);
+  HeadStepper::Step windows = FreshStep(1);
+  auto older = model_->StreamStep(torch::rand({1, 2, 512}), model::HeadState{});
+  ASSERT_TRUE(older.ok()) << older.status();
+  windows.states = {older->second, model::HeadState{}};
+  const HeadStepper::Step single = FreshStep(1);
+  std::vector<std::shared_ptr<ScriptedStream>> streams = {
+      std::make_shared<ScriptedStream>(std::vector<HeadStepper::Step>{single}),
+      std::make_shared<ScriptedStream>(std::vector<HeadStepper::Step>{windows})};
+  StepAll(stepper, head_stage, streams);
+  EXPECT_THAT(observer.step_groups(), ElementsAre(2));
+  const std::vector<HeadStepper::StepResult> results = streams[1]->WaitForResults();
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  ASSERT_EQ(results[0]->first.size(0), 2);
+  ASSERT_EQ(results[0]->second.size(), 2u);
+  EXPECT_EQ(results[0]->second[0].frames_seen, 3);
+  EXPECT_EQ(results[0]->second[1].frames_seen, 1);
+  for (size_t state = 0; state < 2; ++state) {
+    EXPECT_TRUE(torch::allclose(results[0]->first[static_cast<int64_t>(state)].unsqueeze(0),
+                                Alone(windows, state), 1e-5, 1e-6))
+        << "state " << state;
+  }
+  EXPECT_TRUE(
+      torch::allclose(streams[0]->WaitForResults().at(0)->first, Alone(single), 1e-5, 1e-6));
 }
 
 TEST_F(HeadStepperTest, ARoundStepsAtMostMaxStreamsAndTheRestFollow) {
@@ -164,8 +197,8 @@ TEST_F(HeadStepperTest, AStateThatDoesNotFitFailsOnlyItsStream) {
   WorkerPool head_stage(1);
   HeadStepper stepper(&head_stage, /*max_rounds=*/1, /*max_streams=*/16, &observer);
   HeadStepper::Step broken = FreshStep(1);
-  broken.state.frames_seen = 3;
-  broken.state.tensors = {torch::zeros({1, 1, 7})};  // no GRU of this model has 7 units
+  broken.states[0].frames_seen = 3;
+  broken.states[0].tensors = {torch::zeros({1, 1, 7})};  // no GRU of this model has 7 units
   std::vector<std::shared_ptr<ScriptedStream>> streams = {
       std::make_shared<ScriptedStream>(std::vector<HeadStepper::Step>{FreshStep(1)}),
       std::make_shared<ScriptedStream>(std::vector<HeadStepper::Step>{broken}),
