@@ -9,7 +9,7 @@ METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
 
 .PHONY: deps build model-repository serve test sanitize bench-attention bench-backbone bench-media \
-  bench-e2e bench-gpu bench-serving bench-protocols bench-soak bench-streaming bench-training clean
+  bench-e2e bench-gpu bench-serving bench-protocols bench-segments bench-soak bench-streaming bench-training clean
 
 deps:
 	./scripts/install-deps.sh
@@ -73,6 +73,14 @@ bench-protocols: model-repository
 	/usr/bin/python3 bench/serving/protocols.py --server-binary $(BUILD_DIR)/bin/vidclf-server \
 	  --client-binary $(BUILD_DIR)/bin/vidclf --repository $(MODEL_REPOSITORY) \
 	  --output docs/protocol-benchmark.md --work-dir $(BUILD_DIR)/serving-bench
+
+# Writes docs/segments-benchmark.md: one ClassifySegments call over a 10-minute 720p video against
+# the decode limit and against the same windows sent as separate Classify calls, and the server's
+# memory above idle (about 15 minutes on two cores; not a test).
+bench-segments: model-repository
+	/usr/bin/python3 bench/segments/run_benchmark.py --server-binary $(BUILD_DIR)/bin/vidclf-server \
+	  --client-binary $(BUILD_DIR)/bin/vidclf --repository $(MODEL_REPOSITORY) \
+	  --output docs/segments-benchmark.md --work-dir $(BUILD_DIR)/segments-bench
 
 # Writes docs/performance.md and .png: one clip at a time on real files (720p and 1080p H.264 and
 # HEVC, short and long GOPs), vidclf in-process and over gRPC with exact and fast decoding,

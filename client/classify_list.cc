@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/classify_client.h"
+#include "client/segments_command.h"
 #include "nlohmann/json.hpp"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
@@ -90,6 +91,69 @@ absl::StatusOr<std::map<std::string, std::string>> KeepSettledLines(const std::s
   return settled;
 }
 
+// The video `source` names, whole in the request or as its URI; NOT_FOUND for a file that cannot
+// be read.
+template <typename Request>
+grpc::Status SetSource(const std::string& source, Request* request) {
+  if (absl::StrContains(source, "://")) {
+    request->set_uri(source);
+  } else if (!ReadVideo(source, request->mutable_video())) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "cannot read " + source);
+  }
+  return grpc::Status::OK;
+}
+
+// Classifies `source`; its answer goes into `line` as "response".
+grpc::Status ClassificationOf(const ClassifyClient& client, const std::string& source,
+                              const ClassifyOptions& options, nlohmann::json* line) {
+  vidclf::v1::ClassifyRequest request = SettingsFrom(options);
+  if (grpc::Status status = SetSource(source, &request); !status.ok()) return status;
+  grpc::ClientContext context;
+  SetDeadline(context, options.connection);
+  vidclf::v1::ClassifyResponse response;
+  const grpc::Status status =
+      client.Classify(&context, client.Prepare(std::move(request)), &response);
+  if (status.ok()) {
+    google::protobuf::util::JsonPrintOptions json_options;
+    json_options.preserve_proto_field_names = true;
+    std::string json;
+    google::protobuf::util::MessageToJsonString(response, &json, json_options);
+    (*line)["response"] = nlohmann::json::parse(json);
+  }
+  return status;
+}
+
+// Finds the segments of `source` with the server's defaults for them (ClassifySegments); they go
+// into `line` as "segments", with the frames decoded and embedded.
+grpc::Status SegmentsOf(vidclf::v1::VideoClassifier::Stub& stub, const std::string& source,
+                        const ClassifyOptions& options, nlohmann::json* line) {
+  SegmentsOptions settings;
+  settings.model = options.model;
+  settings.attention = options.attention;
+  vidclf::v1::ClassifySegmentsRequest request = SegmentsSettingsFrom(settings);
+  if (grpc::Status status = SetSource(source, &request); !status.ok()) return status;
+  grpc::ClientContext context;
+  if (options.connection.timeout_seconds > 0) SetDeadline(context, options.connection);
+  nlohmann::json segments = nlohmann::json::array();
+  uint64_t frames_seen = 0, frames_embedded = 0;
+  const grpc::Status status =
+      ReadSegments(stub, context, request, [&](const vidclf::v1::ClassifySegmentsResponse& r) {
+        for (const vidclf::v1::SegmentEvent& event : r.events()) {
+          if (event.kind() == vidclf::v1::SegmentEvent::SEGMENT_END) {
+            segments.push_back(SegmentJson(event));
+          }
+        }
+        frames_seen = r.frames_seen();
+        frames_embedded = r.frames_embedded();
+      });
+  if (status.ok()) {
+    (*line)["segments"] = std::move(segments);
+    (*line)["frames_seen"] = frames_seen;
+    (*line)["frames_embedded"] = frames_embedded;
+  }
+  return status;
+}
+
 }  // namespace
 
 absl::StatusOr<Shard> ParseShard(absl::string_view text) {
@@ -105,7 +169,7 @@ absl::StatusOr<Shard> ParseShard(absl::string_view text) {
 }
 
 int RunClassifyList(const std::string& list_path, const std::string& shard_text,
-                    const std::string& output_path, const ClassifyOptions& options) {
+                    const std::string& output_path, const ClassifyOptions& options, bool segments) {
   absl::StatusOr<Shard> shard = ParseShard(shard_text);
   if (!shard.ok()) return FailBeforeCalling(shard.status());
   absl::StatusOr<std::vector<std::string>> sources = ReadShard(list_path, *shard);
@@ -126,9 +190,8 @@ int RunClassifyList(const std::string& list_path, const std::string& shard_text,
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(options.connection);
   if (!channel.ok()) return FailBeforeCalling(channel.status());
   const ClassifyClient client(*channel, options.protocol);
+  auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);
 
-  google::protobuf::util::JsonPrintOptions json_options;
-  json_options.preserve_proto_field_names = true;
   int classified = 0, refused = 0, failed = 0, already = 0;
   for (const std::string& source : *sources) {
     if (const auto found = settled.find(source); found != settled.end()) {
@@ -136,25 +199,12 @@ int RunClassifyList(const std::string& list_path, const std::string& shard_text,
       if (found->second != "OK") ++refused;  // the exit code tells the whole shard
       continue;
     }
-    vidclf::v1::ClassifyRequest request = SettingsFrom(options);
-    grpc::Status status;
-    vidclf::v1::ClassifyResponse response;
-    if (absl::StrContains(source, "://")) {
-      request.set_uri(source);
-    } else if (!ReadVideo(source, request.mutable_video())) {
-      status = grpc::Status(grpc::StatusCode::NOT_FOUND, "cannot read " + source);
-    }
-    if (status.ok()) {
-      grpc::ClientContext context;
-      SetDeadline(context, options.connection);
-      status = client.Classify(&context, client.Prepare(std::move(request)), &response);
-    }
-    nlohmann::json line = {{"source", source}, {"code", CodeName(status.error_code())}};
+    nlohmann::json line = {{"source", source}};
+    const grpc::Status status = segments ? SegmentsOf(*stub, source, options, &line)
+                                         : ClassificationOf(client, source, options, &line);
+    line["code"] = CodeName(status.error_code());
     if (status.ok()) {
       ++classified;
-      std::string json;
-      google::protobuf::util::MessageToJsonString(response, &json, json_options);
-      line["response"] = nlohmann::json::parse(json);
     } else {
       ++(RefusedForWhatItIs(status.error_code()) ? refused : failed);
       line["error"] = status.error_message();

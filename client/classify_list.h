@@ -31,8 +31,12 @@ absl::StatusOr<Shard> ParseShard(absl::string_view text);
 // cannot be read), which a retry would not change; 1 when a call failed otherwise (the server
 // was unavailable, overloaded or too slow), which a retry may mend; 2 for a list or options that
 // cannot be used.
+// With `segments`, each video's segments (ClassifySegments with the server's defaults: 4
+// frames/s, windows of the model's num_frames every half window, score threshold 0.5) instead of
+// its labels; --timeout-seconds bounds each call (0: no bound, for long recordings).
 int RunClassifyList(const std::string& list_path, const std::string& shard,
-                    const std::string& output_path, const ClassifyOptions& options);
+                    const std::string& output_path, const ClassifyOptions& options,
+                    bool segments = false);
 
 }  // namespace vidclf::client
 

@@ -4,7 +4,8 @@
 //                   [--sampling uniform|fps|window|all] [--fps R] [--stride-frames S]
 //                   [--start-seconds T] [--snap-to-keyframes] [--skip-loop-filter]
 //                   [--attention TYPE] [--json] [--protocol vidclf|v2]
-//   vidclf classify --from-list LIST [--shard I/N] [--output FILE] [the options of classify]
+//   vidclf classify --from-list LIST [--shard I/N] [--output FILE] [--segments]
+//                   [the options of classify]
 //   vidclf upload FILE|- [the options of classify] [--chunk-kib K]
 //   vidclf stream SOURCE [--server ADDR] [--model NAME] [--attention TYPE] [--top-k K]
 //                 [--emit-every-frames N | --emit-every-seconds S] [--embed-stride N]
@@ -69,6 +70,12 @@ int main(int argc, char** argv) {
                    "With --from-list, take the I-th of N shards (entries I, I+N, ...), e.g. "
                    "$(JOB_COMPLETION_INDEX)/4 in a Kubernetes Indexed Job.")
       ->capture_default_str()
+      ->needs(from_list_option);
+  bool list_segments = false;
+  classify
+      ->add_flag("--segments", list_segments,
+                 "With --from-list, write each video's segments (ClassifySegments with the "
+                 "server's defaults) instead of its labels.")
       ->needs(from_list_option);
   classify
       ->add_option("--output", list_output,
@@ -169,7 +176,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   vidclf::media::ConfigureLibav({});  // the allocation cap, for the sources `stream` reads
   if (*classify && !from_list.empty())
-    return RunClassifyList(from_list, shard, list_output, classify_options);
+    return RunClassifyList(from_list, shard, list_output, classify_options, list_segments);
   if (*classify) {
     if (source.empty()) {
       std::cerr << "vidclf classify: give a video, or --from-list LIST\n";

@@ -37,14 +37,6 @@ std::string CueTime(double seconds) {
                          millis / 1000 % 60, millis % 1000);
 }
 
-nlohmann::json JsonOf(const SegmentEvent& segment) {
-  return {{"label", segment.label()},
-          {"start_seconds", segment.start_seconds()},
-          {"end_seconds", segment.end_seconds()},
-          {"mean_score", segment.mean_score()},
-          {"peak_score", segment.peak_score()}};
-}
-
 nlohmann::json JsonOf(const vidclf::v1::SegmentWindow& window) {
   nlohmann::json labels = nlohmann::json::array();
   for (const vidclf::v1::LabelScore& label : window.top_k()) {
@@ -82,7 +74,7 @@ class SegmentPrinter {
       if (event.kind() != SegmentEvent::SEGMENT_END) continue;
       segments_.push_back(event);
       if (options_.json) {
-        std::cout << JsonOf(event).dump() << std::endl;
+        std::cout << SegmentJson(event).dump() << std::endl;
         continue;
       }
       if (segments_.size() == 1) {
@@ -219,6 +211,23 @@ vidclf::v1::ClassifySegmentsRequest SegmentsSettingsFrom(const SegmentsOptions& 
   return request;
 }
 
+nlohmann::json SegmentJson(const SegmentEvent& segment) {
+  return {{"label", segment.label()},
+          {"start_seconds", segment.start_seconds()},
+          {"end_seconds", segment.end_seconds()},
+          {"mean_score", segment.mean_score()},
+          {"peak_score", segment.peak_score()}};
+}
+
+grpc::Status ReadSegments(vidclf::v1::VideoClassifier::Stub& stub, grpc::ClientContext& context,
+                          const vidclf::v1::ClassifySegmentsRequest& request,
+                          const std::function<void(const ClassifySegmentsResponse&)>& on_response) {
+  auto call = stub.ClassifySegments(&context, request);
+  ClassifySegmentsResponse response;
+  while (call->Read(&response)) on_response(response);
+  return call->Finish();
+}
+
 std::string WebVttOf(std::vector<SegmentEvent> segments) {
   std::stable_sort(segments.begin(), segments.end(),
                    [](const SegmentEvent& a, const SegmentEvent& b) {
@@ -268,19 +277,18 @@ int RunSegments(const std::string& source, const SegmentsOptions& options) {
   const auto start = std::chrono::steady_clock::now();
 
   SegmentPrinter printer(options);
-  ClassifySegmentsResponse response;
   grpc::Status status;
   bool input_read = true;
   if (upload) {
     auto call = stub->ClassifySegmentsUpload(&context);
     std::thread sender([&] { input_read = SendChunks(fd, options, context, *call); });
+    ClassifySegmentsResponse response;
     while (call->Read(&response)) printer.Print(response);
     sender.join();
     status = call->Finish();
   } else {
-    auto call = stub->ClassifySegments(&context, request);
-    while (call->Read(&response)) printer.Print(response);
-    status = call->Finish();
+    status = ReadSegments(*stub, context, request,
+                          [&](const ClassifySegmentsResponse& message) { printer.Print(message); });
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -4,13 +4,17 @@
 #ifndef VIDCLF_CLIENT_SEGMENTS_COMMAND_H_
 #define VIDCLF_CLIENT_SEGMENTS_COMMAND_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <CLI/CLI.hpp>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "client/connection.h"
-#include "vidclf/v1/video_classifier.pb.h"
+#include "vidclf/v1/video_classifier.grpc.pb.h"
 
 namespace vidclf::client {
 
@@ -45,6 +49,17 @@ void AddSegmentsOptions(CLI::App* command, SegmentsOptions* options);
 
 // The request `options` ask for, without its source.
 vidclf::v1::ClassifySegmentsRequest SegmentsSettingsFrom(const SegmentsOptions& options);
+
+// A segment (a SEGMENT_END event) as the JSON object --json prints: label, start_seconds,
+// end_seconds, mean_score, peak_score.
+nlohmann::json SegmentJson(const vidclf::v1::SegmentEvent& segment);
+
+// One ClassifySegments call of `request` (a video whole, or a URI): each message to `on_response`
+// as it comes; returns the call's status.
+grpc::Status ReadSegments(
+    vidclf::v1::VideoClassifier::Stub& stub, grpc::ClientContext& context,
+    const vidclf::v1::ClassifySegmentsRequest& request,
+    const std::function<void(const vidclf::v1::ClassifySegmentsResponse&)>& on_response);
 
 // The segments (SEGMENT_END events) as a WebVTT file: a cue per segment, by start time.
 std::string WebVttOf(std::vector<vidclf::v1::SegmentEvent> segments);

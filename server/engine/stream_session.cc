@@ -233,7 +233,10 @@ media::LiveDecodeOptions StreamSession::LiveDecoding() const {
   decode.preprocess = pipeline::ModelPreprocessing(*model_);
   decode.embed_stride = options_.embed_stride;
   decode.sample_fps = options_.sample_fps;
-  decode.decoder_threads = 1;  // many feeds share the cores; one thread each is enough
+  // Many feeds share the cores, one decoder thread each. A window call's video is not real-time,
+  // and decoding is what bounds it: on two cores, a 10-minute 720p call took 1.77x the decode
+  // limit with one thread and 1.06x with two (docs/segments-benchmark.md).
+  decode.decoder_threads = options_.windows.has_value() ? 2 : 1;
   decode.max_frame_side = resources_.max_frame_side;
   decode.max_fragment_samples = resources_.max_fragment_samples;
   decode.cancellation = &cancellation_;
@@ -385,8 +388,9 @@ bool StreamSession::NextStep(HeadStepper::Step* step) {
   } else if (failure.ok() && segments_.has_value()) {
     Settle(segments_->Finish());
   }
-  if (failure.ok() &&
-      (!pending_events_.empty() || (stepped_since_emit_ && !options_.events_only))) {
+  // A window call always ends with a message: the last events, and the final frame counts.
+  if (failure.ok() && (options_.windows.has_value() || !pending_events_.empty() ||
+                       (stepped_since_emit_ && !options_.events_only))) {
     Emit(/*labels=*/!options_.windows.has_value());
   }
   std::function<void()> room;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -77,6 +78,48 @@ double StreamFramesCounted(const testing::ServerProcess& server) {
   return -1;
 }
 
+// Black for 3 s, white for 5 s, black for 4 s: segment boundaries at 3 s and 8 s.
+constexpr char kDarkLightDark[] =
+    "-f lavfi -i color=c=black:s=160x120:r=25:d=3 -f lavfi -i color=c=white:s=160x120:r=25:d=5 "
+    "-f lavfi -i color=c=black:s=160x120:r=25:d=4 -filter_complex '[0:v][1:v][2:v]concat=n=3' "
+    "-c:v libx264 -g 50 -f mp4";
+// One black frame, then one white.
+constexpr char kDarkThenLight[] =
+    "-f lavfi -i color=c=black:s=160x120:r=25:d=0.04 -f lavfi -i "
+    "color=c=white:s=160x120:r=25:d=0.04 -filter_complex '[0:v][1:v]concat=n=2' -c:v libx264 "
+    "-f mp4";
+
+// A model that tells dark frames from light ones: a bag-of-frames head (the mean of its window's
+// standardised embeddings through one linear layer) centred between a black frame's embedding and
+// a white one's, weighing the offset along their difference, so that a window's answer is the
+// share of its frames on either side.
+void SaveContrastModel(const std::string& bundle_dir) {
+  model::ModelConfig config = testing::TinyConfig();
+  config.name = "contrast";
+  config.labels = {"dark", "light"};
+  config.head = model::HeadType::kBagOfFrames;
+  torch::manual_seed(1);
+  auto created = model::VideoModel::Create(config);
+  ASSERT_TRUE(created.ok()) << created.status();
+  model::VideoModel& model = **created;
+  const torch::Tensor both = testing::OfflineEmbeddings(
+      model, testing::ReadFile(testing::CachedVideo(kDarkThenLight, ".mp4")));
+  ASSERT_EQ(both.size(0), 2);
+  const torch::Tensor dark = both[0], light = both[1], difference = light - dark;
+  ASSERT_GT(difference.norm().item<float>(), 0);
+  // logit(light) - logit(dark) = 2 s difference . (x - middle): +-10 at a white or black frame.
+  const torch::Tensor weight = difference * (10 / difference.square().sum());
+  torch::NoGradGuard no_grad;
+  auto buffers = model.head().named_buffers();
+  buffers["embedding_mean"].copy_((dark + light) / 2);
+  buffers["embedding_std"].fill_(1);
+  auto parameters = model.head().named_parameters();
+  parameters["classifier.weight"].copy_(torch::stack({-weight, weight}));
+  parameters["classifier.bias"].zero_();
+  const absl::Status saved = model.Save(bundle_dir);
+  ASSERT_TRUE(saved.ok()) << saved;
+}
+
 class SegmentsServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -86,6 +129,7 @@ class SegmentsServerTest : public ::testing::Test {
                        *dir_ + "/repo/tiny-linear/1");
     testing::SaveModel(testing::TinyTransformerConfig("tiny-softmax", "softmax"),
                        *dir_ + "/repo/tiny-softmax/1");
+    SaveContrastModel(*dir_ + "/repo/contrast/1");
     video_ = new std::string(testing::ReadFile(testing::CachedVideo(kVideo, ".ts")));
     // The same frames in an MP4 whose moov box comes last, which only a whole video can be.
     std::filesystem::create_directories(*dir_ + "/videos");
@@ -301,6 +345,37 @@ TEST_F(SegmentsServerTest, WindowsEqualTheHeadOverEachWindowFromScratch) {
   EXPECT_EQ(StreamFramesCounted(*server), static_cast<double>(embedded));
 }
 
+// On a video of known boundaries (black 0-3 s, white 3-8 s, black 8-12 s), the segments found with
+// the server's defaults (4 frames/s, windows of 4 frames every 2, threshold 0.5) match them within
+// one hop (0.5 s), and the video's end.
+TEST_F(SegmentsServerTest, SegmentsMatchKnownBoundariesWithinOneHop) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  v1::ClassifySegmentsRequest request;
+  request.set_model("contrast");
+  request.set_video(testing::ReadFile(testing::CachedVideo(kDarkLightDark, ".mp4")));
+  const Outcome outcome = Segments(*server, request);
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+  EXPECT_EQ(outcome.responses.back().frames_embedded(), 48);
+  std::vector<v1::SegmentEvent> segments;
+  for (const v1::SegmentEvent& event : outcome.Events()) {
+    if (event.kind() == v1::SegmentEvent::SEGMENT_END) segments.push_back(event);
+  }
+  std::sort(segments.begin(), segments.end(),
+            [](const auto& a, const auto& b) { return a.start_seconds() < b.start_seconds(); });
+  const std::vector<std::tuple<std::string, double, double>> truth = {
+      {"dark", 0, 3}, {"light", 3, 8}, {"dark", 8, 12}};
+  ASSERT_EQ(segments.size(), truth.size());
+  for (size_t i = 0; i < truth.size(); ++i) {
+    const auto& [label, start, end] = truth[i];
+    SCOPED_TRACE(Describe(segments[i]));
+    EXPECT_EQ(segments[i].label(), label);
+    EXPECT_NEAR(segments[i].start_seconds(), start, 0.5);
+    EXPECT_NEAR(segments[i].end_seconds(), end, 0.5);
+    EXPECT_GT(segments[i].mean_score(), 0.9);
+  }
+}
+
 // The same video sent whole (an MP4 whose index comes last), uploaded in chunks (MPEG-TS) or
 // pulled from a file URI gets the same windows and segments; with events_only, no windows.
 TEST_F(SegmentsServerTest, AnswersAreTheSameWholeUploadedOrPulled) {
@@ -512,8 +587,9 @@ TEST_F(SegmentsServerTest, MemoryDoesNotGrowWithTheVideo) {
 }
 
 // `vidclf segments` prints the segments the call finds, one JSON line each, and writes them as a
-// WebVTT track that the W3C validator's parser reads without an error, cues in start order.
-TEST_F(SegmentsServerTest, TheClientPrintsTheSegmentsAndWritesAWebVttTrack) {
+// WebVTT track that the W3C validator's parser reads without an error, cues in start order;
+// `vidclf classify --from-list --segments` writes a line of segments per video of a list.
+TEST_F(SegmentsServerTest, TheClientPrintsSegmentsWritesWebVttAndListsSegmentsInBulk) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
   v1::ClassifySegmentsRequest request = Settings("tiny-softmax");
@@ -551,6 +627,23 @@ TEST_F(SegmentsServerTest, TheClientPrintsTheSegmentsAndWritesAWebVttTrack) {
   const std::string checked = testing::RunCommand(check + track + " 2>&1", &exit_code);
   EXPECT_EQ(exit_code, 0) << checked << testing::ReadFile(track);
   EXPECT_EQ(checked, absl::StrCat(ends.size(), " cues\n"));
+  // A bulk job's list: a line per entry, segments for the video (with the server's defaults: 4
+  // frames/s of the 1.6 s video is 7 frames), the refusals named; exit code 3 for refusals.
+  const std::string list = *dir_ + "/list.txt";
+  testing::WriteFile(list, absl::StrCat(video, "\n", *dir_, "/none.ts\nfile:///etc/passwd\n"));
+  const std::string lines = testing::RunCommand(
+      absl::StrCat(VIDCLF_CLIENT_BINARY, " classify --from-list ", list, " --segments --server ",
+                   server->grpc_address(), " --model tiny-softmax 2>/dev/null"),
+      &exit_code);
+  EXPECT_EQ(exit_code, 3) << lines;
+  const std::vector<std::string> entries = absl::StrSplit(lines, '\n', absl::SkipEmpty());
+  ASSERT_EQ(entries.size(), 3u) << lines;
+  EXPECT_THAT(entries[0], HasSubstr("\"code\":\"OK\""));
+  EXPECT_THAT(entries[0], HasSubstr("\"frames_embedded\":7"));
+  EXPECT_THAT(entries[0], HasSubstr("\"segments\":["));
+  EXPECT_THAT(entries[1], HasSubstr("\"code\":\"NOT_FOUND\""));
+  EXPECT_THAT(entries[2], HasSubstr("\"code\":\"PERMISSION_DENIED\""));
+
   // The check can fail: a cue that ends before it starts.
   testing::WriteFile(track, "WEBVTT\n\n00:00:01.000 --> 00:00:00.500\nalpha\n");
   testing::RunCommand(check + track + " 2>&1", &exit_code);
