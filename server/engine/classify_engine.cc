@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -208,8 +209,7 @@ std::unique_ptr<CallHandle> ClassifyEngine::Submit(ClassifyInput input, Callback
 }
 
 absl::StatusOr<std::shared_ptr<StreamSession>> ClassifyEngine::OpenStream(
-    const StreamOptions& options, StreamListener* listener,
-    std::shared_ptr<Reservation> reservation) {
+    StreamOptions options, StreamListener* listener, std::shared_ptr<Reservation> reservation) {
   if (auto status = ValidateStreamOptions(options); !status.ok()) return status;
   if (options.input == StreamOptions::Input::kUri) {
     if (auto status = options_.uri_allowlist.Check(options.uri); !status.ok()) return status;
@@ -226,24 +226,23 @@ absl::StatusOr<std::shared_ptr<StreamSession>> ClassifyEngine::OpenStream(
   resources.uri_allowlist = &options_.uri_allowlist;
   resources.nvdec = options_.decode.nvdec;
   resources.hand_over_gpu_pictures = options_.decode.hand_over_gpu_pictures;
-  StreamOptions resolved = options;
-  if (resolved.max_reconnects < 0 || resolved.max_reconnects > resources.max_source_reconnects) {
-    resolved.max_reconnects = resources.max_source_reconnects;
+  if (options.max_reconnects < 0 || options.max_reconnects > resources.max_source_reconnects) {
+    options.max_reconnects = resources.max_source_reconnects;
   }
-  if (resolved.windows.has_value()) {
-    WindowOptions& windows = *resolved.windows;
+  if (options.windows.has_value()) {
+    WindowOptions& windows = *options.windows;
     if (windows.window_frames == 0) windows.window_frames = (*model)->config().input.num_frames;
     if (windows.hop_frames == 0) {
       windows.hop_frames =
           windows.window_frames % 2 == 0 ? windows.window_frames / 2 : windows.window_frames;
     }
-    if (auto status = ValidateStreamOptions(resolved); !status.ok()) return status;
+    if (auto status = ValidateStreamOptions(options); !status.ok()) return status;
   }
   // Outside the engine's lock: an expiring reservation's owner may take it.
   if (reservation != nullptr && !reservation->HandOver()) {
     return absl::DeadlineExceededError("the stream's reservation expired (idle timeout)");
   }
-  auto session = std::make_shared<StreamSession>(std::move(resolved), *std::move(model), *recurrent,
+  auto session = std::make_shared<StreamSession>(std::move(options), *std::move(model), *recurrent,
                                                  resources, listener);
   {
     absl::MutexLock lock(&mutex_);

@@ -205,9 +205,10 @@ class ClassifyEngine {
   // then OnEnd exactly once. Refused at once with INVALID_ARGUMENT (bad options), NOT_FOUND (no
   // such model), RESOURCE_EXHAUSTED (max_streams open), PERMISSION_DENIED (a URI not allowed),
   // UNAVAILABLE (draining) or, when the `reservation` from ReserveStream that it takes over has
-  // expired, DEADLINE_EXCEEDED; `listener` is not called then. Thread-safe.
+  // expired, DEADLINE_EXCEEDED; `listener` is not called then. `options` is taken whole: a
+  // window call's video is moved into the session, not copied. Thread-safe.
   absl::StatusOr<std::shared_ptr<StreamSession>> OpenStream(
-      const StreamOptions& options, StreamListener* listener,
+      StreamOptions options, StreamListener* listener,
       std::shared_ptr<Reservation> reservation = nullptr);
 
   // Refuses every new call and stream with UNAVAILABLE from now on, and ends the streams open

@@ -63,7 +63,7 @@ class FeedReactor
     }
     if (session == nullptr) {
       absl::StatusOr<engine::StreamOptions> options = OptionsFromFirst(request_);
-      if (this->Adopt(options.ok() ? engine_->OpenStream(*options, this, reservation_)
+      if (this->Adopt(options.ok() ? engine_->OpenStream(*std::move(options), this, reservation_)
                                    : options.status())) {
         ReadNext();
       }

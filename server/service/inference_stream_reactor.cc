@@ -226,7 +226,7 @@ class InferenceStreamReactor final
       live_.insert(sequence);
     }
     absl::StatusOr<std::shared_ptr<engine::StreamSession>> session =
-        engine_->OpenStream(*options, sequence.get());
+        engine_->OpenStream(*std::move(options), sequence.get());
     std::lock_guard<std::mutex> lock(mutex_);
     if (!session.ok()) {  // the listener is not called then
       live_.erase(sequence);

@@ -41,7 +41,7 @@ class SegmentsReactor final
             "ClassifySegmentsRequest needs its video: bytes in `video` or a `uri`"));
         return;
     }
-    Adopt(engine->OpenStream(*options, this));
+    Adopt(engine->OpenStream(*std::move(options), this));
   }
 };
 

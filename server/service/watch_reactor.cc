@@ -1,6 +1,7 @@
 #include "server/service/watch_reactor.h"
 
 #include <memory>
+#include <utility>
 
 #include "server/service/stream_call.h"
 
@@ -23,7 +24,7 @@ class WatchReactor final
     options.uri = request.uri();
     if (request.has_max_reconnects())
       options.max_reconnects = CappedToInt(request.max_reconnects());
-    Adopt(engine->OpenStream(options, this));
+    Adopt(engine->OpenStream(std::move(options), this));
   }
 };
 
