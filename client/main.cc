@@ -15,7 +15,7 @@
 //   vidclf segments FILE|URI|- [--model NAME] [--fps R | --every-nth-frame N]
 //                   [--window-frames W] [--hop-frames H] [--threshold S] [--hysteresis S]
 //                   [--min-seconds T] [--max-gap-seconds T] [--upload] [--windows] [--json]
-//                   [--webvtt FILE]
+//                   [--webvtt FILE] [--plot FILE.png]
 //   vidclf models [NAME] [--json] [--protocol vidclf|v2]
 //   vidclf health [--service NAME]
 //   vidclf bench FILE... [--concurrency 1,2,4,8,16] [--requests N] [--warmup N] [--rate R]

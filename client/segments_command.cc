@@ -18,9 +18,11 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "client/classify_command.h"
+#include "client/segments_plot.h"
 #include "client/signal_watcher.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
@@ -88,11 +90,17 @@ class SegmentPrinter {
                 << std::endl;
     }
     windows_ += response.windows_size();
+    if (!options_.plot.empty()) {
+      kept_windows_.insert(kept_windows_.end(), response.windows().begin(),
+                           response.windows().end());
+    }
     frames_seen_ = response.frames_seen();
     frames_embedded_ = response.frames_embedded();
   }
 
   const std::vector<SegmentEvent>& segments() const { return segments_; }
+  // Every window, when a plot is asked for.
+  const std::vector<vidclf::v1::SegmentWindow>& windows() const { return kept_windows_; }
   std::string Summary(double seconds) const {
     return absl::StrFormat("%d segments, %d windows; %d frames decoded, %d embedded; %.1f s",
                            segments_.size(), windows_, frames_seen_, frames_embedded_, seconds);
@@ -101,6 +109,7 @@ class SegmentPrinter {
  private:
   const SegmentsOptions& options_;
   std::vector<SegmentEvent> segments_;
+  std::vector<vidclf::v1::SegmentWindow> kept_windows_;
   int64_t windows_ = 0;
   uint64_t frames_seen_ = 0;
   uint64_t frames_embedded_ = 0;
@@ -184,6 +193,9 @@ void AddSegmentsOptions(CLI::App* command, SegmentsOptions* options) {
                     "Print one JSON object per segment (and window) and line.");
   command->add_option("--webvtt", options->webvtt,
                       "Also write the segments to this file as a WebVTT track.");
+  command->add_option("--plot", options->plot,
+                      "Also draw the timeline into this PNG: the --top-k labels' window scores "
+                      "over time, and the segments as bars.");
 }
 
 vidclf::v1::ClassifySegmentsRequest SegmentsSettingsFrom(const SegmentsOptions& options) {
@@ -207,7 +219,7 @@ vidclf::v1::ClassifySegmentsRequest SegmentsSettingsFrom(const SegmentsOptions& 
   segments->set_hysteresis(options.hysteresis);
   segments->set_min_seconds(options.min_seconds);
   segments->set_max_gap_seconds(options.max_gap_seconds);
-  segments->set_events_only(!options.windows);
+  segments->set_events_only(!options.windows && options.plot.empty());
   return request;
 }
 
@@ -236,9 +248,9 @@ std::string WebVttOf(std::vector<SegmentEvent> segments) {
   std::string vtt = "WEBVTT\n";
   int cue = 0;
   for (const SegmentEvent& segment : segments) {
-    // A cue's text may hold neither "-->" nor a line break.
-    const std::string label =
-        absl::StrReplaceAll(segment.label(), {{"-->", "->"}, {"\n", " "}, {"\r", " "}});
+    // A cue's text may hold neither "-->" nor a line break, and '&' and '<' start markup.
+    const std::string label = absl::StrReplaceAll(
+        segment.label(), {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\n", " "}, {"\r", " "}});
     absl::StrAppendFormat(&vtt, "\n%d\n%s --> %s\n%s (mean %.2f, peak %.2f)\n", ++cue,
                           CueTime(segment.start_seconds()), CueTime(segment.end_seconds()), label,
                           segment.mean_score(), segment.peak_score());
@@ -299,6 +311,22 @@ int RunSegments(const std::string& source, const SegmentsOptions& options) {
   }
   if (signals.signalled()) return kInterruptedExit;
   if (!status.ok()) return Fail(status, options.connection);
+  if (!options.plot.empty()) {
+#ifdef VIDCLF_PLOTS
+    const absl::Status drawn = DrawSegmentsPng(
+        printer.windows(), printer.segments(),
+        absl::StrCat(source, options.model.empty() ? "" : " (" + options.model + ")"),
+        options.plot);
+    if (!drawn.ok()) {
+      std::cerr << "vidclf: " << drawn.message() << "\n";
+      return 1;
+    }
+#else
+    std::cerr << "vidclf: this vidclf was built without plots (VIDCLF_TRAINING=OFF leaves out "
+                 "cairo)\n";
+    return 1;
+#endif
+  }
   if (!options.webvtt.empty()) {
     std::ofstream vtt(options.webvtt, std::ios::binary | std::ios::trunc);
     vtt << WebVttOf(printer.segments());

@@ -41,8 +41,9 @@ struct SegmentsOptions {
   bool windows = false;
   // One JSON object per segment (and window) and line, instead of a table.
   bool json = false;
-  // Also write the segments here as a WebVTT track.
+  // Also write the segments here as a WebVTT track, and the timeline here as a PNG.
   std::string webvtt;
+  std::string plot;
 };
 
 void AddSegmentsOptions(CLI::App* command, SegmentsOptions* options);

@@ -84,8 +84,9 @@ class EngineCollector : public prometheus::Collectable {
     }
     prometheus::MetricFamily streams = Family(
         "vidclf_active_streams",
-        "Live streams open (StreamClassify, WatchSource), by model; model=\"unknown\": those "
-        "whose config has not arrived yet.");
+        "Live streams and segments calls open (StreamClassify, WatchSource, ModelStreamInfer "
+        "sequences, ClassifySegments), by model; model=\"unknown\": those whose config has not "
+        "arrived yet.");
     for (const auto& [name, entry] : engine_->repository()->entries()) {
       const auto open = load.active_streams.find(name);
       AddSample(streams, open == load.active_streams.end() ? 0 : open->second, {{"model", name}});

@@ -277,8 +277,8 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-streams", flags->max_streams,
-                 "Live streams (StreamClassify, WatchSource) followed at once; past it, a new one "
-                 "gets "
+                 "Live streams (StreamClassify, WatchSource, ModelStreamInfer sequences) and "
+                 "ClassifySegments calls followed at once; past it, a new one gets "
                  "RESOURCE_EXHAUSTED.")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

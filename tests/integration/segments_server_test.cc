@@ -587,8 +587,9 @@ TEST_F(SegmentsServerTest, MemoryDoesNotGrowWithTheVideo) {
 }
 
 // `vidclf segments` prints the segments the call finds, one JSON line each, and writes them as a
-// WebVTT track that the W3C validator's parser reads without an error, cues in start order;
-// `vidclf classify --from-list --segments` writes a line of segments per video of a list.
+// WebVTT track that the W3C validator's parser reads without an error, cues in start order, and
+// draws the timeline as a PNG; `vidclf classify --from-list --segments` writes a line of segments
+// per video of a list.
 TEST_F(SegmentsServerTest, TheClientPrintsSegmentsWritesWebVttAndListsSegmentsInBulk) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
@@ -604,6 +605,7 @@ TEST_F(SegmentsServerTest, TheClientPrintsSegmentsWritesWebVttAndListsSegmentsIn
 
   const std::string video = *dir_ + "/videos/video.ts";
   const std::string track = *dir_ + "/track.vtt";
+  const std::string plot = *dir_ + "/timeline.png";
   testing::WriteFile(video, *video_);
   int exit_code = -1;
   const std::string printed = testing::RunCommand(
@@ -611,7 +613,7 @@ TEST_F(SegmentsServerTest, TheClientPrintsSegmentsWritesWebVttAndListsSegmentsIn
                    " --model tiny-softmax --every-nth-frame 1 --window-frames 8 "
                    "--hop-frames 4 --threshold 0.34 --hysteresis 0.01 --min-seconds 0.08 "
                    "--max-gap-seconds 0.04 --json --webvtt ",
-                   track, " 2>/dev/null"),
+                   track, " --plot ", plot, " 2>/dev/null"),
       &exit_code);
   ASSERT_EQ(exit_code, 0) << printed;
   std::vector<std::string> labels;
@@ -622,6 +624,12 @@ TEST_F(SegmentsServerTest, TheClientPrintsSegmentsWritesWebVttAndListsSegmentsIn
     labels.emplace_back(rest.substr(0, rest.find('"')));
   }
   EXPECT_EQ(labels, ends);
+
+  // The plot is a PNG that FFmpeg reads, 1200 pixels wide.
+  const std::string probed = testing::RunCommand(
+      "ffprobe -v error -show_entries stream=codec_name,width -of csv=p=0 " + plot, &exit_code);
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(probed, "png,1200\n");
 
   const std::string check = absl::StrCat("node ", VIDCLF_SOURCE_DIR, "/tests/webvtt/check.mjs ");
   const std::string checked = testing::RunCommand(check + track + " 2>&1", &exit_code);
