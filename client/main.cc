@@ -175,6 +175,11 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   vidclf::media::ConfigureLibav({});  // the allocation cap, for the sources `stream` reads
+  if (*classify && list_segments && classify_options.protocol != "vidclf") {
+    std::cerr << "vidclf classify: --segments calls ClassifySegments, which only --protocol "
+                 "vidclf has\n";
+    return 2;
+  }
   if (*classify && !from_list.empty())
     return RunClassifyList(from_list, shard, list_output, classify_options, list_segments);
   if (*classify) {
