@@ -61,18 +61,14 @@ absl::StatusOr<DecodedClip> DecodeSinglePass(const Demuxer& demuxer, Clock::time
 // knows the length; the second, over a fresh demuxer, decodes and may seek.
 absl::StatusOr<DecodedClip> DecodeBytes(absl::string_view bytes, Clock::time_point start,
                                         Clock::time_point deadline, const ClipOptions& options) {
-  if (bytes.empty()) return absl::InvalidArgumentError("empty input: no video bytes were sent");
   if (static_cast<int64_t>(bytes.size()) > options.max_input_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("input is ", bytes.size(), " bytes; the limit is ", options.max_input_bytes));
   }
-  if (auto status =
-          CheckRawHeaderFrameSize(bytes.substr(0, kRawHeaderBytes), options.max_frame_side);
+  if (auto status = CheckWholeInput(bytes, options.max_frame_side, MaxFragmentSamples(options));
       !status.ok()) {
     return status;
   }
-  FragmentGuard fragment_guard(MaxFragmentSamples(options));
-  if (auto status = fragment_guard.Inspect(bytes); !status.ok()) return status;
 
   auto probe = Demuxer::OpenMemory(bytes);
   if (!probe.ok()) return probe.status();

@@ -338,14 +338,10 @@ absl::Status DecodeLiveMemory(absl::string_view bytes, const LiveDecodeOptions& 
   if (auto status = ValidateLiveDecodeOptions(options); !status.ok()) return status;
   EnsureLibavConfigured();
   if (auto status = CancellationStatus(options); !status.ok()) return status;
-  if (bytes.empty()) return absl::InvalidArgumentError("empty input: no video bytes were sent");
-  if (auto status =
-          CheckRawHeaderFrameSize(bytes.substr(0, kRawHeaderBytes), options.max_frame_side);
+  if (auto status = CheckWholeInput(bytes, options.max_frame_side, options.max_fragment_samples);
       !status.ok()) {
     return status;
   }
-  FragmentGuard fragment_guard(options.max_fragment_samples);
-  if (auto status = fragment_guard.Inspect(bytes); !status.ok()) return status;
   auto demuxer = Demuxer::OpenMemory(bytes);
   if (!demuxer.ok()) return demuxer.status();
   auto video = OpenLiveVideo(**demuxer, options);

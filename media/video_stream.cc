@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "media/fragment_guard.h"
 
 extern "C" {
 #include <libavutil/dict.h>
@@ -75,6 +76,16 @@ absl::Status CheckRawHeaderFrameSize(absl::string_view head, int max_frame_side)
     if (!number(tokens[1], &width) || !number(tokens[2], &height)) width = height = -1;
   }
   return CheckFrameSize(width, height, max_frame_side);
+}
+
+absl::Status CheckWholeInput(absl::string_view bytes, int max_frame_side,
+                             int64_t max_fragment_samples) {
+  if (bytes.empty()) return absl::InvalidArgumentError("empty input: no video bytes were sent");
+  if (auto status = CheckRawHeaderFrameSize(bytes.substr(0, kRawHeaderBytes), max_frame_side);
+      !status.ok()) {
+    return status;
+  }
+  return FragmentGuard(max_fragment_samples).Inspect(bytes);
 }
 
 UriInputChecks RawInputChecks(int max_frame_side, int64_t max_fragment_samples) {

@@ -31,6 +31,11 @@ inline constexpr int64_t kRawHeaderBytes = 1024;
 // before anyone can read the size, which would hide that a limit was hit. Other inputs pass.
 absl::Status CheckRawHeaderFrameSize(absl::string_view head, int max_frame_side);
 
+// What a whole video in memory must pass before libavformat reads it: not empty,
+// CheckRawHeaderFrameSize on its head, and a FragmentGuard with `max_fragment_samples`.
+absl::Status CheckWholeInput(absl::string_view bytes, int max_frame_side,
+                             int64_t max_fragment_samples);
+
 // What URI bytes must pass before libavformat reads them: CheckRawHeaderFrameSize on their head,
 // and a FragmentGuard with `max_fragment_samples`.
 UriInputChecks RawInputChecks(int max_frame_side, int64_t max_fragment_samples);
