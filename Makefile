@@ -9,7 +9,8 @@ METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
 
 .PHONY: deps build model-repository serve test sanitize bench-attention bench-backbone bench-media \
-  bench-e2e bench-gpu bench-serving bench-protocols bench-segments bench-soak bench-streaming bench-training clean
+  bench-e2e bench-gpu bench-serving bench-protocols bench-segments bench-soak bench-streaming \
+  bench-timelines bench-training clean
 
 deps:
 	./scripts/install-deps.sh
@@ -47,6 +48,14 @@ sanitize: deps
 bench-training: build
 	/usr/bin/python3 bench/training/run_comparison.py --train-binary $(BUILD_DIR)/bin/vidclf-train \
 	  --work-dir $(BUILD_DIR)/training-bench --output docs/results.md
+
+# Writes the "Timelines" section of docs/results.md: the heads of bench-training fitted again and
+# served, and ClassifySegments over 10-minute synthetic timelines, scored by vidclf-train eval
+# --segments (about 40 minutes on 2 cores).
+bench-timelines: build
+	/usr/bin/python3 bench/training/run_timelines.py --train-binary $(BUILD_DIR)/bin/vidclf-train \
+	  --server-binary $(BUILD_DIR)/bin/vidclf-server --client-binary $(BUILD_DIR)/bin/vidclf \
+	  --work-dir $(BUILD_DIR)/timelines-bench --output docs/results.md
 
 # Prints the ResNet18 throughput table of docs/backbone-benchmark.md (about a minute on the CPU).
 bench-backbone: build

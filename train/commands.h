@@ -21,6 +21,12 @@ struct SynthFlags {
   double test_fraction = 0.25;
   int min_frames = 24;
   int max_frames = 48;
+  // Long videos of consecutive segments instead (synthetic_timeline.h).
+  bool timeline = false;
+  int timelines = 4;
+  double timeline_seconds = 600;
+  double min_segment_seconds = 4;
+  double max_segment_seconds = 16;
 };
 
 // Where the clips are and how they are split.
@@ -92,6 +98,12 @@ struct EvalFlags {
   // vidclf-server --precision runs it on this machine; int8 by the work directory's calibration),
   // and the predictions compared with fp32's.
   std::string backbone_precision = "fp32";
+  // Instead of a run: compares predicted segments with the true ones (segment_file.h).
+  bool segments = false;
+  std::string truth;
+  std::string predicted;
+  double frame_step_seconds = 0.25;
+  bool json = false;
 };
 
 struct CalibrateFlags {
@@ -108,7 +120,8 @@ struct ExportFlags {
   std::string samples_dir;
 };
 
-// `with_seed` false when another group already registers --seed (vidclf-train all).
+// `with_seed` false when another group already registers --seed (vidclf-train all, which makes
+// clips only: no timeline flags).
 void AddSynthFlags(CLI::App* app, SynthFlags* flags, bool with_seed = true);
 void AddDataFlags(CLI::App* app, DataFlags* flags);
 // `with_work` false when another group already registers --work and --seed (vidclf-train all).
@@ -125,6 +138,7 @@ int RunEmbed(const DataFlags& data, const EmbedFlags& flags);
 int RunFit(const FitFlags& flags);
 int RunAttention(const AttentionFlags& flags);
 int RunEval(const EvalFlags& flags);
+int RunEvalSegments(const EvalFlags& flags);
 int RunCalibrate(const CalibrateFlags& flags);
 int RunExport(const ExportFlags& flags);
 

@@ -24,9 +24,8 @@ namespace fs = std::filesystem;
 
 void AddEvalFlags(CLI::App* app, EvalFlags* flags, bool with_work) {
   if (with_work) {
-    app->add_option("--work", flags->work, "Work directory that fit wrote the run into.")
-        ->required();
-    app->add_option("--run", flags->run, "Run to evaluate.")->required();
+    app->add_option("--work", flags->work, "Work directory that fit wrote the run into.");
+    app->add_option("--run", flags->run, "Run to evaluate.");
     app->add_option("--split", flags->split, "Clips to evaluate on.")
         ->capture_default_str()
         ->check(CLI::IsMember({"test", "validation", "train"}));
@@ -48,6 +47,23 @@ void AddEvalFlags(CLI::App* app, EvalFlags* flags, bool with_work) {
                     "embeddings differ from fp32's (the cached embeddings).")
         ->capture_default_str()
         ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
+    app->add_flag("--segments", flags->segments,
+                  "Instead of a run's report: compare the segments in --predicted with those in "
+                  "--truth (frame-wise accuracy, edit score, F1@{0.10,0.25,0.50}, mAP at tIoU "
+                  "{0.3,0.5,0.7}).");
+    app->add_option("--truth", flags->truth,
+                    "With --segments: the true segments (as vidclf-train synth --timeline "
+                    "writes them).")
+        ->check(CLI::ExistingFile);
+    app->add_option("--predicted", flags->predicted,
+                    "With --segments: the predicted segments, in the same format (a segment "
+                    "object per vidclf segments --json line).")
+        ->check(CLI::ExistingFile);
+    app->add_option("--frame-step-seconds", flags->frame_step_seconds,
+                    "With --segments: frame-wise accuracy looks at an instant this often.")
+        ->capture_default_str()
+        ->check(CLI::Range(0.001, 60.0));
+    app->add_flag("--json", flags->json, "With --segments: print the metrics as one JSON object.");
   }
 }
 
@@ -158,6 +174,12 @@ absl::StatusOr<nlohmann::json> AgainstFloat32Backbone(
 }  // namespace
 
 int RunEval(const EvalFlags& flags) {
+  if (flags.segments) return RunEvalSegments(flags);
+  if (flags.work.empty() || flags.run.empty()) {
+    std::cerr << "vidclf-train eval: give --work and --run (or --segments with --truth and "
+                 "--predicted)\n";
+    return kExitUsage;
+  }
   absl::StatusOr<Dataset> dataset = LoadWorkDataset(flags.work);
   if (!dataset.ok()) {
     std::cerr << "vidclf-train eval: " << dataset.status().message() << "\n";

@@ -29,8 +29,8 @@ struct SegmentedVideo {
 // Temporal intersection over union of two intervals (0 when either is empty).
 double TemporalIou(const TimedSegment& a, const TimedSegment& b);
 
-// The share of instants (every `step_seconds`, at the middle of each step) whose label, or
-// background, the predictions give right, over all the videos.
+// 100 times the share of instants (every `step_seconds`, at the middle of each step) whose label,
+// or background, the predictions give right, over all the videos.
 double FrameAccuracy(const std::vector<SegmentedVideo>& videos, double step_seconds);
 
 // 100 (1 - the Levenshtein distance between the sequences of true and predicted labels / the

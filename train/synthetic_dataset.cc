@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "media/video_encoder.h"
 #include "train/parallel_jobs.h"
+#include "train/segment_file.h"
 
 namespace vidclf::train {
 namespace {
@@ -171,6 +172,47 @@ absl::StatusOr<SyntheticDatasetSummary> WriteSyntheticDataset(
     summary.bytes += static_cast<int64_t>(text->size());
   }
   return summary;
+}
+
+absl::StatusOr<int64_t> WriteSyntheticTimelines(const SyntheticTimelinesOptions& options,
+                                                const std::function<void(int, int)>& on_video) {
+  if (options.timelines < 1) return absl::InvalidArgumentError("timelines must be at least 1");
+  if (auto status = CheckTimelineOptions(options.timeline); !status.ok()) return status;
+  const fs::path root(options.output_dir);
+  if (auto status = CreateDirectory(root); !status.ok()) return status;
+  const std::vector<std::string>& labels = SyntheticLabels();
+  std::vector<VideoSegments> truth(options.timelines);
+  std::mutex mutex;
+  absl::Status failure;
+  int64_t bytes = 0;
+  int done = 0;
+  RunParallelJobs(
+      options.timelines, static_cast<int>(std::thread::hardware_concurrency()), [&](int i) {
+        const std::string file = absl::StrFormat("timeline-%03d.mp4", i);
+        absl::StatusOr<SyntheticTimeline> timeline =
+            MakeSyntheticTimeline(i, options.seed, options.timeline);
+        absl::Status status = timeline.status();
+        if (status.ok()) status = WriteFileAtomically(root / file, timeline->video);
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!status.ok()) {
+          if (failure.ok()) failure = status;
+          return false;
+        }
+        VideoSegments& video = truth[i];
+        video.video = file;
+        video.duration_seconds = timeline->duration_seconds;
+        for (const TimelineSegment& segment : timeline->segments) {
+          video.segments.push_back(
+              {labels[segment.label], segment.start_seconds, segment.end_seconds, {}, {}});
+        }
+        bytes += static_cast<int64_t>(timeline->video.size());
+        if (on_video) on_video(++done, options.timelines);
+        return true;
+      });
+  if (!failure.ok()) return failure;
+  const std::string text = SegmentFileText(truth);
+  if (auto status = WriteFileAtomically(root / "truth.json", text); !status.ok()) return status;
+  return bytes + static_cast<int64_t>(text.size());
 }
 
 }  // namespace vidclf::train

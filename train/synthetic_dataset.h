@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "train/synthetic_timeline.h"
 #include "train/synthetic_videos.h"
 
 namespace vidclf::train {
@@ -48,6 +49,21 @@ std::string SyntheticVideoFileName(const std::string& label_name, int index,
 // filesystem's error naming the path that could not be created or written.
 absl::StatusOr<SyntheticDatasetSummary> WriteSyntheticDataset(
     const SyntheticDatasetOptions& options, const std::function<void(int, int)>& on_video = {});
+
+struct SyntheticTimelinesOptions {
+  std::string output_dir;  // created if missing
+  uint64_t seed = 1;
+  int timelines = 4;
+  TimelineOptions timeline;
+};
+
+// Writes `timelines` timelines (synthetic_timeline.h) and their true segments:
+//   OUT/timeline-NNN.mp4
+//   OUT/truth.json    segment_file.h's format, videos named by their file names
+// atomically, as WriteSyntheticDataset does, timelines on every core at once; `on_video(done,
+// total)` as there. Returns the bytes written.
+absl::StatusOr<int64_t> WriteSyntheticTimelines(const SyntheticTimelinesOptions& options,
+                                                const std::function<void(int, int)>& on_video = {});
 
 }  // namespace vidclf::train
 

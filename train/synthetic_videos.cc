@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "media/av_util.h"
+#include "train/synthetic_random.h"
 
 namespace vidclf::train {
 namespace {
@@ -14,28 +15,6 @@ constexpr int kNumClasses = 10;
 // Lengths (texture wavelengths, blur radii) are in units of 1/kReferenceSide of the frame's
 // shorter side, so a frame looks the same at every drawn resolution once the server resizes it.
 constexpr double kReferenceSide = 112;
-
-// SplitMix64: our own generator and distributions, because the standard library's distributions
-// differ between implementations and the data set must be the same everywhere.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  double Uniform(double low, double high) {
-    return low + (high - low) * static_cast<double>(Next() >> 11) * 0x1.0p-53;
-  }
-  int Below(int n) { return static_cast<int>(Next() % static_cast<uint64_t>(n)); }
-
- private:
-  uint64_t state_;
-};
-
-uint64_t Mix(uint64_t a, uint64_t b) { return Rng(a ^ Rng(b).Next()).Next(); }
 
 using Rgb = std::array<double, 3>;
 

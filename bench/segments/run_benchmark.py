@@ -100,7 +100,7 @@ class PeakResident:
 
 def segments_call(client, server, uri, model):
     """One ClassifySegments call through `vidclf segments`: wall seconds, peak server RSS, the
-    summary line and the segments."""
+    summary line, the number of segments and the segments themselves ("predicted")."""
     with PeakResident(server.process.pid) as peak:
         start = time.perf_counter()
         done = serving.run([client, "segments", uri, "--server", server.address, "--model", model,
@@ -108,7 +108,7 @@ def segments_call(client, server, uri, model):
         seconds = time.perf_counter() - start
     segments = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     return {"seconds": seconds, "peak_rss": peak.peak, "summary": done.stderr.strip(),
-            "segments": len(segments)}
+            "segments": len(segments), "predicted": segments}
 
 
 def naive_windows(client, server, uri, model, window_frames, hop_frames):
