@@ -96,13 +96,11 @@ struct VideoWriter::State {
   MuxerPtr muxer;
   CodecContextPtr encoder;
   AVStream* stream = nullptr;
-  SwsContext* to_yuv = nullptr;  // sws_getCachedContext's: remade when an image's size changes
+  SwsContextPtr to_yuv;  // remade by sws_getCachedContext when an image's size changes
   FramePtr frame;
   PacketPtr packet;
   int64_t last_timestamp = -1;
   bool finished = false;
-
-  ~State() { sws_freeContext(to_yuv); }
 };
 
 VideoWriter::VideoWriter(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -214,13 +212,13 @@ absl::Status VideoWriter::Add(const RgbImage& image, int64_t timestamp) {
         absl::StrCat("timestamp ", timestamp, " is not after the last (", s.last_timestamp, ")"));
   }
   AVFrame* frame = s.frame.get();
-  s.to_yuv = sws_getCachedContext(s.to_yuv, image.width, image.height, AV_PIX_FMT_RGB24,
-                                  frame->width, frame->height, AV_PIX_FMT_YUV420P, SWS_BILINEAR,
-                                  nullptr, nullptr, nullptr);
-  if (s.to_yuv == nullptr) return absl::ResourceExhaustedError("out of memory");
+  s.to_yuv.reset(sws_getCachedContext(s.to_yuv.release(), image.width, image.height,
+                                      AV_PIX_FMT_RGB24, frame->width, frame->height,
+                                      AV_PIX_FMT_YUV420P, SWS_BILINEAR, nullptr, nullptr, nullptr));
+  if (!s.to_yuv) return absl::ResourceExhaustedError("out of memory");
   if (s.encoder->color_range == AVCOL_RANGE_JPEG) {
     const int* bt601 = sws_getCoefficients(SWS_CS_ITU601);
-    sws_setColorspaceDetails(s.to_yuv, bt601, /*srcRange=*/1, bt601, /*dstRange=*/1,
+    sws_setColorspaceDetails(s.to_yuv.get(), bt601, /*srcRange=*/1, bt601, /*dstRange=*/1,
                              /*brightness=*/0, /*contrast=*/1 << 16, /*saturation=*/1 << 16);
   }
   if (auto status = Check(av_frame_make_writable(frame), "frame not writable"); !status.ok()) {
@@ -228,7 +226,7 @@ absl::Status VideoWriter::Add(const RgbImage& image, int64_t timestamp) {
   }
   const uint8_t* source[4] = {image.rgb.data(), nullptr, nullptr, nullptr};
   const int source_stride[4] = {3 * image.width, 0, 0, 0};
-  sws_scale(s.to_yuv, source, source_stride, 0, image.height, frame->data, frame->linesize);
+  sws_scale(s.to_yuv.get(), source, source_stride, 0, image.height, frame->data, frame->linesize);
   frame->pts = timestamp;
   s.last_timestamp = timestamp;
   if (auto status = Check(avcodec_send_frame(s.encoder.get(), frame), "encoding failed");

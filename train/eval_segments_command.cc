@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "train/commands.h"
 #include "train/segment_file.h"
@@ -43,7 +44,7 @@ absl::StatusOr<std::vector<SegmentedVideo>> Paired(const std::vector<VideoSegmen
     SegmentedVideo& paired = videos.emplace_back();
     paired.truth = timed(video.segments);
     paired.predicted = timed(found->second->segments);
-    double end = video.segments.empty() ? 0 : video.segments.back().end_seconds;
+    double end = 0;
     for (const NamedSegment& segment : video.segments) end = std::max(end, segment.end_seconds);
     paired.duration_seconds = video.duration_seconds.value_or(end);
     predictions.erase(found);
@@ -101,8 +102,9 @@ int RunEvalSegments(const EvalFlags& flags) {
   std::cout << absl::StrFormat("%d videos, %d true segments, %d predicted\n", videos->size(),
                                true_segments, predicted_segments);
   for (const auto& [name, value] : report.items()) {
-    if (value.is_number_float())
+    if (value.is_number_float()) {
       std::cout << absl::StrFormat("%-16s %6.2f\n", name, value.get<double>());
+    }
   }
   return 0;
 }
