@@ -35,7 +35,7 @@ void AddSynthFlags(CLI::App* app, SynthFlags* flags, bool with_seed) {
   app->add_option("--timeline-seconds", flags->timeline_seconds,
                   "With --timeline: each video's length.")
       ->capture_default_str()
-      ->check(CLI::Range(1.0, 86400.0));
+      ->check(CLI::Range(1.0, 14400.0));
   app->add_option("--min-segment-seconds", flags->min_segment_seconds,
                   "With --timeline: shortest segment.")
       ->capture_default_str()
