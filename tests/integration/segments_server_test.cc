@@ -554,7 +554,11 @@ TEST_F(SegmentsServerTest, ACancelledCallStopsDecoding) {
 
 // Memory does not grow with the video's length: frames are not all held at once, and windows go
 // out as they are answered. A 30-minute video pulled from a file (3,600 frames, every one
-// embedded) takes the server's resident memory at most 16 MiB above what a 1-minute one took.
+// embedded) takes the server's resident memory at most 32 MiB above what a 1-minute one took.
+// Holding the 3,600 converted frames (64x64, 48 KiB each) would take 169 MiB more; the peaks of
+// calls of any
+// length scatter by some 10 MB (one run: 1 minute 376 MB; 30 minutes 386 and 393 MB; an hour
+// 383 MB), which a 16 MiB bound failed on once.
 TEST_F(SegmentsServerTest, MemoryDoesNotGrowWithTheVideo) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
@@ -582,7 +586,7 @@ TEST_F(SegmentsServerTest, MemoryDoesNotGrowWithTheVideo) {
   };
   const int64_t one_minute = peak_for(60);
   const int64_t half_an_hour = peak_for(1800);
-  EXPECT_LT(half_an_hour - one_minute, int64_t{16} << 20)
+  EXPECT_LT(half_an_hour - one_minute, int64_t{32} << 20)
       << "1 minute: " << one_minute << " bytes at most; 30 minutes: " << half_an_hour;
 }
 
