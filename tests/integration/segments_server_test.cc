@@ -556,9 +556,8 @@ TEST_F(SegmentsServerTest, ACancelledCallStopsDecoding) {
 // out as they are answered. A 30-minute video pulled from a file (3,600 frames, every one
 // embedded) takes the server's resident memory at most 32 MiB above what a 1-minute one took.
 // Holding the 3,600 converted frames (64x64, 48 KiB each) would take 169 MiB more; the peaks of
-// calls of any
-// length scatter by some 10 MB (one run: 1 minute 376 MB; 30 minutes 386 and 393 MB; an hour
-// 383 MB), which a 16 MiB bound failed on once.
+// calls of any length scatter by some 10 MB (one run: 1 minute 376 MB; 30 minutes 386 and
+// 393 MB; an hour 383 MB), which a 16 MiB bound failed on once.
 TEST_F(SegmentsServerTest, MemoryDoesNotGrowWithTheVideo) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
