@@ -96,7 +96,9 @@ struct VideoWriter::State {
   MuxerPtr muxer;
   CodecContextPtr encoder;
   AVStream* stream = nullptr;
-  SwsContextPtr to_yuv;  // remade by sws_getCachedContext when an image's size changes
+  SwsContextPtr to_yuv;  // made for the first image, and again when an image's size changes
+  int source_width = 0;
+  int source_height = 0;
   FramePtr frame;
   PacketPtr packet;
   int64_t last_timestamp = -1;
@@ -212,14 +214,18 @@ absl::Status VideoWriter::Add(const RgbImage& image, int64_t timestamp) {
         absl::StrCat("timestamp ", timestamp, " is not after the last (", s.last_timestamp, ")"));
   }
   AVFrame* frame = s.frame.get();
-  s.to_yuv.reset(sws_getCachedContext(s.to_yuv.release(), image.width, image.height,
-                                      AV_PIX_FMT_RGB24, frame->width, frame->height,
-                                      AV_PIX_FMT_YUV420P, SWS_BILINEAR, nullptr, nullptr, nullptr));
-  if (!s.to_yuv) return absl::ResourceExhaustedError("out of memory");
-  if (s.encoder->color_range == AVCOL_RANGE_JPEG) {
-    const int* bt601 = sws_getCoefficients(SWS_CS_ITU601);
-    sws_setColorspaceDetails(s.to_yuv.get(), bt601, /*srcRange=*/1, bt601, /*dstRange=*/1,
-                             /*brightness=*/0, /*contrast=*/1 << 16, /*saturation=*/1 << 16);
+  if (!s.to_yuv || image.width != s.source_width || image.height != s.source_height) {
+    s.to_yuv.reset(sws_getContext(image.width, image.height, AV_PIX_FMT_RGB24, frame->width,
+                                  frame->height, AV_PIX_FMT_YUV420P, SWS_BILINEAR, nullptr, nullptr,
+                                  nullptr));
+    if (!s.to_yuv) return absl::ResourceExhaustedError("out of memory");
+    if (s.encoder->color_range == AVCOL_RANGE_JPEG) {
+      const int* bt601 = sws_getCoefficients(SWS_CS_ITU601);
+      sws_setColorspaceDetails(s.to_yuv.get(), bt601, /*srcRange=*/1, bt601, /*dstRange=*/1,
+                               /*brightness=*/0, /*contrast=*/1 << 16, /*saturation=*/1 << 16);
+    }
+    s.source_width = image.width;
+    s.source_height = image.height;
   }
   if (auto status = Check(av_frame_make_writable(frame), "frame not writable"); !status.ok()) {
     return status;

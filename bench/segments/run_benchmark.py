@@ -111,20 +111,22 @@ def segments_call(client, server, uri, model):
             "segments": len(segments), "predicted": segments}
 
 
-def naive_windows(client, server, uri, model, window_frames, hop_frames):
-    """The same windows as separate Classify calls, NAIVE_CONCURRENCY at a time."""
+def naive_windows(client, server, uri, model, window_frames, hop_frames, duration_s=DURATION_S,
+                  stride=NAIVE_STRIDE):
+    """The same windows as separate Classify calls, NAIVE_CONCURRENCY at a time, each sampling
+    every `stride`-th frame from its start."""
     window_s = window_frames / SAMPLE_FPS
     hop_s = hop_frames / SAMPLE_FPS
     starts = []
     start = 0.0
-    while start + window_s <= DURATION_S + 1e-9:
+    while start + window_s <= duration_s + 1e-9:
         starts.append(start)
         start += hop_s
 
     def classify(start_s):
         serving.run([client, "classify", uri, "--server", server.address, "--model", model,
                      "--sampling", "window", "--start-seconds", f"{start_s:.3f}", "--num-frames",
-                     str(window_frames), "--stride-frames", str(NAIVE_STRIDE), "--json"],
+                     str(window_frames), "--stride-frames", str(stride), "--json"],
                     capture_output=True, text=True)
 
     with PeakResident(server.process.pid) as peak:

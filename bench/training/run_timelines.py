@@ -20,7 +20,6 @@ The section replaces the one already in --output, or is appended; run_comparison
 """
 
 import argparse
-import concurrent.futures
 import datetime
 import importlib.util
 import json
@@ -53,7 +52,6 @@ resident_bytes = segments_bench.resident_bytes
 
 SECTION = "## Timelines: segments of 10-minute videos"
 SAMPLE_FPS = 4
-NAIVE_CONCURRENCY = 2
 
 log = comparison.log
 
@@ -61,26 +59,6 @@ log = comparison.log
 def rows():
     """The heads: the main table's, without the ablation of positions."""
     return [r for r in comparison.models() if "no positions" not in r[0]]
-
-
-def naive_client(client, server, uri, model, duration, fps):
-    """Each 16-frame window, every 8 sampled frames, as its own Classify call."""
-    stride = max(1, round(fps / SAMPLE_FPS))
-    window_s, hop_s = 16 / SAMPLE_FPS, 8 / SAMPLE_FPS
-    starts = []
-    while len(starts) * hop_s + window_s <= duration + 1e-9:
-        starts.append(len(starts) * hop_s)
-
-    def classify(start_s):
-        subprocess.run([client, "classify", uri, "--server", server.address, "--model", model,
-                        "--sampling", "window", "--start-seconds", f"{start_s:.3f}",
-                        "--num-frames", "16", "--stride-frames", str(stride), "--json"],
-                       check=True, capture_output=True, text=True)
-
-    begin = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(NAIVE_CONCURRENCY) as pool:
-        list(pool.map(classify, starts))
-    return time.perf_counter() - begin, len(starts)
 
 
 def base_rate(path):
@@ -105,7 +83,8 @@ def reading(results, truth):
         for row in temporal for r in results[row])
     text = (
         f"**Reading.** Every temporal head lands between {mean(worst, 'f1@0.25'):.1f} "
-        f"({worst}) and {mean(best, 'f1@0.25'):.1f} ({best}) F1@0.25; the heads cut the timeline into {predicted:.0f} segments "
+        f"({worst}) and {mean(best, 'f1@0.25'):.1f} ({best}) F1@0.25; the heads cut the "
+        f"timeline into {predicted:.0f} segments "
         f"where it has {true_per_timeline:.0f}, which the edit score and the strict overlaps "
         f"punish. ")
     if "bag of frames" in results:
@@ -181,7 +160,8 @@ def write_section(args, record, truth):
         f"**Embedding once against re-embedding.** {naive['model']} on {naive['video']}: one "
         f"`ClassifySegments` call took {naive['segments_seconds']:.1f} s and embedded "
         f"{naive['embedded']} frames; the naive client, sending each of its {naive['calls']} "
-        f"windows as a `Classify` call ({NAIVE_CONCURRENCY} in flight, each decoding from the "
+        f"windows as a `Classify` call ({segments_bench.NAIVE_CONCURRENCY} in flight, each "
+        f"decoding from the "
         f"keyframe before its window), took {naive['seconds']:.1f} s "
         f"({naive['seconds'] / naive['segments_seconds']:.1f}×) and embedded "
         f"{16 * naive['calls']} frames ({16 * naive['calls'] / naive['embedded']:.1f}×). "
@@ -300,11 +280,12 @@ def main():
         log("the naive client")
         call = segments_bench.segments_call(client, server, uri0, first)
         embedded = int(call["summary"].split(" embedded")[0].split()[-1])
-        naive_seconds, calls = naive_client(
-            client, server, uri0, first, truth["videos"][0]["duration_seconds"],
-            base_rate(os.path.join(timelines_dir, videos[0])))
+        # Each window samples every k-th frame of the timeline's base rate: 4 frames/s.
+        stride = max(1, round(base_rate(os.path.join(timelines_dir, videos[0])) / SAMPLE_FPS))
+        windows = segments_bench.naive_windows(client, server, uri0, first, 16, 8,
+                                               truth["videos"][0]["duration_seconds"], stride)
         naive = {"model": first, "video": videos[0], "segments_seconds": call["seconds"],
-                 "embedded": embedded, "seconds": naive_seconds, "calls": calls}
+                 "embedded": embedded, "seconds": windows["seconds"], "calls": windows["calls"]}
     finally:
         server.stop()
     record = {"results": results, "naive": naive, "idle_rss": idle_rss,
