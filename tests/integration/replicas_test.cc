@@ -140,29 +140,38 @@ void ExpectPrometheusScrapesAll(
   EXPECT_EQ(replicas_serving, "3");
 }
 
-TEST(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
-  const std::string dir = testing::MakeScratchDir("replicas");
-  testing::SaveModel(testing::TinyConfig(), dir + "/repo/tiny/1");
+// Each test's files (repository, videos, nginx's and Prometheus's) in a directory removed after
+// the test, once its servers have stopped.
+class ReplicasTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::MakeScratchDir("replicas"); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string dir_;
+};
+
+TEST_F(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
+  testing::SaveModel(testing::TinyConfig(), dir_ + "/repo/tiny/1");
   testing::MakeVideo("-f lavfi -i testsrc2=size=160x120:rate=10 -frames:v 20 -c:v libx264",
-                     dir + "/clip.mp4");
+                     dir_ + "/clip.mp4");
   std::vector<std::unique_ptr<testing::ServerProcess>> replicas;
   std::vector<int> ports;
   for (int i = 0; i < 3; ++i) {
     auto replica = testing::ServerProcess::Start(
         VIDCLF_SERVER_BINARY,
-        {"--model-repository", dir + "/repo", "--cores", "1", "--decode-slots", "4"});
+        {"--model-repository", dir_ + "/repo", "--cores", "1", "--decode-slots", "4"});
     ASSERT_TRUE(replica.ok()) << replica.status();
     ports.push_back(std::stoi((*replica)->grpc_address().substr(10)));
     replicas.push_back(*std::move(replica));
   }
   const int port = testing::UnusedLoopbackPort();
-  WriteNginxConfig(dir + "/nginx", port, ports);
-  Nginx nginx(dir + "/nginx", port);
+  WriteNginxConfig(dir_ + "/nginx", port, ports);
+  Nginx nginx(dir_ + "/nginx", port);
   ASSERT_TRUE(nginx.running()) << nginx.error_log();
 
   // Load from `vidclf bench` through nginx reaches every replica, and a real Prometheus scrapes
   // all three.
-  const std::string bench = absl::StrCat(VIDCLF_CLIENT_BINARY, " bench ", dir,
+  const std::string bench = absl::StrCat(VIDCLF_CLIENT_BINARY, " bench ", dir_,
                                          "/clip.mp4 --json --server ", nginx.address());
   int exit_code = -1;
   std::string output = testing::RunCommand(bench + " --concurrency 3 --requests 24", &exit_code);
@@ -174,15 +183,15 @@ TEST(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
     served += ClassifyCallsServed(*replica);
   }
   EXPECT_EQ(served, 24);
-  ExpectPrometheusScrapesAll(dir + "/prometheus", replicas);
+  ExpectPrometheusScrapesAll(dir_ + "/prometheus", replicas);
 
   // A client-streaming upload and a live stream pass through too.
-  output = testing::RunCommand(absl::StrCat(VIDCLF_CLIENT_BINARY, " upload ", dir,
+  output = testing::RunCommand(absl::StrCat(VIDCLF_CLIENT_BINARY, " upload ", dir_,
                                             "/clip.mp4 --server ", nginx.address(), " 2>&1"),
                                &exit_code);
   EXPECT_EQ(exit_code, 0) << output;
   output = testing::RunCommand(
-      absl::StrCat(VIDCLF_CLIENT_BINARY, " stream ", dir,
+      absl::StrCat(VIDCLF_CLIENT_BINARY, " stream ", dir_,
                    "/clip.mp4 --emit-every-frames 5 --server ", nginx.address(), " 2>&1"),
       &exit_code);
   EXPECT_EQ(exit_code, 0) << output;
@@ -198,7 +207,7 @@ TEST(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
   grpc::ClientContext upload_context;
   v1::ClassifyResponse upload_response;
   auto upload = first->ClassifyUpload(&upload_context, &upload_response);
-  const std::string video = testing::ReadFile(dir + "/clip.mp4");
+  const std::string video = testing::ReadFile(dir_ + "/clip.mp4");
   v1::ClassifyUploadRequest chunk;
   chunk.set_chunk(video.substr(0, video.size() / 2));
   ASSERT_TRUE(upload->Write(chunk));
@@ -243,20 +252,19 @@ TEST(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
 
 // --max-connection-age-s sends clients a GOAWAY so that their later calls may reach another
 // replica; a live stream already open goes on to its end, unless a grace period cuts it.
-TEST(ReplicasTest, ConnectionAgeMovesLaterCallsAndSparesStreamsWithoutGrace) {
-  const std::string dir = testing::MakeScratchDir("connection-age");
-  testing::SaveModel(testing::TinyConfig(), dir + "/repo/tiny/1");
+TEST_F(ReplicasTest, ConnectionAgeMovesLaterCallsAndSparesStreamsWithoutGrace) {
+  testing::SaveModel(testing::TinyConfig(), dir_ + "/repo/tiny/1");
   // 4 s of video, streamed at its real rate.
   testing::MakeVideo("-f lavfi -i testsrc2=size=160x120:rate=10 -frames:v 40 -c:v libx264",
-                     dir + "/clip.mp4");
+                     dir_ + "/clip.mp4");
   for (const bool graceful : {true, false}) {
     auto server = testing::ServerProcess::Start(
-        VIDCLF_SERVER_BINARY, {"--model-repository", dir + "/repo", "--max-connection-age-s", "1",
+        VIDCLF_SERVER_BINARY, {"--model-repository", dir_ + "/repo", "--max-connection-age-s", "1",
                                "--max-connection-age-grace-s", graceful ? "0" : "1"});
     ASSERT_TRUE(server.ok()) << server.status();
     int exit_code = -1;
     const std::string output =
-        testing::RunCommand(absl::StrCat(VIDCLF_CLIENT_BINARY, " stream ", dir,
+        testing::RunCommand(absl::StrCat(VIDCLF_CLIENT_BINARY, " stream ", dir_,
                                          "/clip.mp4 --realtime --emit-every-frames 10 --server ",
                                          (*server)->grpc_address(), " 2>&1"),
                             &exit_code);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,9 +15,13 @@ namespace vidclf::testing {
 
 std::string MakeScratchDir(const std::string& name) {
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
-                              ("vidclf_" + std::to_string(::getpid()) + "_" +
-                               (test ? std::string(test->name()) : "suite") + "_" + name);
+  // A parameterized test's name has a '/' ("Case/3"): one directory level, so that the caller's
+  // removal of what this returns leaves nothing behind.
+  std::string test_name = test ? std::string(test->name()) : "suite";
+  std::replace(test_name.begin(), test_name.end(), '/', '-');
+  std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) /
+      ("vidclf_" + std::to_string(::getpid()) + "_" + test_name + "_" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
