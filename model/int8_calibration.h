@@ -1,8 +1,9 @@
 // What an int8 backbone needs besides its weights: the range of the frames it reads and of every
-// convolution's output, measured in float32 on frames of the model's own training data. Weights
-// are quantized per output channel from their own range at load; activations per tensor, each
-// from its calibrated largest magnitude (symmetric, no zero point). A bundle keeps its
-// calibration in backbone_int8.json beside the weights (vidclf-train calibrate writes it).
+// convolution's output, and the mean of every convolution's input channels, measured in float32
+// on frames of the model's own training data. Weights are quantized per output channel from their
+// own range at load; activations per tensor, each from its calibrated largest magnitude
+// (symmetric, no zero point). A bundle keeps its calibration in backbone_int8.json beside the
+// weights (vidclf-train calibrate writes it).
 #ifndef VIDCLF_MODEL_INT8_CALIBRATION_H_
 #define VIDCLF_MODEL_INT8_CALIBRATION_H_
 
@@ -29,6 +30,12 @@ struct Int8Calibration {
   // and for a block's second convolution after the residual sum too), in the order the folded
   // network lists them: the stem, then each block's conv1, conv2 and downsample.
   std::vector<float> output_max;
+  // The mean of each convolution's input, channel by channel over the frames and positions, in
+  // the same order. The int8 backbone subtracts from each output channel's bias the mean shift
+  // that rounding its weights causes on such inputs ("bias correction", Nagel et al., 2019): on
+  // the default models it halved the embeddings' median error (docs/backbone-benchmark.md).
+  // Optional in the file: without it the biases are left as they are.
+  std::vector<std::vector<float>> input_mean;
 };
 
 // Measures `resnet` (eval mode's batch norms, float32 on the CPU) on `frames`, batches of

@@ -436,6 +436,9 @@ OneDnnResNet18::OneDnnResNet18(const FoldedResNet18& folded, const Int8Calibrati
   TORCH_CHECK(calibration.output_max.size() == expected && calibration.input_max > 0,
               "the int8 calibration lists ", calibration.output_max.size(),
               " convolutions' ranges where the backbone has ", expected);
+  TORCH_CHECK(calibration.input_mean.empty() || calibration.input_mean.size() == expected,
+              "the int8 calibration lists ", calibration.input_mean.size(),
+              " convolutions' input means where the backbone has ", expected);
   using T = memory::data_type;
   // A step is the value of one unit of a tensor: an int8 one's calibrated range over 127 (s8) or
   // 255 (u8, a ReLU's output); 1 for float32.
@@ -459,6 +462,16 @@ OneDnnResNet18::OneDnnResNet18(const FoldedResNet18& folded, const Int8Calibrati
                                  .clamp(-127, 127)
                                  .to(torch::kChar)
                                  .contiguous();
+    if (!calibration.input_mean.empty()) {  // bias correction: int8_calibration.h
+      const std::vector<float>& mean = calibration.input_mean[index];
+      TORCH_CHECK(static_cast<int64_t>(mean.size()) == convolution.in_channels,
+                  "the int8 calibration lists ", mean.size(), " input means of convolution ", index,
+                  ", which reads ", convolution.in_channels, " channels");
+      const torch::Tensor rounding =
+          (convolution.plain_int8.to(torch::kFloat) * weight_step.view({-1, 1, 1, 1}) - weight)
+              .sum({2, 3});
+      convolution.bias -= torch::mv(rounding, torch::tensor(mean));
+    }
     const torch::Tensor accumulator_step = weight_step * src_step;
     convolution.bias = (convolution.bias / accumulator_step).contiguous();
     const torch::Tensor output_scales = (accumulator_step / out_step).contiguous();

@@ -1,6 +1,7 @@
-// vidclf-train calibrate: the int8 backbone's activation ranges, measured on frames of the work
-// directory's own training clips, written beside its backbone (model/int8_calibration.h), from
-// where eval --backbone-precision int8 reads them and export copies them into bundles.
+// vidclf-train calibrate: the int8 backbone's activation ranges and input means, measured on
+// frames of the work directory's own training clips, written beside its backbone
+// (model/int8_calibration.h), from where eval --backbone-precision int8 reads them and export
+// copies them into bundles.
 #include <algorithm>
 #include <iostream>
 

@@ -4,7 +4,7 @@
 //   embed    splits a data set and embeds every clip with the server's own decode path
 //   fit      trains a GRU, transformer (any attention) or bag-of-frames head on the embeddings
 //   eval     prints and saves the classification report of a run
-//   calibrate  measures the int8 backbone's activation ranges on frames of training clips
+//   calibrate  measures the int8 backbone's activation ranges and input means on training frames
 //   export   writes a run into a model repository, with metrics and provenance
 //   all      the steps in order
 //
@@ -109,8 +109,9 @@ int main(int argc, char** argv) {
   AddEvalFlags(app.add_subcommand("eval", "Classification report of a run."), &eval);
   CalibrateFlags calibrate;
   AddCalibrateFlags(
-      app.add_subcommand("calibrate",
-                         "Measure the int8 backbone's activation ranges on training frames."),
+      app.add_subcommand(
+          "calibrate",
+          "Measure the int8 backbone's activation ranges and input means on training frames."),
       &calibrate);
   ExportFlags export_flags;
   AddExportFlags(app.add_subcommand("export", "Write a run into a model repository."),

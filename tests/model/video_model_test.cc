@@ -339,6 +339,9 @@ TEST_F(VideoModelTest, Int8RunsByTheBundlesCalibration) {
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->output_max, calibration->output_max);
   EXPECT_EQ(read->input_max, calibration->input_max);
+  EXPECT_EQ(read->input_mean, calibration->input_mean);
+  ASSERT_EQ(read->input_mean.size(), read->output_max.size());
+  EXPECT_EQ(read->input_mean.front().size(), 3u) << "the frames' three channels";
   EXPECT_EQ(read->frames, 16);
   auto int8 = VideoModel::Load(dir_.string(), options);
   ASSERT_TRUE(int8.ok()) << int8.status();
@@ -355,6 +358,19 @@ TEST_F(VideoModelTest, Int8RunsByTheBundlesCalibration) {
   std::ofstream(dir_ / kInt8CalibrationFile) << damaged.dump();
   EXPECT_THAT(VideoModel::Load(dir_.string(), options).status().message(),
               HasSubstr("backbone_int8.json: output_max: an array of positive numbers"));
+  damaged = Int8CalibrationToJson(*calibration);
+  damaged["input_mean"][2][0] = "0.5";
+  std::ofstream(dir_ / kInt8CalibrationFile) << damaged.dump();
+  EXPECT_THAT(VideoModel::Load(dir_.string(), options).status().message(),
+              HasSubstr("backbone_int8.json: input_mean: an array of arrays of finite numbers"));
+  // The means are optional: without them the biases stay as they are.
+  damaged.erase("input_mean");
+  std::ofstream(dir_ / kInt8CalibrationFile) << damaged.dump();
+  auto uncorrected = VideoModel::Load(dir_.string(), options);
+  ASSERT_TRUE(uncorrected.ok()) << uncorrected.status();
+  auto from_uncorrected = (*uncorrected)->Embed(frames);
+  ASSERT_TRUE(from_uncorrected.ok()) << from_uncorrected.status();
+  EXPECT_FALSE(torch::equal(*from_uncorrected, *whole));
   options.device = torch::Device(torch::kCUDA, 0);
   EXPECT_THAT(BackboneDtype(Precision::kInt8, *options.device).status().message(),
               HasSubstr("precision int8 runs on the CPU"));
