@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -171,7 +172,19 @@ void BackboneBatcher::Run(std::vector<Frame> batch) {
     pixels.reserve(batch.size());
     for (const Frame& frame : batch) pixels.push_back(frame.pixels);
     try {
-      torch::Tensor frames = torch::stack(pixels);
+      torch::Tensor frames;
+      if (model.device().is_cuda() && pixels.front().device().is_cpu()) {
+        // Frames decoded on the CPU for a GPU model are gathered in page-locked memory, from
+        // LibTorch's caching host allocator (a pool that keeps each block until the copies that
+        // read it have run), so that Embed's copy to the GPU runs asynchronously on the
+        // device's stream and the next batch is gathered meanwhile.
+        std::vector<int64_t> shape = pixels.front().sizes().vec();
+        shape.insert(shape.begin(), static_cast<int64_t>(pixels.size()));
+        frames = torch::empty(shape, pixels.front().options().pinned_memory(true));
+        torch::stack_out(frames, pixels);
+      } else {
+        frames = torch::stack(pixels);
+      }
       // [B, crop, crop, 3] is a channels-last [B, 3, crop, crop] once permuted: no copy.
       if (model.channels_last()) frames = frames.permute({0, 3, 1, 2});
       return model.Embed(frames, options_.max_batch_frames);

@@ -385,6 +385,29 @@ TEST_F(ClassifyEngineTest, BindsNoThreadWhereTheModelsRunOnAGpu) {
   EXPECT_TRUE(engine->options().batching.cpus.empty());
 }
 
+// Frames decoded on the CPU for a GPU model are gathered in pinned memory and copied to the GPU
+// asynchronously: four calls at once, batched, get the CPU model's answers.
+TEST_F(ClassifyEngineTest, AGpuModelAnswersCpuDecodedFramesAsTheCpuModelDoes) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU";
+  model::InferenceOptions on_gpu = model::InferenceOptions::Exact();
+  on_gpu.device = torch::Device(torch::kCUDA, 0);
+  std::unique_ptr<ClassifyEngine> cpu = Engine(EngineOptions());
+  std::unique_ptr<ClassifyEngine> gpu =
+      Engine(EngineOptions(), nullptr, Repository("repo", on_gpu));
+  ASSERT_NE(cpu, nullptr);
+  ASSERT_NE(gpu, nullptr);
+  std::vector<Pending> pending;
+  for (const std::string& video : *videos_) pending.push_back(Submit(*gpu, Input(video)));
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const auto from_gpu = pending[i].answer.get();
+    const auto from_cpu = Submit(*cpu, Input((*videos_)[i])).answer.get();
+    ASSERT_TRUE(from_gpu.ok() && from_cpu.ok()) << from_gpu.status() << from_cpu.status();
+    for (const auto& [label, score] : Scores(*from_cpu)) {
+      EXPECT_NEAR(Scores(*from_gpu).at(label), score, 1e-3) << "video " << i << ", " << label;
+    }
+  }
+}
+
 // Past the bound on calls or on bytes, calls are refused at once and nothing is queued.
 TEST_F(ClassifyEngineTest, RefusesPastItsBoundsAtOnce) {
   EngineOptions options;
