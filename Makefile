@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 
 .PHONY: deps build model-repository serve test sanitize bench-attention bench-backbone bench-media \
   bench-e2e bench-gpu bench-serving bench-protocols bench-segments bench-soak bench-streaming \
-  bench-timelines bench-training clean
+  bench-timelines bench-training bench-precision-heads clean
 
 deps:
 	./scripts/install-deps.sh
@@ -56,6 +56,13 @@ bench-timelines: build
 	/usr/bin/python3 bench/training/run_timelines.py --train-binary $(BUILD_DIR)/bin/vidclf-train \
 	  --server-binary $(BUILD_DIR)/bin/vidclf-server --client-binary $(BUILD_DIR)/bin/vidclf \
 	  --work-dir $(BUILD_DIR)/timelines-bench --output docs/results.md
+
+# The backbone's bf16 and int8 against its fp32 on every head bench-timelines fitted (run that
+# first): a section of docs/backbone-benchmark.md (about 7 minutes on 2 cores).
+bench-precision-heads: build
+	/usr/bin/python3 bench/training/precision_agreement.py \
+	  --train-binary $(BUILD_DIR)/bin/vidclf-train --work $(BUILD_DIR)/timelines-bench/clips \
+	  --output docs/backbone-benchmark.md
 
 # Prints the ResNet18 throughput table of docs/backbone-benchmark.md (about a minute on the CPU).
 bench-backbone: build
