@@ -31,12 +31,12 @@ ACCURACY_BAR = 0.005
 
 
 def evaluation(train, work, run, precision):
-    """The run's eval-test-PRECISION.json comparison with fp32, made if missing."""
-    path = os.path.join(work, "runs", run, f"eval-test-{precision}.json")
-    if not os.path.exists(path):
-        subprocess.run([train, "eval", "--work", work, "--run", run, "--backbone-precision",
-                        precision], check=True, stdout=subprocess.DEVNULL)
-    with open(path, encoding="utf-8") as f:
+    """The run's comparison with fp32, evaluated anew: an earlier eval-test-PRECISION.json may
+    predate the work directory's calibration."""
+    subprocess.run([train, "eval", "--work", work, "--run", run, "--backbone-precision",
+                    precision], check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(work, "runs", run, f"eval-test-{precision}.json"),
+              encoding="utf-8") as f:
         return json.load(f)["against_float32_backbone"]
 
 
@@ -48,11 +48,14 @@ def mean_sd(values, scale=1.0, digits=1):
 
 
 def section(args, rows, clips):
+    with open(os.path.join(args.work, "dataset.json"), encoding="utf-8") as f:
+        dataset = json.load(f)
     intro = textwrap.fill(
         f"Written by `bench/training/precision_agreement.py --work WORK --precisions "
         f"{args.precisions}` on the work directory of `make bench-timelines` (the main table's "
-        f"heads of docs/results.md, {len(rows[0]['runs'])} seeds each, 100 clips per class), "
-        f"{clips} test clips a run, 2 cores of this machine's CPU ({cpu_name()}). Mean ± sd over "
+        f"heads of docs/results.md, {len(rows[0]['runs'])} seeds each, "
+        f"{dataset['clips'] // dataset['classes']} clips per class), {clips} test clips a run, "
+        f"{os.cpu_count()} cores of this machine's CPU ({cpu_name()}). Mean ± sd over "
         "the seeds; \"runs at the bar\" counts those with at least 99% the same top class and at "
         "most 0.5 points of accuracy lost, which `--precision auto` requires.", 100,
         break_on_hyphens=False)
