@@ -23,7 +23,11 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 import textwrap
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_timelines as timelines  # noqa: E402  its page-section writer and bench/serving's
 
 SECTION = "## Backbone precision on the benchmark heads"
 AGREEMENT_BAR = 0.99
@@ -54,8 +58,10 @@ def section(args, rows, clips):
         f"Written by `bench/training/precision_agreement.py --work WORK --precisions "
         f"{args.precisions}` on the work directory of `make bench-timelines` (the main table's "
         f"heads of docs/results.md, {len(rows[0]['runs'])} seeds each, "
-        f"{dataset['clips'] // dataset['classes']} clips per class), {clips} test clips a run, "
-        f"{os.cpu_count()} cores of this machine's CPU ({cpu_name()}). Mean ± sd over "
+        f"{len(dataset['clips']) // len(dataset['classes'])} clips per class), "
+        f"{clips} test clips a run, "
+        f"{os.cpu_count()} cores of this machine's CPU ({timelines.serving.cpu_model()}). "
+        "Mean ± sd over "
         "the seeds; \"runs at the bar\" counts those with at least 99% the same top class and at "
         "most 0.5 points of accuracy lost, which `--precision auto` requires.", 100,
         break_on_hyphens=False)
@@ -88,27 +94,6 @@ def section(args, rows, clips):
     return lines
 
 
-def cpu_name():
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown"
-
-
-def replace_section(path, lines):
-    text = open(path, encoding="utf-8").read()
-    new = "\n".join(lines) + "\n"
-    start = text.find(SECTION)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + new
-    else:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + new + (text[end:] if end >= 0 else "")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--train-binary", required=True)
@@ -139,7 +124,7 @@ def main():
             print(head, precision, [r["same_top1"] for r in results], flush=True)
     lines = section(args, rows, clips)
     if args.output:
-        replace_section(args.output, lines)
+        timelines.replace_section(args.output, "\n".join(lines) + "\n", SECTION)
     else:
         print("\n".join(lines))
 

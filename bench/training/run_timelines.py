@@ -84,9 +84,8 @@ def reading(results, truth):
     text = (
         f"**Reading.** Every temporal head lands between {mean(worst, 'f1@0.25'):.1f} "
         f"({worst}) and {mean(best, 'f1@0.25'):.1f} ({best}) F1@0.25; the heads cut the "
-        f"timeline into {predicted:.0f} segments "
-        f"where it has {true_per_timeline:.0f}, which the edit score and the strict overlaps "
-        f"punish. ")
+        f"timeline into {predicted:.0f} segments where it has {true_per_timeline:.0f}, which "
+        f"the edit score and the strict overlaps punish. ")
     if "bag of frames" in results:
         text += (
             f"The bag of frames, which cannot see order, finds "
@@ -161,8 +160,7 @@ def write_section(args, record, truth):
         f"`ClassifySegments` call took {naive['segments_seconds']:.1f} s and embedded "
         f"{naive['embedded']} frames; the naive client, sending each of its {naive['calls']} "
         f"windows as a `Classify` call ({segments_bench.NAIVE_CONCURRENCY} in flight, each "
-        f"decoding from the "
-        f"keyframe before its window), took {naive['seconds']:.1f} s "
+        f"decoding from the keyframe before its window), took {naive['seconds']:.1f} s "
         f"({naive['seconds'] / naive['segments_seconds']:.1f}×) and embedded "
         f"{16 * naive['calls']} frames ({16 * naive['calls'] / naive['embedded']:.1f}×). "
         "docs/segments-benchmark.md measures the same on a 720p H.264 file.")
@@ -175,13 +173,15 @@ def write_section(args, record, truth):
     return "\n".join(lines) + "\n"
 
 
-def replace_section(path, section):
+def replace_section(path, section, heading=SECTION):
+    """Puts `section` (text from its `heading` line on) in place of the page's section of that
+    heading, or after the page's end."""
     text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
-    start = text.find(SECTION)
+    start = text.find(heading)
     if start < 0:
         text = text.rstrip("\n") + "\n\n" + section
     else:
-        end = text.find("\n## ", start + len(SECTION))
+        end = text.find("\n## ", start + len(heading))
         text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
