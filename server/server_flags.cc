@@ -82,6 +82,7 @@ engine::EngineOptions EngineOptionsFromFlags(const ServerFlags& flags) {
   options.batching.max_batch_frames = flags.max_batch_frames;
   options.batching.max_queue_delay = absl::Microseconds(flags.max_queue_delay_us);
   options.batching.embed_while_decoding = flags.embed_while_decoding;
+  options.batching.batches_with_feeds = flags.backbone_batches_with_feeds;
   options.bind_backbone_threads = flags.bind_backbone_threads;
   options.admission.max_inflight_calls = flags.max_inflight_requests;
   options.admission.max_inflight_bytes = static_cast<int64_t>(flags.max_inflight_mib) << 20;
@@ -250,6 +251,12 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
   app.add_flag("--embed-while-decoding", flags->embed_while_decoding,
                "Embed a call's frames as they are decoded instead of once its decoder is done "
                "(which answered one call at a time sooner on two cores).");
+  app.add_option("--backbone-batches-with-feeds", flags->backbone_batches_with_feeds,
+                 "Backbone batches embedded at once while live feeds are open, each on its own "
+                 "thread with an equal share of the cores (0: 2 where the models run on the CPU, "
+                 "1 on a GPU); one at a time otherwise, which answers a lone call soonest.")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   app.add_flag("--bind-backbone-threads,!--no-bind-backbone-threads", flags->bind_backbone_threads,
                "Bind the backbone's intra-op threads one per CPU where the models run on the CPU "
                "and this process may run on exactly --cores CPUs (a dedicated cpuset or the "

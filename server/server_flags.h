@@ -43,6 +43,7 @@ struct ServerFlags {
   int max_batch_frames = 0;
   int max_queue_delay_us = 2000;
   bool embed_while_decoding = false;
+  int backbone_batches_with_feeds = 0;
   bool bind_backbone_threads = true;
   int max_inflight_requests = 64;
   int max_inflight_mib = 1024;

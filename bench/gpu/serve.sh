@@ -13,10 +13,11 @@
 #   - the server over gRPC at rising concurrency (vidclf bench) on SERVING_VIDEOS (default: every
 #     VIDEO; none when empty), with the GPU's utilisation sampled by nvidia-smi;
 #   - with LIVE_VIDEO, that file sent as each of N live feeds at once in real time (vidclf stream
-#     --realtime), for each N of LIVE_FEEDS, with the server's metrics read before and after and
-#     its threads' CPU time sampled (thread_cpu.py); with LIVE_DECODE_DEVICE too, that file
-#     decoded by N decoders side by side alone, twice each (vidclf-decode-rate): the decoders'
-#     own ceiling for those feeds.
+#     --realtime), for each N of LIVE_FEEDS, with the server's metrics read before, after, and
+#     LIVE_MEMORY_AFTER_S (10) seconds into the run (the device memory the feeds hold; the file
+#     must play longer), and its threads' CPU time sampled (thread_cpu.py); with
+#     LIVE_DECODE_DEVICE too, that file decoded by N decoders side by side alone, twice each
+#     (vidclf-decode-rate): the decoders' own ceiling for those feeds.
 # A variant is "MODEL_DEVICE PRECISION [DECODE_DEVICE [IDLE_DECODERS [NVDEC_CONVERSION
 # [SERVER_FLAG...]]]]" (decode device cpu when left out; IDLE_DECODERS, the NVDEC decoders kept
 # between calls, 32 when left out; NVDEC_CONVERSION, where NVDEC's frames become the model's
@@ -202,7 +203,11 @@ for variant in "${serving_variants[@]}"; do
         "$LIVE_VIDEO" >"$out/$name-live$feeds-$feed.txt" 2>&1 &
       feeders+=($!)
     done
+    # The memory the feeds hold, read while all are open.
+    (sleep "${LIVE_MEMORY_AFTER_S:-10}" && scrape "$out/$name-live$feeds-metrics-during.txt") &
+    during=$!
     wait "${feeders[@]}"
+    wait "$during"
     kill -TERM "$threads"
     wait "$threads"
     scrape "$out/$name-live$feeds-metrics-after.txt"

@@ -226,14 +226,27 @@ def gpu_samples(directory, name, window=None):
     with open(path, encoding="utf-8") as file:
         rows = [row for row in csv.reader(file) if len(row) == 4]
     if window:
-        def when(row):
-            stamp = datetime.datetime.strptime(row[0].strip(), "%Y/%m/%d %H:%M:%S.%f")
-            return stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
-        rows = [row for row in rows if window[0] <= when(row) <= window[1]]
+        rows = [row for row in rows if window[0] <= sample_time(row) <= window[1]]
     if not rows:
         return None
     column = lambda i: [float(row[i]) for row in rows]  # noqa: E731
     return median(column(1)), median(column(2)), max(column(3)), len(rows)
+
+
+def sample_time(row):
+    """An nvidia-smi sample's time, in epoch seconds."""
+    stamp = datetime.datetime.strptime(row[0].strip(), "%Y/%m/%d %H:%M:%S.%f")
+    return stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def gpu_memory_before(directory, name, moment):
+    """The GPU memory (MiB) of nvidia-smi's last sample before `moment`, or None."""
+    path = os.path.join(directory, f"serving-{name}-gpu.csv")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as file:
+        rows = [row for row in csv.reader(file) if len(row) == 4 and sample_time(row) < moment]
+    return float(rows[-1][3]) if rows else None
 
 
 def serving_section(directory):
@@ -393,6 +406,23 @@ def live_run_lines(directory, name, count):
         if gpu:
             lines.append(f"- {label(name)}, {count} feeds: GPU {gpu[0]:.0f}%, NVDEC {gpu[1]:.0f}% "
                          f"(medians of {gpu[3]} nvidia-smi samples), at most {gpu[2]:.0f} MiB.")
+            idle = gpu_memory_before(directory, name, first["t"])
+            if idle is not None:
+                lines.append(f"- {label(name)}, {count} feeds: the GPU's memory in use "
+                             f"(nvidia-smi: NVDEC's surfaces and LibTorch's cache included) "
+                             f"went from {idle:.0f} MiB before the run to at most {gpu[2]:.0f}, "
+                             f"{(gpu[2] - idle) / count:.1f} MiB a feed.")
+    during = read(directory, f"{prefix}-metrics-during.txt")
+    if before and during:
+        held = [metric_sums(text, "vidclf_device_memory_bytes") for text in (before, during)]
+        for key, now in sorted(held[1].items()):
+            device = re.search(r'device="([^"]*)",kind="allocated"', key)
+            if device:
+                grown = (now - held[0].get(key, 0)) / 2**20
+                lines.append(f"- {label(name)}, {count} feeds: LibTorch's tensors on "
+                             f"{device.group(1)} held {grown:.0f} MiB more with the feeds open "
+                             f"than before them, {grown / count:.2f} MiB a feed (the frames "
+                             "between decoder and head, and the heads' states).")
     return lines
 
 

@@ -1,14 +1,15 @@
 #!/usr/bin/python3
 """Live feeds kept up with at stride 1 by backbone precision, side by side in one run.
 
-For each level of feeds, a fresh vidclf-server in each precision (`--precision`) takes N real-time
-320x240 25 fps feeds at once, as run_benchmark.py sends them, every frame embedded; a precision's
-higher levels are skipped once one is not kept up with. Writes the section "Live feeds by backbone
-precision" of the page at --output, keeping the page's other sections.
+For each level of feeds, a fresh vidclf-server in each precision (`--precision`) and number of
+backbone batches side by side (`--backbone-batches-with-feeds`) takes N real-time 320x240 25 fps
+feeds at once, as run_benchmark.py sends them, every frame embedded; a variant's higher levels are
+skipped once one is not kept up with. Writes the section "Live feeds by backbone precision" of the
+page at --output, keeping the page's other sections.
 
 Usage: precision_feeds.py --server BIN --client BIN --model-repository DIR
                           --output docs/streaming-benchmark.md [--precisions fp32,bf16]
-                          [--levels 8,12,16,24] [--seconds 20]
+                          [--batches-with-feeds 1,2] [--levels 8,12,16,24] [--seconds 20]
 """
 import argparse
 import os
@@ -25,6 +26,7 @@ def main():
     parser.add_argument("--model-repository", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--batches-with-feeds", default="1,2")
     parser.add_argument("--levels", default="8,12,16,24")
     parser.add_argument("--seconds", type=int, default=20)
     args = parser.parse_args()
@@ -32,47 +34,55 @@ def main():
     feed = os.path.join(tempfile.mkdtemp(prefix="vidclf-precision-feeds-"), "camera.mp4")
     run_benchmark.make_feed(feed, args.seconds)
     frames = 25 * args.seconds
-    precisions = args.precisions.split(",")
+    variants = [(precision, batches) for precision in args.precisions.split(",")
+                for batches in args.batches_with_feeds.split(",")]
     began = time.strftime("%Y-%m-%d %H:%M")
-    results = {precision: [] for precision in precisions}
+    results = {variant: [] for variant in variants}
     for streams in [int(level) for level in args.levels.split(",")]:
-        for precision in precisions:
-            if results[precision] and not results[precision][-1]["kept_up"]:
+        for precision, batches in variants:
+            done = results[(precision, batches)]
+            if done and not done[-1]["kept_up"]:
                 continue  # the next levels would not keep up either
             server, grpc_port, metrics_port = run_benchmark.start_server(
-                args.server, args.model_repository, ["--precision", precision])
+                args.server, args.model_repository,
+                ["--precision", precision, "--backbone-batches-with-feeds", batches])
             try:
                 result = run_benchmark.run_level(args.client, grpc_port, metrics_port, feed,
                                                  streams, 1, frames)
             finally:
                 run_benchmark.stop_server(server)
-            result["precision"] = precision
-            results[precision].append(result)
-            print(result, flush=True)
+            done.append(result)
+            print(precision, batches, result, flush=True)
 
     lines = [
         "## Live feeds by backbone precision",
         "",
         f"Written by `bench/streaming/precision_feeds.py --levels {args.levels} --precisions "
-        f"{args.precisions}` on {began}, on this machine's cores (`nproc`: {os.cpu_count()}, "
-        f"{run_benchmark.cpu_model()}), with the client processes on the same machine: the feeds "
-        "and the kept-up rule of the table above, every frame embedded (stride 1), a fresh server "
-        "for each precision and level, the precisions taking turns level by level.",
+        f"{args.precisions} --batches-with-feeds {args.batches_with_feeds}` on {began}, on this "
+        f"machine's cores (`nproc`: {os.cpu_count()}, {run_benchmark.cpu_model()}), with the "
+        "client processes on the same machine: the feeds and the kept-up rule of the table above, "
+        "every frame embedded (stride 1), a fresh server for each variant and level, the variants "
+        "taking turns level by level. `--backbone-batches-with-feeds 2` (the server's default "
+        "where the models run on the CPU) embeds two batches side by side while feeds are open, "
+        "each on one core; with 1, one batch at a time runs on both cores. The feeds' decoders "
+        "and here the clients share those cores, and a batch on both waits at every layer for "
+        "the thread whose core one of them took.",
         "",
-        "| precision | feeds | kept up | feeds complete | p50 update ms | p99 update ms |"
-        " first update ms |",
-        "|---|---|---|---|---|---|---|",
+        "| precision | batches side by side | feeds | kept up | feeds complete | p50 update ms |"
+        " p99 update ms | first update ms |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for precision in precisions:
-        for r in results[precision]:
-            lines.append(f"| {precision} | {r['streams']} | {'yes' if r['kept_up'] else 'no'} | "
-                         f"{r['complete']} of {r['streams']} | {r['p50']:.0f} | {r['p99']:.0f} | "
-                         f"{r['first']:.0f} |")
+    for (precision, batches), done in results.items():
+        for r in done:
+            lines.append(f"| {precision} | {batches} | {r['streams']} | "
+                         f"{'yes' if r['kept_up'] else 'no'} | {r['complete']} of {r['streams']} | "
+                         f"{r['p50']:.0f} | {r['p99']:.0f} | {r['first']:.0f} |")
     lines.append("")
-    for precision in precisions:
-        kept = [r["streams"] for r in results[precision] if r["kept_up"]]
-        most = f"**{max(kept)}**" if kept else f"fewer than {results[precision][0]['streams']}"
-        lines.append(f"Most feeds kept up with in {precision}: {most}.")
+    for (precision, batches), done in results.items():
+        kept = [r["streams"] for r in done if r["kept_up"]]
+        most = f"**{max(kept)}**" if kept else f"fewer than {done[0]['streams']}"
+        lines.append(f"Most feeds kept up with in {precision}, `--backbone-batches-with-feeds "
+                     f"{batches}`: {most}.")
         lines.append("")
     with open(args.output) as page:
         old = page.read().splitlines()

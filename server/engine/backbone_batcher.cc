@@ -11,10 +11,15 @@
 
 namespace vidclf::engine {
 
-BackboneBatcher::BackboneBatcher(const BatcherOptions& options, std::function<int()> decoding_calls,
+BackboneBatcher::BackboneBatcher(const BatcherOptions& options, std::function<CoreUse()> core_use,
                                  EngineObserver* observer)
-    : options_(options), decoding_calls_(std::move(decoding_calls)), observer_(observer) {
-  thread_ = std::thread([this] { Loop(); });
+    : options_(options),
+      core_use_(std::move(core_use)),
+      observer_(observer),
+      threads_in_use_(std::max(1, options.batches_with_feeds), 0) {
+  for (int runner = 0; runner < static_cast<int>(threads_in_use_.size()); ++runner) {
+    runners_.emplace_back([this, runner] { Loop(runner); });
+  }
 }
 
 BackboneBatcher::~BackboneBatcher() {
@@ -22,7 +27,7 @@ BackboneBatcher::~BackboneBatcher() {
     absl::MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  thread_.join();
+  for (std::thread& runner : runners_) runner.join();
 }
 
 void BackboneBatcher::Enqueue(std::shared_ptr<FrameOwner> owner, int pass, int64_t slot,
@@ -53,7 +58,7 @@ std::vector<BackboneBatcher::Frame> BackboneBatcher::TakeUnwanted() {
   return unwanted;
 }
 
-void BackboneBatcher::Loop() {
+void BackboneBatcher::Loop(int runner) {
   NameThisThread("vidclf-backbone");
   absl::MutexLock lock(&mutex_);
   while (true) {
@@ -79,6 +84,11 @@ void BackboneBatcher::Loop() {
       mutex_.Lock();
     }
     if (stopping_) return;
+    const CoreUse core_use = core_use_();
+    if (runner > 0 && core_use.live_feeds == 0) {
+      AwaitChange(absl::InfiniteFuture());  // the first runner takes the batches alone
+      continue;
+    }
     absl::Time oldest_time;
     const auto chosen = NextQueue(&oldest_time);
     if (chosen == queues_.end()) {
@@ -88,7 +98,7 @@ void BackboneBatcher::Loop() {
     Queue& queue = chosen->second;
     const bool full = static_cast<int>(queue.size()) >= options_.max_batch_frames;
     const absl::Time due = oldest_time + options_.max_queue_delay;
-    if (!full && absl::Now() < due && decoding_calls_() > 0) {
+    if (!full && absl::Now() < due && core_use.decoding_calls > 0) {
       AwaitChange(due);  // for more frames to join, or for the delay to pass
       continue;
     }
@@ -106,7 +116,7 @@ void BackboneBatcher::Loop() {
     if (queue.empty()) queues_.erase(chosen);  // a reloaded backbone's queue goes with it
     queued_ -= static_cast<int64_t>(take);
     mutex_.Unlock();
-    Run(std::move(batch));
+    Run(runner, core_use, std::move(batch));
     mutex_.Lock();
   }
 }
@@ -150,20 +160,22 @@ void BackboneBatcher::DecodingEnded() {
   ++decode_ends_;
 }
 
-void BackboneBatcher::Run(std::vector<Frame> batch) {
+void BackboneBatcher::Run(int runner, const CoreUse& core_use, std::vector<Frame> batch) {
   const absl::Time start = absl::Now();
-  // Decoding keeps about a core per call busy; the backbone takes the rest.
-  const int threads =
-      std::clamp(options_.max_threads - decoding_calls_(), 1, std::max(1, options_.max_threads));
-  if (threads != threads_in_use_) {
-    if (static_cast<int>(options_.cpus.size()) >= threads) {
+  // Decoding keeps about a core per call busy; the backbone takes the rest, shared between its
+  // runners while feeds are open, each on CPUs of its own where they are bound.
+  const int runners = core_use.live_feeds > 0 ? static_cast<int>(threads_in_use_.size()) : 1;
+  const int threads = std::max(1, (options_.max_threads - core_use.decoding_calls) / runners);
+  if (threads != threads_in_use_[runner]) {
+    const size_t first = std::min(options_.cpus.size(), static_cast<size_t>(runner * threads));
+    if (options_.cpus.size() - first >= static_cast<size_t>(threads)) {
       const absl::Status bound = model::BindIntraOpThreadsOfThisThread(
-          std::vector<int>(options_.cpus.begin(), options_.cpus.begin() + threads));
+          std::vector<int>(options_.cpus.begin() + first, options_.cpus.begin() + first + threads));
       if (!bound.ok()) observer_->ThreadBindingFailed(bound);
     } else {
       torch::set_num_threads(threads);
     }
-    threads_in_use_ = threads;
+    threads_in_use_[runner] = threads;
   }
   // Every model in the batch embeds alike (QueueKey): any of them will do.
   const model::VideoModel& model = batch.front().owner->model();

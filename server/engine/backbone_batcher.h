@@ -7,12 +7,14 @@
 // of a call still decoding wait for the rest of it (FrameOwner::StillDecoding) unless they fill a
 // batch.
 // Frames whose call no longer wants them (cancelled, failed, past its deadline) leave the queue
-// unembedded. One thread runs the batches, with the intra-op threads that decoding leaves free.
+// unembedded. One batch at a time runs, on the intra-op threads that decoding leaves free; while
+// live feeds are open, up to BatcherOptions::batches_with_feeds run side by side, sharing them.
 #ifndef VIDCLF_SERVER_ENGINE_BACKBONE_BATCHER_H_
 #define VIDCLF_SERVER_ENGINE_BACKBONE_BATCHER_H_
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -75,14 +77,25 @@ struct BatcherOptions {
   // the last one (or they fill a batch). Waiting answered one call at a time sooner on two cores,
   // where a decoder alone keeps them busy; overlapping may suit machines with cores to spare.
   bool embed_while_decoding = false;
+  // Batches embedded at once while live feeds are open, each by its own thread with an equal
+  // share of the intra-op threads. Feeds decode on the same cores without counting as decoding
+  // calls; a batch side by side with another waits at no barrier between layers for a thread
+  // whose core a feed took (docs/streaming-benchmark.md). Without feeds one batch on every thread
+  // answers a lone call soonest.
+  int batches_with_feeds = 1;
+};
+
+// What else runs on the cores the backbone uses, asked before each batch.
+struct CoreUse {
+  int decoding_calls = 0;  // calls decoding now, each keeping about a core busy
+  int live_feeds = 0;      // live streams open
 };
 
 // Thread-safe.
 class BackboneBatcher {
  public:
-  // `decoding_calls` says how many calls are decoding now (each keeps about one core busy);
-  // `observer` must outlive the batcher.
-  BackboneBatcher(const BatcherOptions& options, std::function<int()> decoding_calls,
+  // `core_use` says what else runs on the cores now; `observer` must outlive the batcher.
+  BackboneBatcher(const BatcherOptions& options, std::function<CoreUse()> core_use,
                   EngineObserver* observer);
   // Frames still queued are answered CANCELLED.
   ~BackboneBatcher();
@@ -118,7 +131,9 @@ class BackboneBatcher {
     }
   };
 
-  void Loop();
+  // Runner `runner`'s thread: takes the next batch, embeds it, and so on until the batcher stops.
+  // Runners past the first take batches only while live feeds are open.
+  void Loop(int runner);
   // The queue to batch from next: among those holding a full batch or frames whose owner is no
   // longer decoding, the one whose oldest such frame has waited longest. End when none.
   std::map<QueueKey, Queue>::iterator NextQueue(absl::Time* oldest)
@@ -131,11 +146,12 @@ class BackboneBatcher {
   void AwaitChange(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Removes the frames their owners no longer want from every queue.
   std::vector<Frame> TakeUnwanted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Embeds `batch` (frames of one queue) and answers their owners.
-  void Run(std::vector<Frame> batch);
+  // Embeds `batch` (frames of one queue) on runner `runner`'s thread, the cores shared as
+  // `core_use` says, and answers their owners.
+  void Run(int runner, const CoreUse& core_use, std::vector<Frame> batch);
 
   const BatcherOptions options_;
-  const std::function<int()> decoding_calls_;
+  const std::function<CoreUse()> core_use_;
   EngineObserver* const observer_;
   mutable absl::Mutex mutex_;
   // One queue per backbone and frame shape. A queue's frames keep their models, and so its
@@ -145,10 +161,10 @@ class BackboneBatcher {
   int64_t arrivals_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t decode_ends_ ABSL_GUARDED_BY(mutex_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
-  // The batcher thread's own.
-  int threads_in_use_ = 0;
-  uint64_t batches_run_ = 0;
-  std::thread thread_;
+  std::atomic<uint64_t> batches_run_{0};
+  // Each runner's intra-op threads now (its own thread's setting).
+  std::vector<int> threads_in_use_;
+  std::vector<std::thread> runners_;
 };
 
 }  // namespace vidclf::engine

@@ -41,6 +41,11 @@ EngineOptions Resolved(EngineOptions options, const ModelRepository& repository)
   if (options.batching.max_batch_frames <= 0) {
     options.batching.max_batch_frames = ModelsRunOnTheCpu(repository) ? 16 : 64;
   }
+  // Two batches side by side kept up with 24 live feeds in int8 on two cores where one at a time
+  // kept up with 20 (docs/streaming-benchmark.md); a GPU's batcher thread only launches kernels.
+  if (options.batching.batches_with_feeds <= 0) {
+    options.batching.batches_with_feeds = ModelsRunOnTheCpu(repository) ? 2 : 1;
+  }
   return options;
 }
 
@@ -63,6 +68,7 @@ absl::StatusOr<std::unique_ptr<ClassifyEngine>> ClassifyEngine::Create(
       options.head_threads < 1 || options.head_intra_op_threads < 0 ||
       options.max_sampled_frames < 1 || options.admission.max_inflight_calls < 0 ||
       options.admission.max_inflight_bytes < 0 || options.batching.max_batch_frames < 0 ||
+      options.batching.batches_with_feeds < 0 ||
       options.batching.max_queue_delay < absl::ZeroDuration() || options.max_streams < 0 ||
       options.stream_idle_timeout <= absl::ZeroDuration() ||
       options.stream_resources.max_buffered_bytes < 1 ||
@@ -95,7 +101,11 @@ ClassifyEngine::ClassifyEngine(const EngineOptions& options,
                     model::SetIntraOpThreadsOfThisThread(threads);
                   }),
       batcher_(
-          options.batching, [this] { return calls_decoding_.load(); }, observer_),
+          options.batching,
+          [this] {
+            return CoreUse{calls_decoding_.load(), live_feeds_.load()};
+          },
+          observer_),
       decode_stage_(options.decode_slots, [] { NameThisThread("vidclf-decode"); }),
       arrival_stage_(options.arrival_slots, [] { NameThisThread("vidclf-arrival"); }),
       stream_watchdog_([this] {
@@ -253,6 +263,7 @@ absl::StatusOr<std::shared_ptr<StreamSession>> ClassifyEngine::OpenStream(
       return status;
     }
     streams_.push_back(session);
+    ++live_feeds_;
   }
   session->Start();
   return session;
@@ -300,6 +311,7 @@ void ClassifyEngine::SweepStreams() {
                                [](const auto& stream) { return !stream->ended(); });
     ended.assign(std::make_move_iterator(keep), std::make_move_iterator(streams_.end()));
     streams_.erase(keep, streams_.end());
+    live_feeds_ -= static_cast<int>(ended.size());
     for (const auto& stream : streams_) {
       if (stream->IdleSince(idle_cutoff)) idle.push_back(stream);
     }

@@ -251,6 +251,8 @@ class ClassifyEngine {
   // Shared with the calls, which hand their bytes back when they are destroyed.
   const std::shared_ptr<Admission> admission_;
   std::atomic<int> calls_decoding_{0};
+  // Live streams open (streams_'s size, read by the batcher without the lock).
+  std::atomic<int> live_feeds_{0};
   // Seconds per decode, smoothed; for the deadline estimate.
   std::atomic<double> recent_decode_seconds_{0};
 

@@ -790,6 +790,10 @@ TEST_F(ServerTest, RefusesToStartWhereTheNamedDecodeDeviceCannotDecode) {
   const std::string batch = refused("--max-batch-frames -1");
   EXPECT_NE(exit_code, 0) << batch;
   EXPECT_THAT(batch, HasSubstr("--max-batch-frames: Value -1 not in range 0 to 4096"));
+  const std::string side_by_side = refused("--backbone-batches-with-feeds 65");
+  EXPECT_NE(exit_code, 0) << side_by_side;
+  EXPECT_THAT(side_by_side,
+              HasSubstr("--backbone-batches-with-feeds: Value 65 not in range 0 to 64"));
   const std::string precision = refused("--precision int4");
   EXPECT_NE(exit_code, 0) << precision;
   EXPECT_THAT(precision, HasSubstr("--precision: int4 not in {fp32,fp16,bf16,int8,auto}"));

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -94,7 +95,11 @@ model::VideoModel* BackboneBatcherTest::model_ = nullptr;
 TEST_F(BackboneBatcherTest, FullBatchesRunWhileTheirCallsStillDecode) {
   CountingObserver observer;
   BackboneBatcher batcher(
-      Options(4, absl::Hours(1)), [] { return 1; }, &observer);
+      Options(4, absl::Hours(1)),
+      [] {
+        return CoreUse{1, 0};
+      },
+      &observer);
   auto owner = std::make_shared<RecordingOwner>(*model_, 8);
   owner->decoding_ = true;  // frames wait for the rest of the call unless they fill a batch
   Enqueue(batcher, owner, Frames(8));
@@ -111,7 +116,11 @@ TEST_F(BackboneBatcherTest, APartialBatchWaitsForTheDelayWhileOtherCallsDecode) 
   CountingObserver observer;
   const absl::Duration delay = absl::Milliseconds(300);
   BackboneBatcher batcher(
-      Options(16, delay), [] { return 1; }, &observer);
+      Options(16, delay),
+      [] {
+        return CoreUse{1, 0};
+      },
+      &observer);
   auto owner = std::make_shared<RecordingOwner>(*model_, 3);
   owner->decoding_ = true;  // held until the test lets the three go together
   Enqueue(batcher, owner, Frames(3));
@@ -133,7 +142,7 @@ TEST_F(BackboneBatcherTest, RunsAtOnceWhenNoCallIsDecoding) {
   CountingObserver observer;
   // A delay no test waits out: the batch runs because nothing else is on its way.
   BackboneBatcher batcher(
-      Options(16, absl::Hours(1)), [] { return 0; }, &observer);
+      Options(16, absl::Hours(1)), [] { return CoreUse{}; }, &observer);
   auto owner = std::make_shared<RecordingOwner>(*model_, 1);
   Enqueue(batcher, owner, Frames(1));
   const auto answers = owner->WaitForAnswers();
@@ -144,7 +153,11 @@ TEST_F(BackboneBatcherTest, RunsAtOnceWhenNoCallIsDecoding) {
 TEST_F(BackboneBatcherTest, FramesNoLongerWantedLeaveUnembedded) {
   CountingObserver observer;
   BackboneBatcher batcher(
-      Options(16, absl::Hours(1)), [] { return 1; }, &observer);
+      Options(16, absl::Hours(1)),
+      [] {
+        return CoreUse{1, 0};
+      },
+      &observer);
   auto owner = std::make_shared<RecordingOwner>(*model_, 3);
   owner->decoding_ = true;
   Enqueue(batcher, owner, Frames(3));
@@ -162,7 +175,11 @@ TEST_F(BackboneBatcherTest, FramesNoLongerWantedLeaveUnembedded) {
 TEST_F(BackboneBatcherTest, EachOwnerGetsItsOwnRowsOfASharedBatch) {
   CountingObserver observer;
   BackboneBatcher batcher(
-      Options(8, absl::Hours(1)), [] { return 2; }, &observer);
+      Options(8, absl::Hours(1)),
+      [] {
+        return CoreUse{2, 0};
+      },
+      &observer);
   auto first = std::make_shared<RecordingOwner>(*model_, 4);
   auto second = std::make_shared<RecordingOwner>(*model_, 4);
   first->decoding_ = true;
@@ -187,6 +204,86 @@ TEST_F(BackboneBatcherTest, EachOwnerGetsItsOwnRowsOfASharedBatch) {
     }
   }
   EXPECT_THAT(observer.batch_sizes(), ElementsAre(8));
+}
+
+// Holds the first answer of the first batch until an answer of the second batch arrives too, or
+// `patience` passes: with one batch at a time, the second would start only after the first one's
+// answers were all given.
+class MeetingOwner : public RecordingOwner {
+ public:
+  MeetingOwner(const model::VideoModel& model, int frames, absl::Duration patience)
+      : RecordingOwner(model, frames), patience_(patience) {}
+
+  void Embedded(int pass, int64_t slot, absl::StatusOr<torch::Tensor> embedding,
+                const BatchReport& report) override {
+    {
+      absl::MutexLock lock(&mutex_);
+      if (batches_.insert(report.batch_id).second && batches_.size() == 1) {
+        met_ = mutex_.AwaitWithTimeout(
+            absl::Condition(
+                +[](std::set<uint64_t>* batches) { return batches->size() >= 2; }, &batches_),
+            patience_);
+      }
+    }
+    RecordingOwner::Embedded(pass, slot, std::move(embedding), report);
+  }
+
+  // Whether the second batch was answered while the first waited.
+  bool met() {
+    absl::MutexLock lock(&mutex_);
+    return met_;
+  }
+
+ private:
+  const absl::Duration patience_;
+  absl::Mutex mutex_;
+  std::set<uint64_t> batches_ ABSL_GUARDED_BY(mutex_);
+  bool met_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+// Two full batches of one owner's frames, from a batcher that runs two side by side while live
+// feeds are open; `live_feeds` says how many are. Checks every frame's embedding and returns
+// whether the batches ran side by side.
+bool TwoBatchesRanSideBySide(const model::VideoModel& model, const torch::Tensor& frames,
+                             int live_feeds, absl::Duration patience) {
+  CountingObserver observer;
+  BatcherOptions options;
+  options.max_batch_frames = 4;
+  options.max_queue_delay = absl::Hours(1);
+  options.max_threads = 2;
+  options.batches_with_feeds = 2;
+  BackboneBatcher batcher(
+      options,
+      [live_feeds] {
+        return CoreUse{1, live_feeds};
+      },
+      &observer);
+  auto owner = std::make_shared<MeetingOwner>(model, 8, patience);
+  owner->decoding_ = true;  // only full batches go: two of four
+  for (int64_t slot = 0; slot < 8; ++slot) batcher.Enqueue(owner, /*pass=*/0, slot, frames[slot]);
+  const auto answers = owner->WaitForAnswers();
+  const absl::StatusOr<torch::Tensor> alone = model.Embed(frames);
+  EXPECT_TRUE(alone.ok()) << alone.status();
+  for (const auto& [slot, answer] : answers) {
+    EXPECT_TRUE(answer.first.ok()) << answer.first.status();
+    if (!answer.first.ok() || !alone.ok()) continue;
+    EXPECT_EQ(answer.second.batch_frames, 4);
+    EXPECT_TRUE(torch::allclose(*answer.first, (*alone)[slot], 1e-4, 1e-5))
+        << "frame " << slot << " got another frame's embedding";
+  }
+  EXPECT_THAT(observer.batch_sizes(), ElementsAre(4, 4));
+  return owner->met();
+}
+
+TEST_F(BackboneBatcherTest, BatchesRunSideBySideWhileLiveFeedsAreOpen) {
+  EXPECT_TRUE(TwoBatchesRanSideBySide(*model_, Frames(8), /*live_feeds=*/1, absl::Seconds(60)))
+      << "the second batch did not run while the first one's answers were handed over";
+}
+
+TEST_F(BackboneBatcherTest, OneBatchAtATimeWithoutLiveFeeds) {
+  EXPECT_FALSE(
+      TwoBatchesRanSideBySide(*model_, Frames(8), /*live_feeds=*/0, absl::Milliseconds(500)))
+      << "a second batch ran beside the first with no live feed open";
 }
 
 }  // namespace

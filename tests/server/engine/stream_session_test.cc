@@ -70,7 +70,7 @@ class StreamSessionTest : public ::testing::Test {
   StreamSessionTest()
       : head_stepper_(&head_stage_, /*max_rounds=*/1, /*max_streams=*/16, &observer_),
         batcher_(
-            BatcherOptions(), [] { return 0; }, &observer_) {
+            BatcherOptions(), [] { return CoreUse{}; }, &observer_) {
     resources_.batcher = &batcher_;
     resources_.head_stepper = &head_stepper_;
     resources_.observer = &observer_;
