@@ -253,8 +253,9 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                "(which answered one call at a time sooner on two cores).");
   app.add_option("--backbone-batches-with-feeds", flags->backbone_batches_with_feeds,
                  "Backbone batches embedded at once while live feeds are open, each on its own "
-                 "thread with an equal share of the cores (0: 2 where the models run on the CPU, "
-                 "1 on a GPU); one at a time otherwise, which answers a lone call soonest.")
+                 "thread with an equal share of the cores (0: 1); one at a time otherwise, which "
+                 "answers a lone call soonest. 2 kept up with more feeds on two cores "
+                 "(docs/streaming-benchmark.md).")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
   app.add_flag("--bind-backbone-threads,!--no-bind-backbone-threads", flags->bind_backbone_threads,

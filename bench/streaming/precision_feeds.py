@@ -62,9 +62,8 @@ def main():
         f"machine's cores (`nproc`: {os.cpu_count()}, {run_benchmark.cpu_model()}), with the "
         "client processes on the same machine: the feeds and the kept-up rule of the table above, "
         "every frame embedded (stride 1), a fresh server for each variant and level, the variants "
-        "taking turns level by level. `--backbone-batches-with-feeds 2` (the server's default "
-        "where the models run on the CPU) embeds two batches side by side while feeds are open, "
-        "each on one core; with 1, one batch at a time runs on both cores. The feeds' decoders "
+        "taking turns level by level. `--backbone-batches-with-feeds 2` (opt-in; the server's "
+        "default is 1) embeds two batches side by side while feeds are open, each on one core; with 1, one batch at a time runs on both cores. The feeds' decoders "
         "and here the clients share those cores, and a batch on both waits at every layer for "
         "the thread whose core one of them took.",
         "",

@@ -41,11 +41,9 @@ EngineOptions Resolved(EngineOptions options, const ModelRepository& repository)
   if (options.batching.max_batch_frames <= 0) {
     options.batching.max_batch_frames = ModelsRunOnTheCpu(repository) ? 16 : 64;
   }
-  // Two batches side by side kept up with 24 live feeds in int8 on two cores where one at a time
-  // kept up with 20 (docs/streaming-benchmark.md); a GPU's batcher thread only launches kernels.
-  if (options.batching.batches_with_feeds <= 0) {
-    options.batching.batches_with_feeds = ModelsRunOnTheCpu(repository) ? 2 : 1;
-  }
+  // Side by side stays opt-in until a call's embed time is counted once per batch when its frames
+  // share two batches running at once, and live segment events are checked under it.
+  if (options.batching.batches_with_feeds <= 0) options.batching.batches_with_feeds = 1;
   return options;
 }
 
