@@ -35,7 +35,7 @@ namespace vidclf::engine {
 
 // What the batcher learnt about a frame's batch.
 struct BatchReport {
-  uint64_t batch_id = 0;      // batches are numbered from 1 in the order they run
+  uint64_t batch_id = 0;      // batches are numbered from 1 in the order they finish
   double waited_seconds = 0;  // in the queue, before its batch started
   // The backbone's time for the whole batch; on a GPU, until the batch is queued there (the heads,
   // which read its embeddings, wait for the rest).
@@ -43,8 +43,9 @@ struct BatchReport {
   int batch_frames = 0;
 };
 
-// The call a frame belongs to. Its methods are called on the batcher's thread, sometimes with
-// the batcher's lock held: they must not call the batcher back.
+// The call a frame belongs to. Its methods are called on the batcher's threads (several at once
+// when batches run side by side), sometimes with the batcher's lock held: they must not call the
+// batcher back.
 class FrameOwner {
  public:
   virtual ~FrameOwner() = default;
