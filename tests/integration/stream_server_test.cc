@@ -224,8 +224,12 @@ TEST_F(StreamServerTest, SegmentEventsFollowTheScoresFrameByFrame) {
       expected.push_back(describe(event));
     }
   }
-  for (const pipeline::SegmentEvent& event : tracker.Finish()) expected.push_back(describe(event));
+  const std::vector<pipeline::SegmentEvent> at_end = tracker.Finish();
+  for (const pipeline::SegmentEvent& event : at_end) expected.push_back(describe(event));
   ASSERT_GE(expected.size(), 2u) << "the feed crosses no bound: the test would show nothing";
+  // Beside the events, a prediction for every frame, and one more for the events the feed's end
+  // settles; those the client had not read yet when the next came are counted as dropped.
+  const int64_t emitted = embeddings.size(0) + (at_end.empty() ? 0 : 1);
 
   for (const bool events_only : {false, true}) {
     SCOPED_TRACE(events_only ? "events only" : "beside the predictions");
@@ -240,7 +244,9 @@ TEST_F(StreamServerTest, SegmentEventsFollowTheScoresFrameByFrame) {
     ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
     std::vector<std::string> received;
     for (const v1::StreamPrediction& prediction : outcome.predictions) {
-      if (events_only) EXPECT_GT(prediction.events_size(), 0);
+      if (events_only) {
+        EXPECT_GT(prediction.events_size(), 0);
+      }
       for (const v1::SegmentEvent& event : prediction.events()) {
         pipeline::SegmentEvent as_tracked;
         as_tracked.kind = event.kind() == v1::SegmentEvent::SEGMENT_START
@@ -254,7 +260,12 @@ TEST_F(StreamServerTest, SegmentEventsFollowTheScoresFrameByFrame) {
       }
     }
     EXPECT_EQ(received, expected);
-    if (!events_only) EXPECT_GT(outcome.predictions.size(), expected.size());
+    if (!events_only) {
+      EXPECT_EQ(static_cast<int64_t>(outcome.predictions.size()) + outcome.dropped, emitted);
+      for (const v1::StreamPrediction& prediction : outcome.predictions) {
+        EXPECT_EQ(prediction.top_k_size(), 3);
+      }
+    }
   }
   // Each run's events, counted.
   const std::string metrics = Metrics(*server);
@@ -745,6 +756,8 @@ struct WatchOutcome {
   std::vector<v1::StreamPrediction> predictions;
   std::vector<v1::SourceEvent> events;
   grpc::Status status;
+  // Predictions the server said it dropped.
+  int64_t dropped = 0;
 };
 
 WatchOutcome Watch(v1::VideoClassifier::Stub& stub, const v1::WatchSourceRequest& request) {
@@ -753,7 +766,10 @@ WatchOutcome Watch(v1::VideoClassifier::Stub& stub, const v1::WatchSourceRequest
   auto reader = stub.WatchSource(&context, request);
   WatchOutcome outcome;
   for (v1::WatchSourceResponse response; reader->Read(&response);) {
-    if (response.has_prediction()) outcome.predictions.push_back(response.prediction());
+    if (response.has_prediction()) {
+      outcome.predictions.push_back(response.prediction());
+      outcome.dropped += response.prediction().dropped_before();
+    }
     if (response.has_source()) outcome.events.push_back(response.source());
   }
   outcome.status = reader->Finish();
@@ -841,7 +857,9 @@ TEST_F(StreamServerTest, WatchSourceReadsAFileAndRefusesWhatItMayNotPull) {
   EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
   ASSERT_EQ(outcome.events.size(), 1u);
   EXPECT_EQ(outcome.events[0].kind(), v1::SourceEvent::CONNECTED);
-  ASSERT_EQ(outcome.predictions.size(), 5u);
+  // One prediction every 8 frames, sent or reported dropped.
+  EXPECT_EQ(static_cast<int64_t>(outcome.predictions.size()) + outcome.dropped, 5);
+  ASSERT_FALSE(outcome.predictions.empty());
   EXPECT_EQ(outcome.predictions.back().last_frame(), 39u);
 
   request.set_uri(absl::StrCat("file://", *dir_, "/repo/tiny/1/model.json"));
