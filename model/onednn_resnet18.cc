@@ -122,10 +122,14 @@ struct OneDnnResNet18::Graph {
   // In int8, the last block's output units to float32, for the average pooling.
   float dequantize_scale = 0;
   std::mutex mutex;
-  std::map<std::tuple<int64_t, int64_t, int64_t, memory::data_type>, std::shared_ptr<const Plan>>
+  // By frames, height, width, input type and intra-op threads: a primitive splits its work among
+  // the threads there were when it was made, whatever the thread that runs it has.
+  std::map<std::tuple<int64_t, int64_t, int64_t, memory::data_type, int>,
+           std::shared_ptr<const Plan>>
       plans;
 
-  // The plan for `n` frames of `h` x `w` in `input` (f32 or bf16, NHWC).
+  // The plan for `n` frames of `h` x `w` in `input` (f32 or bf16, NHWC), on as many threads as
+  // the calling thread's intra-op setting.
   std::shared_ptr<const Plan> PlanFor(int64_t n, int64_t h, int64_t w, memory::data_type input);
 };
 
@@ -298,7 +302,7 @@ class PlanBuilder {
 std::shared_ptr<const Graph::Plan> Graph::PlanFor(int64_t n, int64_t h, int64_t w,
                                                   memory::data_type input) {
   std::lock_guard<std::mutex> lock(mutex);
-  auto& cached = plans[{n, h, w, input}];
+  auto& cached = plans[{n, h, w, input, torch::get_num_threads()}];
   if (cached) return cached;
   auto plan = std::make_shared<Plan>();
   PlanBuilder build(plan.get(), &convolutions);

@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "media/decoder_pool.h"
 #include "media/nvdec_device.h"
+#include "model/onednn_resnet18.h"
 #include "model/tensor_heap.h"
 #include "model/thread_affinity.h"
 #include "model/torch_threads.h"
@@ -51,9 +52,12 @@ std::string DescribeBackbone(const model::InferenceOptions& inference) {
     return "fused backbone (Winograd in fp32, oneDNN's bf16 kernels in bf16, its int8 kernels "
            "in int8)";
   }
-  return inference.backbone_kernels == model::BackboneKernels::kWinograd
-             ? "fused backbone (Winograd where it runs)"
-             : "fused backbone";
+  if (inference.backbone_kernels != model::BackboneKernels::kWinograd) return "fused backbone";
+  if (!inference.device->is_cpu()) return "fused backbone (Winograd where it runs)";
+  return model::OneDnnResNet18::WinogradAvailable()
+             ? "fused backbone (oneDNN's Winograd 3x3 convolutions)"
+             : "fused backbone (LibTorch's convolutions: oneDNN has no Winograd kernels for this "
+               "CPU)";
 }
 
 int Milliseconds(absl::Duration duration) {

@@ -253,8 +253,9 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                "(which answered one call at a time sooner on two cores).");
   app.add_option("--backbone-batches-with-feeds", flags->backbone_batches_with_feeds,
                  "Backbone batches embedded at once while live feeds are open, each on its own "
-                 "thread with an equal share of the cores (0: 1); one at a time otherwise, which "
-                 "answers a lone call soonest. 2 kept up with more feeds on two cores "
+                 "thread with an equal share of the cores (0: 2 where the models run on a CPU "
+                 "of 2 cores or more, else 1); one at a time otherwise, which answers a lone "
+                 "call soonest. 2 kept up with more feeds on two cores "
                  "(docs/streaming-benchmark.md).")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));

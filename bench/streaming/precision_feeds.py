@@ -5,11 +5,12 @@ For each level of feeds, a fresh vidclf-server in each precision (`--precision`)
 backbone batches side by side (`--backbone-batches-with-feeds`) takes N real-time 320x240 25 fps
 feeds at once, as run_benchmark.py sends them, every frame embedded; a variant's higher levels are
 skipped once one is not kept up with. Writes the section "Live feeds by backbone precision" of the
-page at --output, keeping the page's other sections.
+page at --output (or the section --section names), keeping the page's other sections.
 
 Usage: precision_feeds.py --server BIN --client BIN --model-repository DIR
                           --output docs/streaming-benchmark.md [--precisions fp32,bf16]
                           [--batches-with-feeds 1,2] [--levels 8,12,16,24] [--seconds 20]
+                          [--section "Live feeds by backbone precision"]
 """
 import argparse
 import os
@@ -17,6 +18,20 @@ import tempfile
 import time
 
 import run_benchmark
+
+SECTION = "Live feeds by backbone precision"
+# The instructions that decide the backbone's kernels, as /proc/cpuinfo names them.
+INSTRUCTIONS = {"avx512f": "AVX-512", "avx512_bf16": "AVX-512 BF16", "avx512_vnni": "AVX-512 VNNI",
+                "avx_vnni": "AVX-VNNI", "amx_bf16": "AMX"}
+
+
+def cpu_instructions():
+    """Which of INSTRUCTIONS the CPU has, or that it has none of them."""
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = next((line.split(":", 1)[1].split() for line in cpuinfo
+                      if line.startswith("flags")), [])
+    found = [name for flag, name in INSTRUCTIONS.items() if flag in flags]
+    return ", ".join(found) if found else "no AVX-512, VNNI or AMX"
 
 
 def main():
@@ -29,6 +44,7 @@ def main():
     parser.add_argument("--batches-with-feeds", default="1,2")
     parser.add_argument("--levels", default="8,12,16,24")
     parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--section", default=SECTION)
     args = parser.parse_args()
 
     feed = os.path.join(tempfile.mkdtemp(prefix="vidclf-precision-feeds-"), "camera.mp4")
@@ -55,15 +71,19 @@ def main():
             print(precision, batches, result, flush=True)
 
     lines = [
-        "## Live feeds by backbone precision",
+        f"## {args.section}",
         "",
         f"Written by `bench/streaming/precision_feeds.py --levels {args.levels} --precisions "
-        f"{args.precisions} --batches-with-feeds {args.batches_with_feeds}` on {began}, on this "
-        f"machine's cores (`nproc`: {os.cpu_count()}, {run_benchmark.cpu_model()}), with the "
+        f"{args.precisions} --batches-with-feeds {args.batches_with_feeds}"
+        + (f" --section \"{args.section}\"" if args.section != SECTION else "")
+        + f"` on {began}, on this "
+        f"machine's cores (`nproc`: {os.cpu_count()}, {run_benchmark.cpu_model()}: "
+        f"{cpu_instructions()}), with the "
         "client processes on the same machine: the feeds and the kept-up rule of the table above, "
         "every frame embedded (stride 1), a fresh server for each variant and level, the variants "
-        "taking turns level by level. `--backbone-batches-with-feeds 2` (opt-in; the server's "
-        "default is 1) embeds two batches side by side while feeds are open, each on one core; with 1, one batch at a time runs on both cores. The feeds' decoders "
+        "taking turns level by level. `--backbone-batches-with-feeds 2` (the server's default "
+        "where the models run on the CPU) embeds two batches side by side while feeds are open, "
+        "each on one core; with 1, one batch at a time runs on both cores. The feeds' decoders "
         "and here the clients share those cores, and a batch on both waits at every layer for "
         "the thread whose core one of them took.",
         "",

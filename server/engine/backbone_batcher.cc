@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/thread_name.h"
 #include "model/thread_affinity.h"
+#include "model/torch_threads.h"
 
 namespace vidclf::engine {
 
@@ -163,17 +164,22 @@ void BackboneBatcher::DecodingEnded() {
 void BackboneBatcher::Run(int runner, const CoreUse& core_use, std::vector<Frame> batch) {
   const absl::Time start = absl::Now();
   // Decoding keeps about a core per call busy; the backbone takes the rest, shared between its
-  // runners while feeds are open, each on CPUs of its own where they are bound.
+  // runners while feeds are open (the first ones a thread more where they do not divide evenly),
+  // each on CPUs of its own where they are bound.
   const int runners = core_use.live_feeds > 0 ? static_cast<int>(threads_in_use_.size()) : 1;
-  const int threads = std::max(1, (options_.max_threads - core_use.decoding_calls) / runners);
+  const int free_cores = std::max(runners, options_.max_threads - core_use.decoding_calls);
+  const int share = free_cores / runners;
+  const int extra = free_cores % runners;
+  const int threads = share + (runner < extra ? 1 : 0);
   if (threads != threads_in_use_[runner]) {
-    const size_t first = std::min(options_.cpus.size(), static_cast<size_t>(runner * threads));
+    const size_t first = std::min(options_.cpus.size(),
+                                  static_cast<size_t>(runner * share + std::min(runner, extra)));
     if (options_.cpus.size() - first >= static_cast<size_t>(threads)) {
       const absl::Status bound = model::BindIntraOpThreadsOfThisThread(
           std::vector<int>(options_.cpus.begin() + first, options_.cpus.begin() + first + threads));
       if (!bound.ok()) observer_->ThreadBindingFailed(bound);
     } else {
-      torch::set_num_threads(threads);
+      model::SetIntraOpThreadsOfThisThread(threads);
     }
     threads_in_use_[runner] = threads;
   }
@@ -207,7 +213,8 @@ void BackboneBatcher::Run(int runner, const CoreUse& core_use, std::vector<Frame
   }();
   BatchReport report;
   report.batch_id = ++batches_run_;
-  report.batch_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  report.started = start;
+  report.finished = absl::Now();
   report.batch_frames = static_cast<int>(batch.size());
   observer_->BatchDone(report.batch_frames);
   if (embeddings.ok()) observer_->FramesEmbedded(report.batch_frames);

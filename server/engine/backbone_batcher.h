@@ -37,9 +37,11 @@ namespace vidclf::engine {
 struct BatchReport {
   uint64_t batch_id = 0;      // batches are numbered from 1 in the order they finish
   double waited_seconds = 0;  // in the queue, before its batch started
-  // The backbone's time for the whole batch; on a GPU, until the batch is queued there (the heads,
-  // which read its embeddings, wait for the rest).
-  double batch_seconds = 0;
+  // When the backbone started and finished the whole batch; on a GPU, finished once the batch is
+  // queued there (the heads, which read its embeddings, wait for the rest). Batches side by side
+  // overlap.
+  absl::Time started;
+  absl::Time finished;
   int batch_frames = 0;
 };
 
@@ -82,8 +84,9 @@ struct BatcherOptions {
   // share of the intra-op threads. Feeds decode on the same cores without counting as decoding
   // calls; a batch side by side with another waits at no barrier between layers for a thread
   // whose core a feed took (docs/streaming-benchmark.md). Without feeds one batch on every thread
-  // answers a lone call soonest.
-  int batches_with_feeds = 1;
+  // answers a lone call soonest. 0 lets the engine choose (EngineOptions); the batcher alone
+  // takes it as 1.
+  int batches_with_feeds = 0;
 };
 
 // What else runs on the cores the backbone uses, asked before each batch.

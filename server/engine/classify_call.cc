@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/time_spans.h"
 #include "pipeline/frame_tensor.h"
 #include "pipeline/video_pipeline.h"
 
@@ -195,10 +197,7 @@ void ClassifyCall::Embedded(int pass, int64_t slot, absl::StatusOr<torch::Tensor
       if (slot >= static_cast<int64_t>(embeddings_.size())) embeddings_.resize(slot + 1);
       embeddings_[slot] = *std::move(embedding);
       timings_.queue_seconds = std::max(timings_.queue_seconds, report.waited_seconds);
-      if (report.batch_id != last_batch_id_) {  // frames of one batch share its time
-        timings_.embed_seconds += report.batch_seconds;
-        last_batch_id_ = report.batch_id;
-      }
+      batch_spans_.try_emplace(report.batch_id, TimeSpan{report.started, report.finished});
     } else if (!embedding.ok() && failure_.ok() && pass == pass_) {
       // Unwanted only because the deadline passed, or the backbone failed.
       failure_ = absl::Now() >= input_.deadline
@@ -239,6 +238,9 @@ void ClassifyCall::RunHead() {
   {
     absl::MutexLock lock(&mutex_);
     result = timings_;
+    std::vector<TimeSpan> spans;
+    for (const auto& [id, span] : batch_spans_) spans.push_back(span);
+    result.embed_seconds = absl::ToDoubleSeconds(CoveredTime(std::move(spans)));
     result.frame_timestamps_seconds = clip_.timestamps_seconds;
     result.decoded_on = clip_.decoded_on;
     const int64_t frames = clip_.num_frames;

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/cancellation.h"
+#include "common/time_spans.h"
 #include "media/clip_decoder.h"
 #include "server/engine/backbone_batcher.h"
 #include "server/engine/classify_engine.h"
@@ -100,7 +102,8 @@ class ClassifyCall final : public FrameOwner,
   std::vector<torch::Tensor> embeddings_ ABSL_GUARDED_BY(mutex_);  // by slot
   media::DecodedClip clip_ ABSL_GUARDED_BY(mutex_);                // without pixels
   ClassifyResult timings_ ABSL_GUARDED_BY(mutex_);  // the stage times gathered so far
-  uint64_t last_batch_id_ ABSL_GUARDED_BY(mutex_) = 0;
+  // When each batch holding the call's frames ran, by batch id: batches side by side overlap.
+  std::map<uint64_t, TimeSpan> batch_spans_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace vidclf::engine

@@ -41,9 +41,12 @@ EngineOptions Resolved(EngineOptions options, const ModelRepository& repository)
   if (options.batching.max_batch_frames <= 0) {
     options.batching.max_batch_frames = ModelsRunOnTheCpu(repository) ? 16 : 64;
   }
-  // Side by side stays opt-in until a call's embed time is counted once per batch when its frames
-  // share two batches running at once, and live segment events are checked under it.
-  if (options.batching.batches_with_feeds <= 0) options.batching.batches_with_feeds = 1;
+  // On the CPU, two batches side by side while feeds are open kept up with more feeds on two
+  // cores (docs/streaming-benchmark.md); a GPU runs one batch at a time anyway.
+  if (options.batching.batches_with_feeds <= 0) {
+    options.batching.batches_with_feeds =
+        ModelsRunOnTheCpu(repository) ? std::min(2, options.cores) : 1;
+  }
   return options;
 }
 

@@ -129,7 +129,8 @@ struct ClassifyResult {
   double queue_seconds = 0;
   double decode_seconds = 0;
   double preprocess_seconds = 0;
-  double embed_seconds = 0;  // the backbone's time for the batches that held the call's frames
+  // The time some batch holding the call's frames ran (batches side by side count once).
+  double embed_seconds = 0;
   double head_seconds = 0;
   double total_seconds = 0;  // from admission to the answer
 };

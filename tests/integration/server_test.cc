@@ -689,6 +689,15 @@ TEST_F(ServerTest, ChoosesTheCpusBatchSize) {
               HasSubstr("backbone batches of up to 16 frames; heads on 1 thread"));
 }
 
+// The start-up log says which kernels the fp32 backbone runs on this CPU, and why.
+TEST_F(ServerTest, SaysWhichConvolutionsTheBackboneRuns) {
+  EXPECT_THAT(server_->output(),
+              HasSubstr(model::OneDnnResNet18::WinogradAvailable()
+                            ? "fused backbone (oneDNN's Winograd 3x3 convolutions)"
+                            : "fused backbone (LibTorch's convolutions: oneDNN has no Winograd "
+                              "kernels for this CPU)"));
+}
+
 // The suite's server runs its models on the CPU with --decode-device auto: it decodes on the CPU,
 // says why once, and counts each call as a fallback; a server with the default, --decode-device
 // cpu, counts none, and both give the same scores.
