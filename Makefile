@@ -8,16 +8,18 @@ GRPC_PORT ?= 50051
 METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build model-repository serve test sanitize bench-attention bench-backbone bench-media \
-  bench-e2e bench-gpu bench-serving bench-protocols bench-segments bench-soak bench-streaming \
-  bench-timelines bench-training bench-precision-heads clean
+.PHONY: deps configure build model-repository serve test sanitize bench-attention bench-backbone \
+  bench-media bench-e2e bench-gpu bench-serving bench-protocols bench-segments bench-soak \
+  bench-streaming bench-timelines bench-training bench-precision-heads clean
 
 deps:
 	./scripts/install-deps.sh
 
-build: deps
+configure: deps
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release
-	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+build: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target all benchmarks
 
 # The default repository (scripts/build-model-repository.sh): a GRU, a softmax transformer that
 # may run clustered attention, and a causal-linear transformer, made once.
@@ -33,7 +35,9 @@ serve: model-repository
 	$(BUILD_DIR)/bin/vidclf-server --model-repository $(MODEL_REPOSITORY) \
 	  --grpc-port $(GRPC_PORT) --metrics-port $(METRICS_PORT)
 
-test: build
+# Everything but the benchmarks, which no test runs.
+test: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # media/ built with clang, ASan and UBSan (no LibTorch, no gRPC) in build-sanitize/: the media

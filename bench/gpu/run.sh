@@ -34,7 +34,7 @@ fi
 step configure cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DVIDCLF_MODEL_ONLY=ON -DCMAKE_PREFIX_PATH="$torch_cmake"
 # Keeps going past a target that fails, so that the others still build and run.
-step build cmake --build "$build" --parallel "$(nproc)" "${keep_going[@]}"
+step build cmake --build "$build" --parallel "$(nproc)" --target all benchmarks "${keep_going[@]}"
 
 bin=$build/bin
 export VIDCLF_TORCHVISION_PYTHON3=${VIDCLF_TORCHVISION_PYTHON3:-$(command -v python3)}
