@@ -28,6 +28,13 @@ absl::Status UriError(const std::string& raw_uri, int error_code) {
     case AVERROR_HTTP_NOT_FOUND:
       return AvError(absl::StatusCode::kNotFound, absl::StrCat("'", uri, "' was not found"),
                      error_code);
+    case AVERROR_HTTP_UNAUTHORIZED:
+    case AVERROR_HTTP_FORBIDDEN:
+      return AvError(absl::StatusCode::kPermissionDenied,
+                     absl::StrCat("'", uri,
+                                  "' refused the credentials: check the user name and password "
+                                  "in the URI"),
+                     error_code);
     case AVERROR(EIO):  // what libavformat's HTTP answers a redirect with, past max_redirects
       return AvError(absl::StatusCode::kUnavailable,
                      absl::StrCat("cannot read '", uri, "' (redirects are not followed)"),
@@ -213,21 +220,25 @@ absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenUri(const std::string& uri
                                                           Clock::time_point deadline,
                                                           const UriInputChecks& checks,
                                                           const CancellationToken* cancellation) {
-  return OpenUriUntil(uri, allowlist, deadline, Clock::duration::max(), checks, cancellation);
+  return OpenUriUntil(uri, allowlist, deadline, Clock::duration::max(), checks, cancellation, {});
 }
 
-absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenLiveUri(
-    const std::string& uri, const UriAllowlist& allowlist, Clock::duration stall_timeout,
-    const UriInputChecks& checks, const CancellationToken* cancellation) {
-  return OpenUriUntil(uri, allowlist, Clock::time_point::max(), stall_timeout, checks,
-                      cancellation);
+absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenLiveUri(const std::string& uri,
+                                                              const UriAllowlist& allowlist,
+                                                              Clock::duration stall_timeout,
+                                                              const UriInputChecks& checks,
+                                                              const CancellationToken* cancellation,
+                                                              const InputOptions& input_options) {
+  return OpenUriUntil(uri, allowlist, Clock::time_point::max(), stall_timeout, checks, cancellation,
+                      input_options);
 }
 
 absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenUriUntil(
     const std::string& uri, const UriAllowlist& allowlist, Clock::time_point deadline,
     Clock::duration stall_timeout, const UriInputChecks& checks,
-    const CancellationToken* cancellation) {
+    const CancellationToken* cancellation, const InputOptions& input_options) {
   if (auto status = allowlist.Check(uri); !status.ok()) return status;
+  if (auto status = ValidateInputOptions(input_options, uri); !status.ok()) return status;
   std::unique_ptr<Demuxer> demuxer(new Demuxer());
   demuxer->cancellation_ = cancellation;
   demuxer->allowlist_ = &allowlist;
@@ -243,6 +254,9 @@ absl::StatusOr<std::unique_ptr<Demuxer>> Demuxer::OpenUriUntil(
   demuxer->format_ = format;
 
   AVDictionary* options = nullptr;
+  for (const auto& [name, value] : input_options) {
+    av_dict_set(&options, name.c_str(), value.c_str(), 0);
+  }
   av_dict_set(&options, "protocol_whitelist", allowlist.ProtocolWhitelist().c_str(), 0);
   av_dict_set(&options, "format_whitelist", FormatWhitelist(InputOrigin::kUri).c_str(), 0);
   // A redirect could lead to a host the allowlist does not name.
@@ -304,6 +318,7 @@ absl::Status Demuxer::OpenCheckedSource(AVDictionary* options, const UriInputChe
 }
 
 Demuxer::~Demuxer() {
+  closing_until_ = Clock::now() + kCloseBudget;
   avformat_close_input(&format_);
   if (io_ != nullptr) av_freep(&io_->buffer);
   avio_context_free(&io_);
@@ -400,6 +415,7 @@ int64_t Demuxer::SeekSource(void* opaque, int64_t offset, int whence) {
 int Demuxer::Interrupt(void* opaque) {
   auto* self = static_cast<Demuxer*>(opaque);
   const Clock::time_point now = Clock::now();
+  if (self->closing_until_.has_value()) return now >= *self->closing_until_ ? 1 : 0;
   if (now >= self->deadline_) self->past_deadline_ = true;
   if (self->stall_timeout_ != Clock::duration::max() &&
       now - self->last_progress_ >= self->stall_timeout_) {

@@ -16,6 +16,7 @@
 #include "media/av_util.h"
 #include "media/byte_stream.h"
 #include "media/fragment_guard.h"
+#include "media/input_options.h"
 #include "media/uri_allowlist.h"
 
 namespace vidclf::media {
@@ -57,7 +58,8 @@ class Demuxer {
   // read through a protocol (all but RTSP's) pass `checks` first; those of nested URIs do not.
   // Errors:
   //   PERMISSION_DENIED   the allowlist refuses the URI, or one that the source refers to
-  //   NOT_FOUND           no such file, or HTTP 404
+  //   NOT_FOUND           no such file, or HTTP or RTSP 404
+  //   PERMISSION_DENIED   also: the source refused the credentials (HTTP or RTSP 401, 403)
   //   UNAVAILABLE         the source cannot be reached, refuses to serve or redirects
   //   DEADLINE_EXCEEDED   `deadline` passed
   //   the cancellation's reason
@@ -70,12 +72,18 @@ class Demuxer {
 
   // As OpenUri, for a live source followed without a deadline: opening, and every read after
   // it, gives up with UNAVAILABLE once the source has sent nothing for `stall_timeout`. Progress
-  // is each read of the source's bytes, and each NoteProgress().
+  // is each read of the source's bytes, and each NoteProgress(). `input_options` must have
+  // passed ValidateInputOptions for `uri`.
   static absl::StatusOr<std::unique_ptr<Demuxer>> OpenLiveUri(
       const std::string& uri, const UriAllowlist& allowlist, Clock::duration stall_timeout,
-      const UriInputChecks& checks, const CancellationToken* cancellation = nullptr);
+      const UriInputChecks& checks, const CancellationToken* cancellation = nullptr,
+      const InputOptions& input_options = {});
 
+  // Closes the input. Closing may still talk to the source for up to kCloseBudget, even once
+  // cancelled or stalled: an RTSP camera is sent its TEARDOWN, so that it frees the session
+  // rather than sending to a closed port until its own timeout (cameras allow few sessions).
   ~Demuxer();
+  static constexpr Clock::duration kCloseBudget = std::chrono::seconds(1);
   Demuxer(const Demuxer&) = delete;
   Demuxer& operator=(const Demuxer&) = delete;
 
@@ -138,7 +146,7 @@ class Demuxer {
   static absl::StatusOr<std::unique_ptr<Demuxer>> OpenUriUntil(
       const std::string& uri, const UriAllowlist& allowlist, Clock::time_point deadline,
       Clock::duration stall_timeout, const UriInputChecks& checks,
-      const CancellationToken* cancellation);
+      const CancellationToken* cancellation, const InputOptions& input_options);
 
   Clock::time_point deadline_ = Clock::time_point::max();
   Clock::duration stall_timeout_ = Clock::duration::max();
@@ -146,6 +154,8 @@ class Demuxer {
   const CancellationToken* cancellation_ = nullptr;
   bool past_deadline_ = false;
   bool stalled_ = false;
+  // Set by the destructor: interrupts then only past this time.
+  std::optional<Clock::time_point> closing_until_;
   AVIOContext* io_ = nullptr;
   AVFormatContext* format_ = nullptr;
 };

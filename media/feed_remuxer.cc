@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "media/av_util.h"
 #include "media/libav_settings.h"
+#include "media/uri_redaction.h"
 
 extern "C" {
 #ifdef VIDCLF_HAVE_AVDEVICE
@@ -33,6 +34,15 @@ constexpr int kPollMs = 50;
 // The longest sleep of the realtime wait between checks of the cancellation.
 constexpr auto kMaxSleep = std::chrono::milliseconds(20);
 
+// Whether `source` is a URL of a kind that streams until it is stopped (a camera), so that its
+// end means it went away.
+bool HasNoEnd(const std::string& source) {
+  for (absl::string_view scheme : {"rtsp://", "rtsps://", "rtmp://", "udp://", "srt://"}) {
+    if (absl::StartsWithIgnoreCase(source, scheme)) return true;
+  }
+  return false;
+}
+
 // Standard input cannot seek, so an MP4 whose index comes after its media data cannot be read
 // from it: said with every error about what it holds.
 constexpr char kStdinHint[] =
@@ -46,7 +56,7 @@ bool IsCharacterDevice(const std::string& path) {
 
 // The status for a failure to open `source`, from libav's error code.
 absl::Status OpenError(const std::string& source, int error_code) {
-  const std::string quoted = absl::StrCat("'", source, "'");
+  const std::string quoted = absl::StrCat("'", RedactUri(source), "'");
   switch (error_code) {
     case AVERROR(ENOENT):
     case AVERROR_HTTP_NOT_FOUND:
@@ -105,6 +115,7 @@ FeedRemuxer::~FeedRemuxer() {
     av_freep(&output_io_->buffer);
     avio_context_free(&output_io_);
   }
+  closing_until_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   avformat_close_input(&input_);
   if (stdin_io_ != nullptr) {
     av_freep(&stdin_io_->buffer);
@@ -170,7 +181,7 @@ absl::Status FeedRemuxer::OpenInput(const std::string& source) {
   if (error < 0) return OpenError(source, error);
   if (!unused_key.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("input option '", unused_key, "' is not one that '", source,
+        absl::StrCat("input option '", unused_key, "' is not one that '", RedactUri(source),
                      "' (format: ", input_->iformat->name, ") takes"));
   }
   if (const int info = avformat_find_stream_info(input_, nullptr); info < 0) {
@@ -191,8 +202,8 @@ absl::Status FeedRemuxer::OpenInput(const std::string& source) {
     }
   }
   if (index < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("no video stream in '", source, "' (format: ", input_->iformat->name, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("no video stream in '", RedactUri(source),
+                                                   "' (format: ", input_->iformat->name, ")"));
   }
   input_stream_ = input_->streams[index];
   // The demuxer need not keep packets of the other streams.
@@ -207,7 +218,7 @@ absl::Status FeedRemuxer::CreateOutput() {
   const AVOutputFormat* format = av_guess_format("matroska", nullptr, nullptr);
   if (format == nullptr) return absl::InternalError("this FFmpeg has no Matroska muxer");
   if (avformat_query_codec(format, input->codec_id, FF_COMPLIANCE_NORMAL) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("the video of '", source_, "' is ",
+    return absl::InvalidArgumentError(absl::StrCat("the video of '", RedactUri(source_), "' is ",
                                                    avcodec_get_name(input->codec_id),
                                                    ", which cannot be sent in Matroska"));
   }
@@ -266,6 +277,10 @@ absl::Status FeedRemuxer::Run(const Sink& sink) {
   while (true) {
     if (Cancelled()) return CancelledStatus();
     const int error = av_read_frame(input_, packet.get());
+    if (error == AVERROR_EOF && HasNoEnd(source_)) {
+      return absl::UnavailableError(absl::StrCat(
+          "'", RedactUri(source_), "' stopped sending after ", packets_written_, " packets"));
+    }
     if (error == AVERROR_EOF) break;
     if (error == AVERROR(EAGAIN)) {  // a device with no frame ready yet
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -351,19 +366,19 @@ absl::Status FeedRemuxer::ReadError(int error_code) const {
   if (Cancelled()) return CancelledStatus();
   if (error_code == AVERROR_INVALIDDATA) {
     return AvError(absl::StatusCode::kInvalidArgument,
-                   absl::StrCat("'", source_, "' holds data FFmpeg cannot read",
+                   absl::StrCat("'", RedactUri(source_), "' holds data FFmpeg cannot read",
                                 source_ == "-" ? kStdinHint : ""),
                    error_code);
   }
-  return AvError(absl::StatusCode::kUnavailable, absl::StrCat("reading '", source_, "' failed"),
-                 error_code);
+  return AvError(absl::StatusCode::kUnavailable,
+                 absl::StrCat("reading '", RedactUri(source_), "' failed"), error_code);
 }
 
 absl::Status FeedRemuxer::WriteError(absl::string_view what, int error_code) const {
   if (!sink_error_.ok()) return sink_error_;
   if (Cancelled()) return CancelledStatus();
   return AvError(absl::StatusCode::kInvalidArgument,
-                 absl::StrCat("cannot ", what, " the Matroska feed of '", source_, "'"),
+                 absl::StrCat("cannot ", what, " the Matroska feed of '", RedactUri(source_), "'"),
                  error_code);
 }
 
@@ -395,7 +410,11 @@ int FeedRemuxer::WriteToSink(void* opaque, uint8_t* buffer, int size) {
 }
 
 int FeedRemuxer::Interrupt(void* opaque) {
-  return static_cast<const FeedRemuxer*>(opaque)->Cancelled() ? 1 : 0;
+  const auto* self = static_cast<const FeedRemuxer*>(opaque);
+  if (self->closing_until_.has_value()) {
+    return std::chrono::steady_clock::now() >= *self->closing_until_ ? 1 : 0;
+  }
+  return self->Cancelled() ? 1 : 0;
 }
 
 }  // namespace vidclf::media

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +73,8 @@ class FeedRemuxer {
   static absl::StatusOr<std::unique_ptr<FeedRemuxer>> Open(const std::string& source,
                                                            FeedRemuxerOptions options);
 
+  // Closes the source. Closing may still talk to it for up to a second, even once cancelled: an
+  // RTSP camera is sent its TEARDOWN, so that it frees the session at once.
   ~FeedRemuxer();
   FeedRemuxer(const FeedRemuxer&) = delete;
   FeedRemuxer& operator=(const FeedRemuxer&) = delete;
@@ -85,7 +88,8 @@ class FeedRemuxer {
   // (or due, when realtime) until the source ends, then the trailer. Packets before the first
   // keyframe are skipped: a feed joined midway cannot decode them. Returns OK at the end of the
   // source; the sink's error; the cancellation's reason; UNAVAILABLE when reading the source
-  // fails; INVALID_ARGUMENT when its packets cannot be remuxed. Call once.
+  // fails, or when a source that has no end of its own (rtsp://, rtmp://, udp://, srt://) stops;
+  // INVALID_ARGUMENT when its packets cannot be remuxed. Call once.
   absl::Status Run(const Sink& sink);
 
   // Video packets handed to the muxer so far.
@@ -122,6 +126,8 @@ class FeedRemuxer {
   AVFormatContext* output_ = nullptr;
   AVIOContext* output_io_ = nullptr;
   const Sink* sink_ = nullptr;
+  // Set by the destructor: the interrupt callback then lets the close talk to the source.
+  std::optional<std::chrono::steady_clock::time_point> closing_until_;
   absl::Status sink_error_;
   bool ran_ = false;
 

@@ -358,9 +358,10 @@ absl::Status DecodeLiveUri(const std::string& uri, const UriAllowlist& allowlist
   }
   EnsureLibavConfigured();
   if (auto status = CancellationStatus(options); !status.ok()) return status;
-  auto demuxer = Demuxer::OpenLiveUri(
-      uri, allowlist, source.stall_timeout,
-      RawInputChecks(options.max_frame_side, options.max_fragment_samples), options.cancellation);
+  auto demuxer =
+      Demuxer::OpenLiveUri(uri, allowlist, source.stall_timeout,
+                           RawInputChecks(options.max_frame_side, options.max_fragment_samples),
+                           options.cancellation, source.input_options);
   if (!demuxer.ok()) return demuxer.status();
   auto video = OpenLiveVideo(**demuxer, options);
   if (!video.ok()) return video.status();

@@ -14,6 +14,7 @@
 #include "media/byte_stream.h"
 #include "media/frame_buffer.h"
 #include "media/frame_converter.h"
+#include "media/input_options.h"
 #include "media/nvdec_device.h"
 #include "media/uri_allowlist.h"
 
@@ -104,6 +105,8 @@ struct LiveSourceOptions {
   // Called once the source is open and its video stream found, with what it holds ("mpegts:
   // h264 320x240", say), before its first frame.
   std::function<void(absl::string_view description)> on_connected;
+  // FFmpeg input options (media/input_options.h): rtsp_transport, say.
+  InputOptions input_options;
 };
 
 // DecodeLive for a source the server pulls itself: `uri`, when `allowlist` allows it (see
@@ -113,6 +116,7 @@ struct LiveSourceOptions {
 //   UNAVAILABLE         the source could not be reached, sent nothing for the stall timeout, or,
 //                       having no known size (a camera, a live HTTP stream), closed or broke:
 //                       it may be worth following again
+//   INVALID_ARGUMENT    also: input options that ValidateInputOptions refuses
 //   the errors of DecodeLive and Demuxer::OpenUri otherwise.
 absl::Status DecodeLiveUri(const std::string& uri, const UriAllowlist& allowlist,
                            const LiveSourceOptions& source, const LiveDecodeOptions& options,

@@ -48,6 +48,10 @@ test_packages=(
   # the page for people and browsers' fetch (tests/integration/browser_test.py): headless
   # Chromium, driven over the DevTools protocol's WebSocket
   chromium-headless-shell python3-websocket
+  # real RTSP cameras for the sources tests (tests/integration/rtsp_camera.py): GStreamer's RTSP
+  # server through python3-gi, live H.264 from x264enc
+  gir1.2-gst-rtsp-server-1.0 python3-gi gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
   # real-world sample videos and images for tests/media/decode_matrix_test.cc
   python3-imageio
   # torchvision interop test (model/scripts/export_resnet18.py), and the Python reference

@@ -34,6 +34,9 @@
 #include "server/service/classify_service.h"
 #include "server/service/finished_call.h"
 #include "server/service/inference_service.h"
+#include "server/service/sources_service.h"
+#include "server/sources/source_registry.h"
+#include "server/sources/source_store.h"
 #include "server/startup_warnings.h"
 
 namespace vidclf {
@@ -178,6 +181,7 @@ struct Server::Parts {
   ServerOptions options;
   std::unique_ptr<security::BearerTokens> tokens;
   std::unique_ptr<security::BearerTokens> metrics_tokens;
+  std::unique_ptr<security::BearerTokens> admin_tokens;
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   ServerMetrics metrics{*registry};
   std::unique_ptr<media::NvdecDevice> nvdec;
@@ -190,6 +194,8 @@ struct Server::Parts {
   std::unique_ptr<IdleMemoryReleaser> releaser;
   std::unique_ptr<service::ClassifyService> service;
   std::unique_ptr<service::InferenceService> inference_service;
+  std::unique_ptr<sources::SourceRegistry> sources;
+  std::unique_ptr<service::SourcesService> sources_service;
   std::unique_ptr<grpc::Server> grpc_server;
   int grpc_port = 0;
   bool drained = false;
@@ -243,10 +249,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   tokens = LoadTokens("--metrics-token-file", options.metrics_token_file);
   if (!tokens.ok()) return tokens.status();
   parts->metrics_tokens = *std::move(tokens);
+  tokens = LoadTokens("--admin-token-file", options.admin_token_file);
+  if (!tokens.ok()) return tokens.status();
+  parts->admin_tokens = *std::move(tokens);
   for (const std::string& warning : ExposureWarnings(options)) spdlog::warn("{}", warning);
 
   parts->gate = std::make_shared<security::CallGate>(
-      parts->tokens.get(),
+      parts->tokens.get(), parts->admin_tokens.get(),
       [metrics = &parts->metrics](absl::string_view method, const absl::Status& status) {
         service::RecordRefusedCall(*metrics, method, status);
       });
@@ -329,6 +338,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   parts->service = std::make_unique<service::ClassifyService>(parts->engine.get(), &parts->metrics);
   parts->inference_service =
       std::make_unique<service::InferenceService>(parts->engine.get(), &parts->metrics);
+  std::unique_ptr<sources::SourceStore> store;
+  if (!options.state_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<sources::StateDirectoryStore>> directory =
+        sources::StateDirectoryStore::Open(options.state_dir);
+    if (!directory.ok()) return directory.status();
+    store = *std::move(directory);
+  }
+  sources::RegistryOptions registry_options;
+  registry_options.max_sources = options.max_sources;
+  absl::StatusOr<std::unique_ptr<sources::SourceRegistry>> registry =
+      sources::SourceRegistry::Create(parts->engine.get(), std::move(store), registry_options);
+  if (!registry.ok()) return registry.status();
+  parts->sources = *std::move(registry);
+  parts->sources_service =
+      std::make_unique<service::SourcesService>(parts->sources.get(), &parts->metrics);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -340,6 +364,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   ApplyConnectionOptions(options.connections, builder);
   parts->service->Register(builder);
   builder.RegisterService(parts->inference_service.get());
+  builder.RegisterService(parts->sources_service.get());
   parts->grpc_server = builder.BuildAndStart();
   if (parts->grpc_server == nullptr || parts->grpc_port == 0) {
     return absl::UnavailableError(
@@ -404,6 +429,7 @@ void Server::Reload() {
   }
   ReloadTokens(parts_->tokens.get());
   ReloadTokens(parts_->metrics_tokens.get());
+  ReloadTokens(parts_->admin_tokens.get());
 }
 
 void Server::Drain() {
@@ -418,6 +444,9 @@ void Server::Drain() {
   parts_->grpc_server->GetHealthCheckService()->SetServingStatus(false);
   const absl::Time drain_start = absl::Now();
   parts_->gate->StartDraining();
+  // The cameras are let go of first (each sent its TEARDOWN); their registrations stay for the
+  // next start.
+  parts_->sources->Stop();
   engine.StartDraining();
   if (!engine.WaitUntilIdle(absl::Now() + drain_timeout)) {
     spdlog::warn("drain timeout: cancelling {} calls still in flight",
@@ -437,6 +466,7 @@ void Server::Drain() {
   parts_->releaser.reset();
   parts_->http_server.reset();
   parts_->metrics_server.reset();
+  parts_->sources.reset();
   parts_->engine.reset();
   spdlog::info("stopped");
 }

@@ -87,6 +87,13 @@ struct ServerOptions {
   security::TlsFiles tls;
   // Bearer tokens that every call but health checks must carry; empty: none.
   std::string token_file;
+  // Bearer tokens that changing the registered sources needs (security/call_gate.h); empty:
+  // none, and such calls are refused when token_file is set.
+  std::string admin_token_file;
+  // Where the registered sources are kept across restarts (sources/source_store.h); empty: not
+  // kept. Sources registered at most.
+  std::string state_dir;
+  int max_sources = 1000;
   GrpcConnectionOptions connections;
   // /metrics; its `tokens` come from metrics_token_file (empty: none).
   MetricsHttpOptions metrics;

@@ -325,6 +325,19 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "File of bearer tokens, one per line: calls must send \"authorization: Bearer "
                  "TOKEN\" or get UNAUTHENTICATED. Health and reflection stay open. Re-read on "
                  "SIGHUP.");
+  app.add_option("--admin-token-file", flags->admin_token_file,
+                 "File of bearer tokens that creating, changing and deleting sources (the "
+                 "Sources API) needs, apart from --token-file's; re-read on SIGHUP. Without it, "
+                 "a server that has --token-file refuses those calls, and one without any "
+                 "tokens takes them from anyone.");
+  app.add_option("--state-dir", flags->state_dir,
+                 "Directory where the registered sources are kept (sources.json, 0600), so "
+                 "that every camera is followed again after a restart; empty: not kept.");
+  app.add_option("--max-sources", flags->max_sources,
+                 "Sources registered at most (the Sources API); each one followed also counts "
+                 "as a live stream against --max-streams.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--keepalive-time-s", flags->keepalive_time_s,
                  "Ping a connection quiet for this long (0: never), so that a client gone "
                  "without closing it (a dead NAT entry, a camera switched off) is found.")
@@ -378,6 +391,9 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(const ServerFlags& flags) {
   options.grpc_port = flags.grpc_port;
   options.tls = {flags.tls_cert, flags.tls_key, flags.tls_client_ca};
   options.token_file = flags.token_file;
+  options.admin_token_file = flags.admin_token_file;
+  options.state_dir = flags.state_dir;
+  options.max_sources = flags.max_sources;
   options.connections.keepalive_time = absl::Seconds(flags.keepalive_time_s);
   options.connections.keepalive_timeout = absl::Seconds(flags.keepalive_timeout_s);
   options.connections.max_streams_per_connection = flags.max_streams_per_connection;

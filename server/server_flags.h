@@ -60,6 +60,9 @@ struct ServerFlags {
   std::string tls_key;
   std::string tls_client_ca;
   std::string token_file;
+  std::string admin_token_file;
+  std::string state_dir;
+  int max_sources = 1000;
   int keepalive_time_s = 60;
   int keepalive_timeout_s = 20;
   int max_streams_per_connection = 256;

@@ -237,7 +237,8 @@ absl::StatusOr<std::shared_ptr<StreamSession>> ClassifyEngine::OpenStream(
   resources.uri_allowlist = &options_.uri_allowlist;
   resources.nvdec = options_.decode.nvdec;
   resources.hand_over_gpu_pictures = options_.decode.hand_over_gpu_pictures;
-  if (options.max_reconnects < 0 || options.max_reconnects > resources.max_source_reconnects) {
+  if (!options.own_reconnect_policy &&
+      (options.max_reconnects < 0 || options.max_reconnects > resources.max_source_reconnects)) {
     options.max_reconnects = resources.max_source_reconnects;
   }
   if (options.windows.has_value()) {

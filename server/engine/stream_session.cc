@@ -57,6 +57,9 @@ absl::Status ValidateStreamOptions(const StreamOptions& options) {
   if (options.input == StreamOptions::Input::kUri && options.uri.empty()) {
     return absl::InvalidArgumentError("a watched source needs its URI");
   }
+  if (auto status = media::ValidateInputOptions(options.input_options, options.uri); !status.ok()) {
+    return status;
+  }
   if (options.segments.has_value()) {
     if (absl::Status status = pipeline::CheckSegmentOptions(*options.segments); !status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("segment_events: ", status.message()));
@@ -208,6 +211,7 @@ std::unique_ptr<FrameSource> StreamSession::MakeSource() {
       source.decode = LiveDecoding();
       source.stall_timeout = resources_.source_stall_timeout;
       source.max_reconnects = options_.max_reconnects;
+      source.input_options = options_.input_options;
       UriSource::Callbacks callbacks;
       callbacks.on_event = [this](const SourceEvent& event) { listener_->OnSourceEvent(event); };
       callbacks.wait = [this](absl::Duration delay) { return WaitUnlessFailed(delay); };
@@ -286,6 +290,7 @@ absl::Status StreamSession::Take(const SourceFrame& frame) {
       last_seen_seconds_ = frame.seconds;
     }
   }
+  listener_->OnFrameDecoded(frame);
   if (frame.pixels == nullptr) return absl::OkStatus();  // off the embed stride
   FrameInfo info;
   info.index = frame.index;

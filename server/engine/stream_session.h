@@ -95,6 +95,11 @@ struct StreamOptions {
   // row to follow it again before giving up; negative: the engine's most.
   std::string uri;
   int max_reconnects = -1;
+  // kUri only: max_reconnects is a registered source's own (server/sources/), not capped by the
+  // engine's, and negative means no limit.
+  bool own_reconnect_policy = false;
+  // kUri only: FFmpeg input options (media::ValidateInputOptions), rtsp_transport say.
+  media::InputOptions input_options;
   // When set, segment events (pipeline/segment_tracker.h) over the head's scores after each
   // step; with events_only, only predictions that carry events are emitted.
   std::optional<pipeline::SegmentOptions> segments;
@@ -134,6 +139,8 @@ class StreamListener {
   virtual ~StreamListener() = default;
   virtual void OnPrediction(StreamPrediction prediction) = 0;
   virtual void OnSourceEvent(const SourceEvent& /*event*/) {}
+  // Each frame of the feed as it is decoded, from the feeder thread; must not block.
+  virtual void OnFrameDecoded(const SourceFrame& /*frame*/) {}
   // Exactly once, last: OK when the feed ended and every frame was answered for; otherwise why
   // the stream stopped.
   virtual void OnEnd(const absl::Status& status) = 0;

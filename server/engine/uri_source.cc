@@ -4,25 +4,30 @@
 #include <cmath>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace vidclf::engine {
 namespace {
 
-// Back-off between attempts to follow a dropped source again: the first after half a second,
-// each next one twice as late, up to 8 s, each spread by up to 20% either way so that the
-// watchers of one camera that restarts do not all knock at once (gRPC's connection back-off).
+// Whether a connection that ended with `status` is worth following again.
+bool WorthFollowingAgain(const absl::Status& status, absl::string_view uri) {
+  if (absl::IsUnavailable(status)) return true;
+  return absl::IsNotFound(status) && !absl::StartsWithIgnoreCase(uri, "file:");
+}
+
+}  // namespace
+
 absl::Duration ReconnectDelay(int attempt) {
   const double base = std::min(0.5 * std::pow(2.0, attempt - 1), 8.0);
   thread_local std::mt19937 random(std::random_device{}());
   return absl::Seconds(base * std::uniform_real_distribution<double>(0.8, 1.2)(random));
 }
 
-}  // namespace
-
 absl::Status UriSource::Run(const FrameHandler& on_frame) {
   media::LiveSourceOptions source;
   source.stall_timeout = absl::ToChronoNanoseconds(options_.stall_timeout);
+  source.input_options = options_.input_options;
   int connections = 0;
   int failed_attempts = 0;
   // Frame indices and times go on from one connection to the next: each connection's frames
@@ -52,7 +57,8 @@ absl::Status UriSource::Run(const FrameHandler& on_frame) {
                                return on_frame(SourceFrame{first_index + frame.index, seconds,
                                                            frame.arrived, frame.pixels});
                              });
-    if (!absl::IsUnavailable(status) || (cancellation != nullptr && cancellation->cancelled())) {
+    if (!WorthFollowingAgain(status, options_.uri) ||
+        (cancellation != nullptr && cancellation->cancelled())) {
       return status;
     }
     if (frames > 0) {
@@ -61,7 +67,7 @@ absl::Status UriSource::Run(const FrameHandler& on_frame) {
       first_seconds = last_seconds + period;
     }
     if (options_.max_reconnects == 0) return status;
-    if (failed_attempts >= options_.max_reconnects) {
+    if (options_.max_reconnects > 0 && failed_attempts >= options_.max_reconnects) {
       return absl::UnavailableError(
           absl::StrCat("gave up on the source after ", failed_attempts,
                        " attempts in a row to follow it again failed: ", status.message()));

@@ -26,6 +26,11 @@ struct SourceEvent {
   int64_t frames_seen = 0;
 };
 
+// How long to wait before attempt `attempt` (from 1) to follow a dropped source again: half a
+// second, then twice as long each time up to 8 s, spread by up to 20% either way so that the
+// watchers of one camera that restarts do not all knock at once (gRPC's connection back-off).
+absl::Duration ReconnectDelay(int attempt);
+
 class UriSource : public FrameSource {
  public:
   struct Options {
@@ -36,8 +41,11 @@ class UriSource : public FrameSource {
     media::LiveDecodeOptions decode;
     // A source that sends nothing for this long has dropped.
     absl::Duration stall_timeout = absl::Seconds(10);
-    // Failed attempts in a row to follow the source again before giving up; 0: none.
+    // Failed attempts in a row to follow the source again before giving up; 0: none; negative:
+    // no limit (a registered camera).
     int max_reconnects = 5;
+    // FFmpeg input options (media::ValidateInputOptions): rtsp_transport, say.
+    media::InputOptions input_options;
   };
   struct Callbacks {
     // Each connection, and each drop that will be followed again.
@@ -52,7 +60,10 @@ class UriSource : public FrameSource {
   UriSource(Options options, Callbacks callbacks)
       : options_(std::move(options)), callbacks_(std::move(callbacks)) {}
 
-  // UNAVAILABLE once max_reconnects attempts in a row failed.
+  // Follows the source again after each drop (UNAVAILABLE), and after NOT_FOUND from a network
+  // source, which is what relays and recorders answer while the camera behind them is away.
+  // Credentials refused (PERMISSION_DENIED) and every other error end it at once: cameras lock
+  // accounts after a few failed logins. UNAVAILABLE once max_reconnects attempts in a row failed.
   absl::Status Run(const FrameHandler& on_frame) override;
 
  private:

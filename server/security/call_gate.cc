@@ -27,13 +27,33 @@ absl::string_view Value(const grpc::AuthMetadataProcessor::InputMetadata& metada
   return absl::string_view(found->second.data(), found->second.size());
 }
 
+// Methods that change what the server pulls on its own.
+bool NeedsAdmin(absl::string_view method) {
+  return method == "/vidclf.v1.Sources/CreateSource" ||
+         method == "/vidclf.v1.Sources/UpdateSource" || method == "/vidclf.v1.Sources/DeleteSource";
+}
+
 }  // namespace
 
 absl::Status CallGate::Check(absl::string_view method, absl::string_view authorization) const {
   if (draining_ && !IsHealthCheck(method)) {
     return absl::UnavailableError("the server is shutting down; retry on another replica");
   }
-  if (tokens_ == nullptr || IsOpenToAll(method)) return absl::OkStatus();
+  if (IsOpenToAll(method)) return absl::OkStatus();
+  const bool admin = admin_tokens_ != nullptr && admin_tokens_->Check(authorization).ok();
+  if (NeedsAdmin(method)) {
+    if (admin || (admin_tokens_ == nullptr && tokens_ == nullptr)) return absl::OkStatus();
+    if (admin_tokens_ == nullptr) {
+      return absl::PermissionDeniedError(
+          "changing sources needs an admin token, and this server has none (--admin-token-file)");
+    }
+    if (tokens_ != nullptr && tokens_->Check(authorization).ok()) {
+      return absl::PermissionDeniedError(
+          "changing sources needs an admin token (--admin-token-file), not an inference token");
+    }
+    return admin_tokens_->Check(authorization);
+  }
+  if (tokens_ == nullptr || admin) return absl::OkStatus();
   return tokens_->Check(authorization);
 }
 

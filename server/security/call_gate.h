@@ -29,12 +29,15 @@ class CallGate final : public grpc::AuthMetadataProcessor {
   // Classify") and why. Called on a gRPC thread; must not block.
   using RefusalListener = std::function<void(absl::string_view method, const absl::Status&)>;
 
-  // `tokens` (none asked for when null) must outlive the gate.
-  CallGate(const BearerTokens* tokens, RefusalListener on_refusal)
-      : tokens_(tokens), on_refusal_(std::move(on_refusal)) {}
+  // `tokens` (none asked for when null) and `admin_tokens` (null: none) must outlive the gate.
+  CallGate(const BearerTokens* tokens, const BearerTokens* admin_tokens, RefusalListener on_refusal)
+      : tokens_(tokens), admin_tokens_(admin_tokens), on_refusal_(std::move(on_refusal)) {}
 
   // OK when a call with these request headers may go on to its handler; UNAUTHENTICATED
   // otherwise, with the reason, or UNAVAILABLE for all but health checks once draining.
+  // Changing the registered sources (Sources' Create, Update and Delete) needs an admin token:
+  // PERMISSION_DENIED for another token, and for every caller when the server has inference
+  // tokens but no admin tokens. An admin token also passes where an inference token does.
   absl::Status Check(absl::string_view method, absl::string_view authorization) const;
 
   // From now on every call but health checks is refused with UNAVAILABLE. Thread-safe.
@@ -48,6 +51,7 @@ class CallGate final : public grpc::AuthMetadataProcessor {
 
  private:
   const BearerTokens* const tokens_;
+  const BearerTokens* const admin_tokens_;
   const RefusalListener on_refusal_;
   std::atomic<bool> draining_{false};
 };

@@ -28,23 +28,10 @@
 #include "server/service/finished_call.h"
 #include "server/service/grpc_status.h"
 #include "server/service/raw_message.h"
+#include "server/service/stream_messages.h"
 #include "vidclf/v1/video_classifier.pb.h"
 
 namespace vidclf::service {
-
-// A message's count as an int, capped at 2^30.
-int CappedToInt(uint32_t value);
-// The segment tracker's options a message asks for; its unset fields keep the defaults.
-pipeline::SegmentOptions SegmentOptionsFrom(const vidclf::v1::SegmentEventOptions& message);
-// The model, attention, top_k, emit policy, embed stride and segment events a config asks for; 0
-// for the emit period in frames or the stride means 1.
-engine::StreamOptions HeadOptionsFromConfig(const vidclf::v1::StreamConfig& config);
-// All a config asks for: its head options and its input kind (INVALID_ARGUMENT when unset).
-absl::StatusOr<engine::StreamOptions> StreamOptionsFromConfig(
-    const vidclf::v1::StreamConfig& config);
-
-vidclf::v1::StreamPrediction ToMessage(const engine::StreamPrediction& prediction);
-vidclf::v1::SourceEvent ToMessage(const engine::SourceEvent& event);
 
 // How each RPC's response carries a prediction and an event.
 inline vidclf::v1::StreamPrediction* PredictionOf(vidclf::v1::StreamPrediction* response) {

@@ -24,6 +24,7 @@ class WatchReactor final
     options.uri = request.uri();
     if (request.has_max_reconnects())
       options.max_reconnects = CappedToInt(request.max_reconnects());
+    options.input_options.insert(request.input_options().begin(), request.input_options().end());
     Adopt(engine->OpenStream(std::move(options), this));
   }
 };

@@ -1,0 +1,158 @@
+#include "server/service/subscribe_reactor.h"
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/service/finished_call.h"
+#include "server/service/grpc_status.h"
+#include "server/service/raw_message.h"
+#include "vidclf/v1/sources.pb.h"
+
+namespace vidclf::service {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class SubscribeReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
+                               public sources::UpdateSubscriber {
+ public:
+  SubscribeReactor(sources::SourceRegistry* registry, ServerMetrics* metrics,
+                   const grpc::ByteBuffer& request)
+      : registry_(registry), metrics_(metrics), start_(Clock::now()) {
+    vidclf::v1::SubscribeRequest parsed;
+    absl::Status status = ParseRequest(request, &parsed);
+    if (status.ok()) {
+      status = registry_->CheckRegistered({parsed.names().begin(), parsed.names().end()});
+    }
+    if (!status.ok()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      FinishLocked(status);
+      return;
+    }
+    registry_->fanout().Add(this, {parsed.names().begin(), parsed.names().end()});
+    subscribed_ = true;
+  }
+
+  void Offer(const vidclf::v1::SourceUpdate& update, bool droppable) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (finished_) return;
+    if (droppable) {
+      auto [waiting, inserted] = predictions_.try_emplace(update.name(), update);
+      if (!inserted) {
+        waiting->second = update;
+        ++dropped_;
+        metrics_->RecordDroppedPredictions(1);
+      } else {
+        prediction_order_.push_back(update.name());
+      }
+    } else {
+      if (updates_.size() >= kMaxWaitingSourceUpdates) {
+        FinishLocked(absl::ResourceExhaustedError(
+            "the subscriber fell too far behind: read faster, or subscribe to fewer sources"));
+        return;
+      }
+      updates_.push_back(update);
+    }
+    if (!writing_) WriteNextLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    writing_ = false;
+    if (!ok) {
+      FinishLocked(absl::CancelledError("the subscriber went away"));
+      return;
+    }
+    if (end_status_.has_value()) {
+      FinishLocked(*end_status_);
+    } else {
+      WriteNextLocked();
+    }
+  }
+
+  void OnCancel() override {
+    Unsubscribe();
+    std::lock_guard<std::mutex> lock(mutex_);
+    FinishLocked(absl::CancelledError("the subscriber cancelled"));
+  }
+
+  void OnDone() override {
+    Unsubscribe();  // after it, nothing is offered: safe to delete
+    delete this;
+  }
+
+ private:
+  void Unsubscribe() {
+    if (subscribed_) registry_->fanout().Remove(this);
+    subscribed_ = false;
+  }
+
+  // Writes what waits: events and state changes first, then the predictions, one source after
+  // another. `mutex_` held.
+  void WriteNextLocked() {
+    if (!updates_.empty()) {
+      response_ = std::move(updates_.front());
+      updates_.pop_front();
+    } else if (!prediction_order_.empty()) {
+      const std::string name = std::move(prediction_order_.front());
+      prediction_order_.pop_front();
+      auto waiting = predictions_.find(name);
+      response_ = std::move(waiting->second);
+      predictions_.erase(waiting);
+    } else {
+      return;
+    }
+    response_.set_dropped_before(dropped_);
+    dropped_ = 0;
+    writing_ = true;
+    wire_ = SerializeMessage(response_);
+    StartWrite(&wire_);
+  }
+
+  // Ends the call once, when no write is in flight. `mutex_` held.
+  void FinishLocked(const absl::Status& status) {
+    if (finished_) return;
+    if (writing_) {
+      end_status_ = status;
+      return;
+    }
+    finished_ = true;
+    RecordFinishedCall(*metrics_, "Subscribe", "unknown", status,
+                       std::chrono::duration<double>(Clock::now() - start_).count());
+    Finish(ToGrpcStatus(status));
+  }
+
+  sources::SourceRegistry* const registry_;
+  ServerMetrics* const metrics_;
+  const Clock::time_point start_;
+  // Set in the constructor, read by the gRPC thread that runs OnCancel or OnDone.
+  bool subscribed_ = false;
+
+  std::mutex mutex_;
+  bool finished_ = false;
+  bool writing_ = false;
+  std::optional<absl::Status> end_status_;
+  std::deque<vidclf::v1::SourceUpdate> updates_;
+  std::map<std::string, vidclf::v1::SourceUpdate> predictions_;
+  std::deque<std::string> prediction_order_;
+  uint32_t dropped_ = 0;
+  vidclf::v1::SourceUpdate response_;
+  grpc::ByteBuffer wire_;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* NewSubscribeReactor(sources::SourceRegistry* registry,
+                                                                ServerMetrics* metrics,
+                                                                const grpc::ByteBuffer& request) {
+  return new SubscribeReactor(registry, metrics, request);
+}
+
+}  // namespace vidclf::service

@@ -1,0 +1,256 @@
+#include "server/sources/registered_source.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "media/uri_redaction.h"
+#include "server/engine/uri_source.h"
+#include "server/service/stream_messages.h"
+
+namespace vidclf::sources {
+namespace {
+
+using vidclf::v1::SourceStatus;
+
+google::protobuf::Timestamp ToTimestamp(absl::Time time) {
+  return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(time));
+}
+
+}  // namespace
+
+engine::StreamOptions StreamOptionsOf(const vidclf::v1::Source& source) {
+  engine::StreamOptions options = service::HeadOptionsFromConfig(source.config());
+  options.input = engine::StreamOptions::Input::kUri;
+  options.uri = source.uri();
+  options.input_options.insert(source.input_options().begin(), source.input_options().end());
+  options.own_reconnect_policy = true;
+  options.max_reconnects =
+      source.max_reconnects() == 0 ? -1 : service::CappedToInt(source.max_reconnects());
+  return options;
+}
+
+RegisteredSource::RegisteredSource(vidclf::v1::Source spec, engine::ClassifyEngine* engine,
+                                   UpdateFanout* fanout)
+    : spec_(std::move(spec)),
+      stall_timeout_(spec_.stall_timeout_seconds() > 0
+                         ? absl::Seconds(spec_.stall_timeout_seconds())
+                         : absl::Seconds(5)),
+      engine_(engine),
+      fanout_(fanout) {}
+
+void RegisteredSource::Start() {
+  if (spec_.paused()) {
+    absl::MutexLock lock(&mutex_);
+    SetState(SourceStatus::PAUSED, "");
+    return;
+  }
+  OpenSession();
+}
+
+void RegisteredSource::OpenSession() {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (stopping_ || session_open_) return;
+    reopen_at_ = absl::InfiniteFuture();
+    session_open_ = true;  // until OpenStream says otherwise: Stop waits for it
+    self_ = shared_from_this();
+    if (state_ != SourceStatus::BACKING_OFF) SetState(SourceStatus::CONNECTING, last_error_);
+  }
+  absl::StatusOr<std::shared_ptr<engine::StreamSession>> session =
+      engine_->OpenStream(StreamOptionsOf(spec_), this);
+  if (session.ok()) {
+    bool cancel = false;
+    {
+      absl::MutexLock lock(&mutex_);
+      failed_opens_ = 0;
+      // The session may have ended already (credentials refused at once, say).
+      if (session_open_) session_ = *session;
+      cancel = stopping_;
+    }
+    // Outside the lock: the session may call back.
+    if (cancel) (*session)->Cancel(absl::CancelledError("the source was let go of"));
+    return;
+  }
+  std::shared_ptr<RegisteredSource> keep;  // released after the lock
+  absl::MutexLock lock(&mutex_);
+  session_open_ = false;
+  keep = std::move(self_);
+  const absl::Status& status = session.status();
+  const std::string error(media::RedactSecrets(status.message()));
+  // No room for another stream, or a drain: the registration stays, and it is tried again.
+  if (absl::IsResourceExhausted(status) || absl::IsUnavailable(status)) {
+    reopen_at_ = absl::Now() + engine::ReconnectDelay(++failed_opens_);
+    SetState(SourceStatus::BACKING_OFF, error);
+  } else {
+    SetState(SourceStatus::FAILED, error);
+  }
+}
+
+bool RegisteredSource::Stop(const absl::Status& reason, absl::Duration timeout) {
+  BeginStop(reason);
+  return WaitStopped(timeout);
+}
+
+void RegisteredSource::BeginStop(const absl::Status& reason) {
+  std::shared_ptr<engine::StreamSession> session;
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+    session = session_;
+  }
+  if (session != nullptr) session->Cancel(reason);
+}
+
+bool RegisteredSource::WaitStopped(absl::Duration timeout) {
+  absl::MutexLock lock(&mutex_);
+  return mutex_.AwaitWithTimeout(absl::Condition(
+                                     +[](bool* open) { return !*open; }, &session_open_),
+                                 timeout);
+}
+
+void RegisteredSource::InheritCounters(const RegisteredSource& earlier) {
+  absl::MutexLock theirs(&earlier.mutex_);
+  absl::MutexLock lock(&mutex_);
+  frames_ = earlier.frames_;
+  reconnects_ = earlier.reconnects_;
+  last_error_ = earlier.last_error_;
+  last_frame_seconds_ = earlier.last_frame_seconds_;
+  last_frame_time_ = earlier.last_frame_time_;
+}
+
+void RegisteredSource::Tick() {
+  bool reopen = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    const absl::Time now = absl::Now();
+    if (state_ == SourceStatus::LIVE && now - last_frame_time_ >= stall_timeout_) {
+      SetState(
+          SourceStatus::STALLED,
+          absl::StrCat("no frame for ", absl::FormatDuration(stall_timeout_), " while connected"));
+    }
+    reopen = !stopping_ && !session_open_ && now >= reopen_at_;
+  }
+  if (reopen) OpenSession();
+}
+
+vidclf::v1::Source RegisteredSource::Snapshot() const {
+  vidclf::v1::Source source = spec_;
+  source.set_uri(media::RedactUri(spec_.uri()));
+  absl::MutexLock lock(&mutex_);
+  *source.mutable_status() = StatusLocked();
+  return source;
+}
+
+vidclf::v1::SourceStatus RegisteredSource::StatusLocked() const {
+  SourceStatus status;
+  status.set_state(state_);
+  *status.mutable_state_time() = ToTimestamp(state_time_);
+  status.set_last_error(last_error_);
+  status.set_description(description_);
+  status.set_frames(static_cast<uint64_t>(frames_));
+  status.set_frames_per_second(FramesPerSecondLocked(absl::Now()));
+  status.set_last_frame_seconds(last_frame_seconds_);
+  if (last_frame_time_ != absl::InfinitePast()) {
+    *status.mutable_last_frame_time() = ToTimestamp(last_frame_time_);
+  }
+  status.set_reconnects(static_cast<uint32_t>(reconnects_));
+  status.set_lag_seconds(lag_seconds_);
+  return status;
+}
+
+double RegisteredSource::FramesPerSecondLocked(absl::Time now) const {
+  const int64_t second = absl::ToUnixSeconds(now);
+  int64_t frames = 0;
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    // The 10 whole seconds before this one.
+    if (count_seconds_[i] < second && count_seconds_[i] >= second - 10) frames += counts_[i];
+  }
+  // A source younger than the window is averaged over the whole seconds it has been seen.
+  const double seen = std::clamp<double>(
+      static_cast<double>(second - absl::ToUnixSeconds(first_frame_time_)), 1, 10);
+  return first_frame_time_ == absl::InfinitePast() ? 0 : static_cast<double>(frames) / seen;
+}
+
+void RegisteredSource::SetState(State state, std::string error) {
+  if (state == state_ && error == last_error_) return;
+  const bool changed = state != state_;
+  last_error_ = std::move(error);
+  if (!changed) return;
+  state_ = state;
+  state_time_ = absl::Now();
+  vidclf::v1::SourceUpdate update;
+  update.set_name(spec_.name());
+  *update.mutable_status() = StatusLocked();
+  fanout_->Publish(update, /*droppable=*/false);
+}
+
+void RegisteredSource::OnPrediction(engine::StreamPrediction prediction) {
+  vidclf::v1::StreamPrediction message = service::ToMessage(prediction);
+  vidclf::v1::SourceUpdate update;
+  update.set_name(spec_.name());
+  {
+    absl::MutexLock lock(&mutex_);
+    lag_seconds_ =
+        std::chrono::duration<double>(engine::StreamClock::now() - prediction.newest_arrival)
+            .count();
+  }
+  if (message.events_size() > 0) {
+    vidclf::v1::SourceUpdate events;
+    events.set_name(spec_.name());
+    events.mutable_events()->mutable_events()->Swap(message.mutable_events());
+    fanout_->Publish(events, /*droppable=*/false);
+  }
+  if (message.top_k_size() == 0) return;  // events only
+  *update.mutable_prediction() = std::move(message);
+  fanout_->Publish(update, /*droppable=*/true);
+}
+
+void RegisteredSource::OnSourceEvent(const engine::SourceEvent& event) {
+  absl::MutexLock lock(&mutex_);
+  if (event.kind == engine::SourceEvent::Kind::kConnected) {
+    description_ = event.message;
+    if (event.attempt > 1) ++reconnects_;
+    return;
+  }
+  SetState(SourceStatus::BACKING_OFF, media::RedactSecrets(event.message));
+}
+
+void RegisteredSource::OnFrameDecoded(const engine::SourceFrame& frame) {
+  const absl::Time now = absl::Now();
+  const int64_t second = absl::ToUnixSeconds(now);
+  absl::MutexLock lock(&mutex_);
+  ++frames_;
+  const size_t slot = static_cast<size_t>(second % static_cast<int64_t>(counts_.size()));
+  if (count_seconds_[slot] != second) {
+    count_seconds_[slot] = second;
+    counts_[slot] = 0;
+  }
+  ++counts_[slot];
+  if (first_frame_time_ == absl::InfinitePast()) first_frame_time_ = now;
+  last_frame_seconds_ = frame.seconds;
+  last_frame_time_ = now;
+  if (state_ != SourceStatus::LIVE) SetState(SourceStatus::LIVE, last_error_);
+}
+
+void RegisteredSource::OnEnd(const absl::Status& status) {
+  std::shared_ptr<RegisteredSource> keep;  // the last owner, maybe: released after the lock
+  absl::MutexLock lock(&mutex_);
+  session_open_ = false;
+  session_.reset();
+  keep = std::move(self_);
+  if (stopping_) return;
+  const std::string error(media::RedactSecrets(status.message()));
+  if (status.ok() || absl::IsResourceExhausted(status)) {
+    // A file's end, or too many frames at once: a registered source is followed until deleted.
+    reopen_at_ = absl::Now() + engine::ReconnectDelay(++failed_opens_);
+    SetState(SourceStatus::BACKING_OFF, status.ok() ? "the source ended" : error);
+  } else {
+    // Credentials refused (retrying locks camera accounts), not a video, or max_reconnects.
+    SetState(SourceStatus::FAILED, error);
+  }
+}
+
+}  // namespace vidclf::sources

@@ -1,0 +1,107 @@
+// One registered source's life, independent of any call: it drives an engine stream session over
+// the source's URI and keeps its state machine and counters.
+//
+//   CONNECTING ──first frame──► LIVE ──no frame for stall_timeout──► STALLED
+//        ▲                       │ ▲                                   │
+//        │                     drop└──────────── frame ────────────────┘
+//        │                       ▼
+//        └── open refused ── BACKING_OFF ──(credentials refused, not a video,
+//            (room, drain)                  max_reconnects)──► FAILED
+//   PAUSED while Source.paused.
+//
+// The session follows the source again after each drop by itself (engine::UriSource); this class
+// reopens the session only when the engine refused to open it (no room for another stream) or
+// the source ended (a file), and never after credentials were refused.
+#ifndef VIDCLF_SERVER_SOURCES_REGISTERED_SOURCE_H_
+#define VIDCLF_SERVER_SOURCES_REGISTERED_SOURCE_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/engine/classify_engine.h"
+#include "server/sources/update_fanout.h"
+#include "vidclf/v1/sources.pb.h"
+
+namespace vidclf::sources {
+
+// What a registered source's session is opened with.
+engine::StreamOptions StreamOptionsOf(const vidclf::v1::Source& source);
+
+class RegisteredSource final : public engine::StreamListener,
+                               public std::enable_shared_from_this<RegisteredSource> {
+ public:
+  // `spec` is the registration (name set, status ignored). `engine` and `fanout` must outlive
+  // every session this source opens (Stop waits for it).
+  RegisteredSource(vidclf::v1::Source spec, engine::ClassifyEngine* engine, UpdateFanout* fanout);
+
+  // Starts following the source, or says PAUSED. Once.
+  void Start();
+  // Lets go of the source with `reason` (an RTSP camera is sent its TEARDOWN) and waits up to
+  // `timeout` for its session to end; true when it has. Nothing is opened again. Thread-safe.
+  bool Stop(const absl::Status& reason, absl::Duration timeout);
+  // Starts the stop without waiting; WaitStopped waits. For letting go of many at once.
+  void BeginStop(const absl::Status& reason);
+  bool WaitStopped(absl::Duration timeout);
+  // Takes the counters of the source this one replaces (an update).
+  void InheritCounters(const RegisteredSource& earlier);
+  // The registry's clock: notices a stall, and reopens a session when its back-off is over.
+  void Tick();
+
+  // The registration, as given.
+  const vidclf::v1::Source& spec() const { return spec_; }
+  // The registration with its status now, its URI redacted.
+  vidclf::v1::Source Snapshot() const;
+
+  // engine::StreamListener.
+  void OnPrediction(engine::StreamPrediction prediction) override;
+  void OnSourceEvent(const engine::SourceEvent& event) override;
+  void OnFrameDecoded(const engine::SourceFrame& frame) override;
+  void OnEnd(const absl::Status& status) override;
+
+ private:
+  using State = vidclf::v1::SourceStatus::State;
+  // Opens the engine's session, or says why not and when to try again.
+  void OpenSession();
+  // Records a new state, and publishes the status when it changed.
+  void SetState(State state, std::string error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  vidclf::v1::SourceStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  double FramesPerSecondLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const vidclf::v1::Source spec_;
+  const absl::Duration stall_timeout_;
+  engine::ClassifyEngine* const engine_;
+  UpdateFanout* const fanout_;
+
+  mutable absl::Mutex mutex_;
+  State state_ ABSL_GUARDED_BY(mutex_) = vidclf::v1::SourceStatus::CONNECTING;
+  absl::Time state_time_ ABSL_GUARDED_BY(mutex_) = absl::Now();
+  std::string last_error_ ABSL_GUARDED_BY(mutex_);
+  std::string description_ ABSL_GUARDED_BY(mutex_);
+  int64_t frames_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Frames per wall-clock second over the last 10 s: counts_[s % 10] holds second s's.
+  std::array<int64_t, 10> counts_ ABSL_GUARDED_BY(mutex_) = {};
+  std::array<int64_t, 10> count_seconds_ ABSL_GUARDED_BY(mutex_) = {};
+  absl::Time first_frame_time_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
+  double last_frame_seconds_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::Time last_frame_time_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
+  int reconnects_ ABSL_GUARDED_BY(mutex_) = 0;
+  double lag_seconds_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The session now (null between sessions), and this object kept alive while it may call.
+  std::shared_ptr<engine::StreamSession> session_ ABSL_GUARDED_BY(mutex_);
+  std::shared_ptr<RegisteredSource> self_ ABSL_GUARDED_BY(mutex_);
+  bool session_open_ ABSL_GUARDED_BY(mutex_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  // When to open a session again after the engine refused one; failed opens in a row.
+  absl::Time reopen_at_ ABSL_GUARDED_BY(mutex_) = absl::InfiniteFuture();
+  int failed_opens_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+}  // namespace vidclf::sources
+
+#endif  // VIDCLF_SERVER_SOURCES_REGISTERED_SOURCE_H_

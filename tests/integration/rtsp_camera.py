@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""A real RTSP camera on loopback for the tests: Debian's gst-rtsp-server (through python3-gi)
+serving live H.264 at 25 fps with a keyframe a second, over UDP or TCP as the client asks.
+
+Run as a process, it prints "ready PORT" and then takes one command a line on stdin, answering
+each with one line ("ok", or the figure asked for):
+  freeze | thaw     stop and restart sending frames, keeping every session open
+  unmount | mount   take the path away (RTSP 404) and put it back
+  auth USER PASS    ask for these credentials from now on (RTSP 401 otherwise)
+  sessions          how many RTSP sessions are open (TEARDOWN closes one; a client that only
+                    drops its connection leaves it open until the session times out)
+  quit
+A test kills the process to kill the camera, and starts another on the same port to bring it
+back. CameraProcess below does this for Python tests.
+Usage: rtsp_camera.py [--port N] [--path /cam] [--width 320 --height 240]
+"""
+import argparse
+import os
+import select
+import subprocess
+import sys
+import threading
+
+
+def serve(args):
+    import gi
+    gi.require_version("Gst", "1.0")
+    gi.require_version("GstRtspServer", "1.0")
+    from gi.repository import GLib, Gst, GstRtspServer
+
+    Gst.init(None)
+    server = GstRtspServer.RTSPServer.new()
+    server.set_address("127.0.0.1")
+    server.set_service(str(args.port))
+    factory = GstRtspServer.RTSPMediaFactory.new()
+    # Encoded once for every client (shared), cheaply: a camera costs little beside the server.
+    factory.set_launch(
+        f"( videotestsrc is-live=true pattern=ball ! video/x-raw,width={args.width},"
+        f"height={args.height},framerate=25/1 ! valve name=valve drop=false ! "
+        "x264enc tune=zerolatency speed-preset=ultrafast key-int-max=25 bitrate=300 ! "
+        "rtph264pay name=pay0 pt=96 config-interval=1 )")
+    factory.set_shared(True)
+    factory.add_role_from_structure(Gst.Structure.from_string(
+        "user, media.factory.access=(boolean)true, media.factory.construct=(boolean)true")[0])
+    valves = []
+
+    def on_configure(_factory, media):
+        valves.append(media.get_element().get_by_name("valve"))
+
+    factory.connect("media-configure", on_configure)
+    mounts = server.get_mount_points()
+    mounts.add_factory(args.path, factory)
+    pool = server.get_session_pool()
+
+    def command(line):
+        words = line.split()
+        answer = "ok"
+        if not words:
+            answer = "empty command"
+        elif words[0] in ("freeze", "thaw"):
+            for valve in valves:
+                valve.set_property("drop", words[0] == "freeze")
+        elif words[0] == "unmount":
+            mounts.remove_factory(args.path)
+        elif words[0] == "mount":
+            mounts.add_factory(args.path, factory)
+        elif words[0] == "auth" and len(words) == 3:
+            auth = GstRtspServer.RTSPAuth.new()
+            token = GstRtspServer.RTSPToken()
+            token.set_string("media.factory.role", "user")
+            auth.add_basic(GstRtspServer.RTSPAuth.make_basic(words[1], words[2]), token)
+            server.set_auth(auth)
+        elif words[0] == "sessions":
+            answer = str(pool.get_n_sessions())
+        elif words[0] == "quit":
+            loop.quit()
+        else:
+            answer = f"unknown command {line!r}"
+        print(answer, flush=True)
+        return False
+
+    def read_commands():
+        for line in sys.stdin:
+            GLib.idle_add(command, line.strip())
+        GLib.idle_add(loop.quit)
+
+    def expire_sessions():
+        pool.cleanup()
+        return True
+
+    server.attach(None)
+    loop = GLib.MainLoop()
+    GLib.timeout_add_seconds(1, expire_sessions)
+    threading.Thread(target=read_commands, daemon=True).start()
+    print(f"ready {server.get_bound_port()}", flush=True)
+    loop.run()
+
+
+class CameraProcess:
+    """The camera as a child process: start(), command(), kill(), and start() again on the same
+    port."""
+
+    def __init__(self, path="/cam", port=0, width=320, height=240):
+        self.path, self.port, self.width, self.height = path, port, width, height
+        self.process = None
+
+    def start(self):
+        self.process = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--port", str(self.port), "--path",
+             self.path, "--width", str(self.width), "--height", str(self.height)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self._read_line(30)
+        if not line.startswith("ready "):
+            raise RuntimeError(f"the RTSP camera did not start: {line!r}")
+        self.port = int(line.split()[1])
+        return self
+
+    def uri(self, credentials=""):
+        at = f"{credentials}@" if credentials else ""
+        return f"rtsp://{at}127.0.0.1:{self.port}{self.path}"
+
+    def command(self, line):
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return self._read_line(10)
+
+    def sessions(self):
+        return int(self.command("sessions"))
+
+    def kill(self):
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process.stdin.close()
+            self.process.stdout.close()
+            self.process = None
+
+    def _read_line(self, timeout_seconds):
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout_seconds)
+        if not ready:
+            raise RuntimeError("the RTSP camera did not answer")
+        return self.process.stdout.readline().strip()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--path", default="/cam")
+    parser.add_argument("--width", type=int, default=320)
+    parser.add_argument("--height", type=int, default=240)
+    serve(parser.parse_args())

@@ -1,0 +1,477 @@
+#!/usr/bin/env python3
+"""Cameras as resources, from outside: the Sources API of a real vidclf-server over grpcio,
+against real RTSP cameras (Debian's gst-rtsp-server, rtsp_camera.py) on loopback.
+
+Covers create, get, list (pages, filters), update and delete; every field's hostile values; a
+camera killed, frozen, answering 404 and then back, answering 401 (FAILED after one try);
+TEARDOWN whenever the server lets go of a camera, counted on the camera; Subscribe; the
+registrations kept across SIGTERM and SIGKILL, and a state file that cannot be read; admin
+tokens; and WatchSource's TEARDOWN, 404 policy and RTSP over TCP.
+Usage: sources_test.py SERVER_BINARY TRAIN_BINARY PROTO_DIR
+"""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import grpc
+
+import rtsp_camera
+import server_fixture
+from server_fixture import stop_server
+
+SERVER, TRAIN, PROTO_DIR = sys.argv[1:4]
+del sys.argv[1:4]
+
+ADMIN_TOKEN = "admin-token-0123456789abcdef"
+INFERENCE_TOKEN = "inference-token-0123456789abcdef"
+
+
+def generate_messages(out_dir):
+    subprocess.run(["protoc", f"--proto_path={PROTO_DIR}", f"--python_out={out_dir}",
+                    "vidclf/v1/video_classifier.proto", "vidclf/v1/sources.proto"], check=True)
+    for package in ("vidclf", "vidclf/v1"):
+        open(os.path.join(out_dir, package, "__init__.py"), "a").close()
+    sys.path.insert(0, out_dir)
+    from vidclf.v1 import sources_pb2, video_classifier_pb2
+    return sources_pb2, video_classifier_pb2
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# The allowlist names each camera's port: one a test's camera is given, by its path.
+CAMERA_PORTS = {path: free_port() for path in
+                ("/cam", "/locked", "/relay", "/frozen", "/killed", "/gone", "/watch-locked",
+                 "/restart")}
+
+
+def make_camera(path):
+    return rtsp_camera.CameraProcess(path=path, port=CAMERA_PORTS[path])
+
+
+def setUpModule():
+    global TMP, PB, VC, REPO, CAMERA
+    TMP = tempfile.TemporaryDirectory()
+    PB, VC = generate_messages(TMP.name)
+    REPO, _ = server_fixture.train_small_repository(TRAIN, TMP.name)
+    CAMERA = make_camera("/cam").start()
+
+
+def tearDownModule():
+    CAMERA.kill()
+    TMP.cleanup()
+
+
+def wait_sessions(camera, count):
+    """Waits for the camera to hold `count` sessions: it handles a TEARDOWN a moment after the
+    server has sent it."""
+    wait_for(lambda: camera.sessions() == count, 5, f"{count} sessions on the camera")
+
+
+def wait_for(predicate, timeout=30, what="the condition"):
+    """Polls `predicate` until it returns something true; returns it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+class Client:
+    """The Sources API over one channel."""
+
+    def __init__(self, port, token=None):
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self.metadata = [("authorization", f"Bearer {token}")] if token else None
+
+    def call(self, method, request, response_type, timeout=30):
+        stub = self.channel.unary_unary(f"/vidclf.v1.Sources/{method}",
+                                        request_serializer=type(request).SerializeToString,
+                                        response_deserializer=response_type.FromString)
+        return stub(request, timeout=timeout, metadata=self.metadata)
+
+    def create(self, source_id, uri, **fields):
+        config = fields.pop("config", VC.StreamConfig(embed_stride=5))
+        return self.call("CreateSource", PB.CreateSourceRequest(
+            source_id=source_id, source=PB.Source(uri=uri, config=config, **fields)), PB.Source)
+
+    def get(self, source_id):
+        return self.call("GetSource", PB.GetSourceRequest(name=f"sources/{source_id}"), PB.Source)
+
+    def list(self, **fields):
+        return self.call("ListSources", PB.ListSourcesRequest(**fields), PB.ListSourcesResponse)
+
+    def update(self, source, paths):
+        request = PB.UpdateSourceRequest(source=source)
+        request.update_mask.paths.extend(paths)
+        return self.call("UpdateSource", request, PB.Source)
+
+    def delete(self, source_id):
+        from google.protobuf import empty_pb2
+        return self.call("DeleteSource", PB.DeleteSourceRequest(name=f"sources/{source_id}"),
+                         empty_pb2.Empty)
+
+    def subscribe(self, names=()):
+        stub = self.channel.unary_stream("/vidclf.v1.Sources/Subscribe",
+                                         request_serializer=PB.SubscribeRequest.SerializeToString,
+                                         response_deserializer=PB.SourceUpdate.FromString)
+        return stub(PB.SubscribeRequest(names=list(names)), metadata=self.metadata)
+
+    def watch(self, uri, **fields):
+        stub = self.channel.unary_stream(
+            "/vidclf.v1.VideoClassifier/WatchSource",
+            request_serializer=VC.WatchSourceRequest.SerializeToString,
+            response_deserializer=VC.WatchSourceResponse.FromString)
+        return stub(VC.WatchSourceRequest(uri=uri, config=VC.StreamConfig(embed_stride=5),
+                                          **fields), timeout=60)
+
+    def state(self, source_id):
+        return PB.SourceStatus.State.Name(self.get(source_id).status.state)
+
+    def wait_state(self, source_id, state, timeout=30):
+        return wait_for(lambda: self.state(source_id) == state and self.get(source_id),
+                        timeout, f"{source_id} to be {state} (it is {self.state(source_id)})")
+
+
+def start_server(*flags):
+    server, port, _ = server_fixture.start_server(
+        SERVER, REPO, "--allow-uri",
+        ",".join(f"rtsp://127.0.0.1:{port}/" for port in CAMERA_PORTS.values()),
+        "--max-streams", "32", *flags)
+    return server, port
+
+
+class SourcesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server, cls.port = start_server()
+        cls.client = Client(cls.port)
+
+    @classmethod
+    def tearDownClass(cls):
+        stop_server(cls.server)
+
+    def assertRefused(self, code, fragment, call, *args, **kwargs):
+        with self.assertRaises(grpc.RpcError) as raised:
+            call(*args, **kwargs)
+        self.assertEqual(raised.exception.code(), code, raised.exception.details())
+        self.assertIn(fragment, raised.exception.details())
+        return raised.exception.details()
+
+    def test_create_get_list_and_delete_sends_teardown(self):
+        created = self.client.create("cam-crud", CAMERA.uri(), labels={"site": "north"})
+        self.assertEqual(created.name, "sources/cam-crud")
+        live = self.client.wait_state("cam-crud", "LIVE")
+        wait_for(lambda: self.client.get("cam-crud").status.frames_per_second > 15, 20,
+                 "25 frames a second")
+        live = self.client.get("cam-crud")
+        self.assertIn("h264 320x240", live.status.description)
+        self.assertGreater(live.status.frames, 0)
+        wait_sessions(CAMERA, 1)
+        names = [s.name for s in self.client.list().sources]
+        self.assertIn("sources/cam-crud", names)
+        self.assertEqual([s.name for s in self.client.list(filter="labels.site=north").sources],
+                         ["sources/cam-crud"])
+        self.assertIn("sources/cam-crud",
+                      [s.name for s in self.client.list(filter="state=LIVE").sources])
+        self.assertEqual(len(self.client.list(filter="labels.site=south").sources), 0)
+        self.client.delete("cam-crud")
+        wait_sessions(CAMERA, 0)  # the TEARDOWN
+        self.assertRefused(grpc.StatusCode.NOT_FOUND, "no source sources/cam-crud",
+                           self.client.get, "cam-crud")
+
+    def test_pages(self):
+        for i in range(5):
+            self.client.create(f"page-{i}", CAMERA.uri(), paused=True, labels={"set": "pages"})
+        seen, token = [], ""
+        while True:
+            page = self.client.list(page_size=2, page_token=token, filter="labels.set=pages")
+            self.assertLessEqual(len(page.sources), 2)
+            seen += [s.name for s in page.sources]
+            token = page.next_page_token
+            if not token:
+                break
+        self.assertEqual(seen, [f"sources/page-{i}" for i in range(5)])
+        self.assertEqual(self.client.get("page-0").status.state, PB.SourceStatus.PAUSED)
+        time.sleep(1)
+        self.assertEqual(CAMERA.sessions(), 0)  # paused sources pull nothing
+        for i in range(5):
+            self.client.delete(f"page-{i}")
+
+    def test_hostile_fields_are_refused_naming_the_field(self):
+        uri = CAMERA.uri()
+        invalid = grpc.StatusCode.INVALID_ARGUMENT
+        for bad_id in ["a/b", "x" * 10240, "Cam", "1cam", "cam-", "", "cam\u00e9", "../etc"]:
+            self.assertRefused(invalid, "source_id", self.client.create, bad_id, uri)
+        self.assertRefused(grpc.StatusCode.PERMISSION_DENIED, "source.uri",
+                           self.client.create, "outside", "rtsp://10.0.0.1/cam")
+        self.assertRefused(grpc.StatusCode.PERMISSION_DENIED, "source.uri",
+                           self.client.create, "outside-file", "file:///etc/passwd")
+        self.assertRefused(invalid, "source.uri is required", self.client.create, "no-uri", "")
+        self.assertRefused(invalid, "input_options: 'protocol_whitelist'", self.client.create,
+                           "bad-option", uri, input_options={"protocol_whitelist": "file"})
+        self.assertRefused(invalid, "rtsp_transport may be", self.client.create, "bad-transport",
+                           uri, input_options={"rtsp_transport": "carrier-pigeon"})
+        self.assertRefused(invalid, "stall_timeout_seconds", self.client.create, "stall",
+                           uri, stall_timeout_seconds=1e12)
+        self.assertRefused(invalid, "stall_timeout_seconds", self.client.create, "stall-nan",
+                           uri, stall_timeout_seconds=float("nan"))
+        self.assertRefused(invalid, "source.labels", self.client.create, "label", uri,
+                           labels={"Bad Key": "x"})
+        self.assertRefused(invalid, "source.config.model", self.client.create, "model", uri,
+                           config=VC.StreamConfig(model="no-such-model"))
+        self.assertRefused(invalid, "source.config", self.client.create, "emit", uri,
+                           config=VC.StreamConfig(emit_every_seconds=float("inf")))
+        self.assertRefused(invalid, "page_size", self.client.list, page_size=100000)
+        self.assertRefused(invalid, "page_token", self.client.list, page_token="../x")
+        self.assertRefused(invalid, "filter", self.client.list, filter="uri=rtsp://x")
+        self.assertRefused(invalid, "update_mask", self.client.update,
+                           PB.Source(name="sources/none"), [])
+        self.assertRefused(invalid, "update_mask: 'name'", self.client.update,
+                           PB.Source(name="sources/none"), ["name"])
+        self.assertRefused(invalid, "name: source_id '../x'", self.client.get, "../x")
+        # Nothing refused was registered, and nothing was pulled.
+        self.assertEqual([s.name for s in self.client.list().sources
+                          if not s.name.startswith("sources/page-")], [])
+        self.client.create("twice", uri, paused=True)
+        self.assertRefused(grpc.StatusCode.ALREADY_EXISTS, "exists already",
+                           self.client.create, "twice", uri)
+        self.client.delete("twice")
+
+    def test_credentials_refused_fail_after_one_try_and_stay_secret(self):
+        camera = make_camera("/locked").start()
+        try:
+            self.assertEqual(camera.command("auth viewer right-password"), "ok")
+            self.client.create("locked", camera.uri("viewer:wrong-password"))
+            failed = self.client.wait_state("locked", "FAILED")
+            self.assertIn("refused the credentials", failed.status.last_error)
+            self.assertEqual(failed.status.reconnects, 0)
+            time.sleep(2)  # no second try
+            again = self.client.get("locked")
+            self.assertEqual(again.status.state, PB.SourceStatus.FAILED)
+            self.assertEqual(again.status.state_time, failed.status.state_time)
+            for text in (str(again), str(self.client.list())):
+                self.assertNotIn("wrong-password", text)
+            # Updated with the right credentials, it is followed.
+            fixed = PB.Source(name="sources/locked", uri=camera.uri("viewer:right-password"))
+            self.client.update(fixed, ["uri"])
+            self.client.wait_state("locked", "LIVE")
+            self.assertNotIn("right-password", str(self.client.get("locked")))
+            self.client.delete("locked")
+            wait_sessions(camera, 0)
+        finally:
+            camera.kill()
+
+    def test_not_found_is_retried_until_the_path_is_back(self):
+        camera = make_camera("/relay").start()
+        try:
+            self.assertEqual(camera.command("unmount"), "ok")
+            self.client.create("relay", camera.uri())
+            backing_off = self.client.wait_state("relay", "BACKING_OFF")
+            self.assertIn("was not found", backing_off.status.last_error)
+            self.assertEqual(camera.command("mount"), "ok")
+            self.client.wait_state("relay", "LIVE")
+            self.client.delete("relay")
+        finally:
+            camera.kill()
+
+    def test_frozen_camera_stalls_then_comes_back(self):
+        camera = make_camera("/frozen").start()
+        try:
+            self.client.create("frozen", camera.uri(), stall_timeout_seconds=1)
+            self.client.wait_state("frozen", "LIVE")
+            self.assertEqual(camera.command("freeze"), "ok")
+            stalled = self.client.wait_state("frozen", "STALLED", timeout=8)
+            self.assertIn("no frame for 1s", stalled.status.last_error)
+            self.assertEqual(camera.command("thaw"), "ok")
+            self.client.wait_state("frozen", "LIVE")
+            self.client.delete("frozen")
+        finally:
+            camera.kill()
+
+    def test_killed_camera_is_followed_again_when_back(self):
+        camera = make_camera("/killed").start()
+        try:
+            self.client.create("killed", camera.uri(), stall_timeout_seconds=1)
+            self.client.wait_state("killed", "LIVE")
+            frames = self.client.get("killed").status.frames
+            camera.kill()
+            wait_for(lambda: self.client.state("killed") in ("STALLED", "BACKING_OFF"), 15,
+                     "the drop to be seen")
+            camera.start()  # on the same port
+            back = self.client.wait_state("killed", "LIVE", timeout=40)
+            self.assertGreaterEqual(back.status.reconnects, 1)
+            wait_for(lambda: self.client.get("killed").status.frames > frames, 10, "new frames")
+            self.client.delete("killed")
+            wait_sessions(camera, 0)
+        finally:
+            camera.kill()
+
+    def test_subscribe_hears_predictions_and_state_changes(self):
+        self.client.create("heard", CAMERA.uri(), paused=True)
+        updates = self.client.subscribe(["sources/heard"])
+        never_read = self.client.subscribe()  # a subscriber that never reads
+        self.client.update(PB.Source(name="sources/heard", paused=False), ["paused"])
+        states, predictions = [], 0
+        for update in updates:
+            self.assertEqual(update.name, "sources/heard")
+            if update.HasField("status"):
+                states.append(PB.SourceStatus.State.Name(update.status.state))
+            if update.HasField("prediction"):
+                predictions += 1
+                self.assertGreater(len(update.prediction.top_k), 0)
+            if predictions >= 10:
+                break
+        updates.cancel()
+        self.assertIn("LIVE", states)
+        self.assertEqual(self.client.get("heard").status.state, PB.SourceStatus.LIVE)
+        self.client.delete("heard")
+        never_read.cancel()
+        self.assertRefused(grpc.StatusCode.NOT_FOUND, "no source sources/none",
+                           lambda: next(iter(self.client.subscribe(["sources/none"]))))
+
+    def test_watch_over_tcp_sends_teardown_when_cancelled(self):
+        watch = self.client.watch(CAMERA.uri(), input_options={"rtsp_transport": "tcp"})
+        predictions = 0
+        for response in watch:
+            if response.HasField("prediction"):
+                predictions += 1
+            if predictions >= 5:
+                break
+        wait_sessions(CAMERA, 1)
+        watch.cancel()
+        wait_sessions(CAMERA, 0)
+
+    def test_watch_retries_a_path_not_found(self):
+        camera = make_camera("/gone").start()
+        try:
+            camera.command("unmount")
+            watch = self.client.watch(camera.uri(), max_reconnects=3)
+            first = next(iter(watch))
+            self.assertEqual(first.source.kind, VC.SourceEvent.DROPPED)
+            self.assertIn("was not found", first.source.message)
+            camera.command("mount")
+            for response in watch:
+                if response.HasField("prediction"):
+                    break
+            watch.cancel()
+        finally:
+            camera.kill()
+
+    def test_watch_refused_credentials_end_at_once(self):
+        camera = make_camera("/watch-locked").start()
+        try:
+            camera.command("auth viewer right-password")
+            with self.assertRaises(grpc.RpcError) as raised:
+                list(self.client.watch(camera.uri("viewer:wrong-password")))
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            self.assertIn("refused the credentials", raised.exception.details())
+            self.assertNotIn("wrong-password", raised.exception.details())
+        finally:
+            camera.kill()
+
+
+class RestartTest(unittest.TestCase):
+    """Registrations in --state-dir, across SIGTERM and SIGKILL, with no client involved."""
+
+    def test_sources_come_back_after_sigterm_and_sigkill(self):
+        camera = make_camera("/restart").start()
+        self.addCleanup(camera.kill)
+        state_dir = os.path.join(TMP.name, "state")
+        server, port = start_server("--state-dir", state_dir)
+        client = Client(port)
+        client.create("kept-a", camera.uri())
+        client.create("kept-b", camera.uri(), paused=True, labels={"kept": "yes"})
+        client.wait_state("kept-a", "LIVE")
+        state_file = os.path.join(state_dir, "sources.json")
+        self.assertEqual(os.stat(state_file).st_mode & 0o777, 0o600)
+        wait_sessions(camera, 1)
+        stop_server(server)  # SIGTERM: the drain lets go of the camera
+        wait_sessions(camera, 0)
+
+        server, port = start_server("--state-dir", state_dir)
+        client = Client(port)
+        client.wait_state("kept-a", "LIVE")
+        self.assertEqual(client.get("kept-b").status.state, PB.SourceStatus.PAUSED)
+        self.assertEqual(dict(client.get("kept-b").labels), {"kept": "yes"})
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+        server.stdout.close()
+
+        server, port = start_server("--state-dir", state_dir)
+        client = Client(port)
+        client.wait_state("kept-a", "LIVE")
+        client.delete("kept-a")
+        client.delete("kept-b")
+        stop_server(server)
+        server, port = start_server("--state-dir", state_dir)
+        self.assertEqual(list(Client(port).list().sources), [])
+        stop_server(server)
+
+    def test_a_state_file_that_cannot_be_read_is_refused_and_kept(self):
+        state_dir = os.path.join(TMP.name, "broken-state")
+        os.makedirs(state_dir)
+        state_file = os.path.join(state_dir, "sources.json")
+        for content in ['{"version": 1, "sources": [', '{"version": 7, "sources": []}',
+                        '{"version": 1, "sources": [{"name": "sources/x", "uri": 5}]}']:
+            with open(state_file, "w") as out:
+                out.write(content)
+            result = subprocess.run(
+                [SERVER, "--model-repository", REPO, "--grpc-port", "0", "--metrics-port", "0",
+                 "--state-dir", state_dir], capture_output=True, text=True, timeout=120)
+            self.assertNotEqual(result.returncode, 0)
+            self.assertIn(state_file, result.stdout + result.stderr)
+            with open(state_file) as kept:
+                self.assertEqual(kept.read(), content)
+
+
+class AdminTokenTest(unittest.TestCase):
+    def test_changes_need_the_admin_token(self):
+        tokens = os.path.join(TMP.name, "tokens")
+        admin = os.path.join(TMP.name, "admin-tokens")
+        with open(tokens, "w") as out:
+            out.write(INFERENCE_TOKEN + "\n")
+        with open(admin, "w") as out:
+            out.write(ADMIN_TOKEN + "\n")
+        server, port = start_server("--token-file", tokens, "--admin-token-file", admin)
+        try:
+            reader, admin_client = Client(port, INFERENCE_TOKEN), Client(port, ADMIN_TOKEN)
+            with self.assertRaises(grpc.RpcError) as raised:
+                reader.create("by-reader", CAMERA.uri(), paused=True)
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            self.assertIn("admin token", raised.exception.details())
+            with self.assertRaises(grpc.RpcError) as raised:
+                Client(port).create("anonymous", CAMERA.uri(), paused=True)
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            admin_client.create("by-admin", CAMERA.uri(), paused=True)
+            self.assertEqual(reader.get("by-admin").name, "sources/by-admin")
+            with self.assertRaises(grpc.RpcError) as raised:
+                reader.delete("by-admin")
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            admin_client.delete("by-admin")
+        finally:
+            stop_server(server)
+        # Inference tokens without admin tokens: nobody may change sources.
+        server, port = start_server("--token-file", tokens)
+        try:
+            with self.assertRaises(grpc.RpcError) as raised:
+                Client(port, INFERENCE_TOKEN).create("none", CAMERA.uri(), paused=True)
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            self.assertIn("--admin-token-file", raised.exception.details())
+        finally:
+            stop_server(server)
+
+
+if __name__ == "__main__":
+    unittest.main()
