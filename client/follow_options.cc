@@ -7,18 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "media/uri_redaction.h"
 
 namespace vidclf::client {
 namespace {
-
-std::string JsonLine(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  std::string json;
-  google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
-}
 
 uint32_t NonNegative(int value) { return static_cast<uint32_t>(std::max(0, value)); }
 
@@ -39,6 +31,28 @@ void PrintPredictionLine(const vidclf::v1::StreamPrediction& prediction) {
 }
 
 }  // namespace
+
+std::string JsonLine(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseKeyValues(
+    const std::vector<std::string>& pairs, absl::string_view flag) {
+  std::vector<std::pair<std::string, std::string>> parsed;
+  for (const std::string& pair : pairs) {
+    const size_t equals = pair.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " takes KEY=VALUE, not '", pair, "'"));
+    }
+    parsed.emplace_back(pair.substr(0, equals), pair.substr(equals + 1));
+  }
+  return parsed;
+}
 
 void AddFollowOptions(CLI::App* command, FollowOptions* options) {
   AddConnectionOptions(command, &options->connection);
@@ -153,8 +167,8 @@ void PrintSourceEvent(const vidclf::v1::SourceEvent& event, bool json) {
 }
 
 int FailWith(const absl::Status& status) {
-  std::cerr << "vidclf: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
-            << "\n";
+  std::cerr << "vidclf: " << absl::StatusCodeToString(status.code()) << ": "
+            << media::RedactSecrets(status.message()) << "\n";
   return 1;
 }
 

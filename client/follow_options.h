@@ -6,8 +6,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "client/connection.h"
 #include "vidclf/v1/video_classifier.pb.h"
 
@@ -60,8 +64,15 @@ struct PredictionTally {
 void PrintPrediction(const vidclf::v1::StreamPrediction& prediction, const FollowOptions& options);
 void PrintSourceEvent(const vidclf::v1::SourceEvent& event, bool json);
 
-// "vidclf: CODE: message" on stderr; returns 1.
+// "vidclf: CODE: message" on stderr, URIs in it redacted; returns 1.
 int FailWith(const absl::Status& status);
+
+// `message` as one line of JSON, with the .proto's field names and every field.
+std::string JsonLine(const google::protobuf::Message& message);
+
+// KEY=VALUE pairs as given to a repeated `flag`; INVALID_ARGUMENT naming a malformed one.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseKeyValues(
+    const std::vector<std::string>& pairs, absl::string_view flag);
 
 }  // namespace vidclf::client
 

@@ -16,6 +16,11 @@
 //                   [--window-frames W] [--hop-frames H] [--threshold S] [--hysteresis S]
 //                   [--min-seconds T] [--max-gap-seconds T] [--upload] [--windows] [--json]
 //                   [--webvtt FILE] [--plot FILE.png]
+//   vidclf sources add ID URI [the options of watch] [--input-option K=V]... [--label K=V]...
+//                  [--stall-timeout-seconds S] [--max-reconnects N] [--paused]
+//   vidclf sources list [--filter F] | get ID | delete ID [--json]
+//   vidclf sources update ID [--uri URI] [the options of add] [--pause | --resume]
+//   vidclf sources subscribe [ID...] [--json]
 //   vidclf models [NAME] [--json] [--protocol vidclf|v2]
 //   vidclf health [--service NAME]
 //   vidclf bench FILE... [--concurrency 1,2,4,8,16] [--requests N] [--warmup N] [--rate R]
@@ -27,7 +32,9 @@
 // window --num-frames 16` classifies 16 frames of a live feed. `stream` follows a feed (a camera
 // such as /dev/video0, a URL, a file, or "-") and prints the server's predictions until it ends
 // or Ctrl-C stops it. `watch` has the server pull the source itself and follow it again when it
-// drops. `segments` prints the segments of a video as the server finds them (ClassifySegments).
+// drops; `sources` registers such sources with the server, which follows them whoever is
+// connected, and `sources subscribe` hears them. `segments` prints the segments of a video as the
+// server finds them (ClassifySegments).
 // `--protocol v2` sends classify's, stream's, models' and bench's calls through the Open
 // Inference Protocol (ModelInfer, ModelStreamInfer, RepositoryIndex and ModelMetadata) instead of
 // vidclf.v1, to compare the two front doors.
@@ -40,6 +47,7 @@
 #include "client/classify_list.h"
 #include "client/models_command.h"
 #include "client/segments_command.h"
+#include "client/sources_command.h"
 #include "client/stream_command.h"
 #include "client/watch_command.h"
 #include "media/libav_settings.h"
@@ -131,6 +139,9 @@ int main(int argc, char** argv) {
       ->required();
   AddSegmentsOptions(segments, &segments_options);
 
+  SourcesOptions sources_options;
+  CLI::App* sources = AddSourcesCommand(app, &sources_options);
+
   ConnectionOptions models_connection;
   std::string model_name;
   bool models_json = false;
@@ -193,6 +204,7 @@ int main(int argc, char** argv) {
   if (*stream) return RunStream(stream_source, stream_options);
   if (*watch) return RunWatch(watch_uri, watch_options);
   if (*segments) return RunSegments(segments_source, segments_options);
+  if (*sources) return RunSources(*sources, sources_options);
   if (*models) return RunModels(model_name, models_json, models_connection, models_protocol);
   if (*health) return RunHealth(health_service, health_connection);
   bench_options.json = bench_options.classify.json;

@@ -18,6 +18,7 @@
 #include "common/cancellation.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "media/feed_remuxer.h"
+#include "media/uri_redaction.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
 namespace vidclf::client {
@@ -219,20 +220,16 @@ class InferenceFeed final : public Feed {
   FeedCall<inference::ModelInferRequest, inference::ModelStreamInferResponse> call_;
 };
 
-// The remuxer's options from the command's; false, with a message, for a malformed KEY=VALUE.
-bool RemuxerOptionsFrom(const StreamOptions& options, media::FeedRemuxerOptions* remuxer) {
+// The remuxer's options from the command's; INVALID_ARGUMENT for a malformed KEY=VALUE.
+absl::Status RemuxerOptionsFrom(const StreamOptions& options, media::FeedRemuxerOptions* remuxer) {
   remuxer->realtime = options.realtime;
   remuxer->chunk_bytes = std::max(1, options.chunk_kib) << 10;
   remuxer->input_format = options.input_format;
-  for (const std::string& option : options.input_options) {
-    const size_t equals = option.find('=');
-    if (equals == std::string::npos || equals == 0) {
-      std::cerr << "vidclf: --input-option takes KEY=VALUE, not '" << option << "'\n";
-      return false;
-    }
-    remuxer->input_options.emplace_back(option.substr(0, equals), option.substr(equals + 1));
-  }
-  return true;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> pairs =
+      ParseKeyValues(options.input_options, "--input-option");
+  if (!pairs.ok()) return pairs.status();
+  remuxer->input_options = *std::move(pairs);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -262,7 +259,9 @@ int RunStream(const std::string& source, const StreamOptions& options) {
         "--segment-events is vidclf.v1's: leave out --protocol v2 to have them"));
   }
   media::FeedRemuxerOptions remuxer_options;
-  if (!RemuxerOptionsFrom(options, &remuxer_options)) return 1;
+  if (auto status = RemuxerOptionsFrom(options, &remuxer_options); !status.ok()) {
+    return FailBeforeCalling(status);
+  }
   CancellationToken cancellation;
   remuxer_options.cancellation = &cancellation;
   const FollowOptions& follow = options.follow;
@@ -282,9 +281,9 @@ int RunStream(const std::string& source, const StreamOptions& options) {
     if (signals.signalled()) return kInterruptedExit;
     return FailWith(remuxer.status());
   }
-  std::cerr << absl::StrFormat("vidclf: streaming %s (%s, %dx%d) as Matroska to %s\n", source,
-                               (*remuxer)->codec_name(), (*remuxer)->width(), (*remuxer)->height(),
-                               follow.connection.server);
+  std::cerr << absl::StrFormat("vidclf: streaming %s (%s, %dx%d) as Matroska to %s\n",
+                               media::RedactUri(source), (*remuxer)->codec_name(),
+                               (*remuxer)->width(), (*remuxer)->height(), follow.connection.server);
 
   absl::Mutex tally_mutex;
   PredictionTally tally;

@@ -16,6 +16,9 @@ void AddWatchOptions(CLI::App* command, WatchOptions* options) {
   command->add_option("--max-reconnects", options->max_reconnects,
                       "Failed attempts in a row to follow a dropped source again before giving "
                       "up (default: the server's --source-reconnects, which also caps it).");
+  command->add_option("--input-option", options->input_options,
+                      "KEY=VALUE for the server to open the source with: rtsp_transport=tcp "
+                      "(cameras behind NAT or a firewall), rtsp_flags=prefer_tcp. Repeatable.");
 }
 
 int RunWatch(const std::string& uri, const WatchOptions& options) {
@@ -34,6 +37,10 @@ int RunWatch(const std::string& uri, const WatchOptions& options) {
   if (options.max_reconnects >= 0) {
     request.set_max_reconnects(static_cast<uint32_t>(options.max_reconnects));
   }
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> input_options =
+      ParseKeyValues(options.input_options, "--input-option");
+  if (!input_options.ok()) return FailBeforeCalling(input_options.status());
+  request.mutable_input_options()->insert(input_options->begin(), input_options->end());
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(follow.connection);
   if (!channel.ok()) return FailBeforeCalling(channel.status());
   auto stub = vidclf::v1::VideoClassifier::NewStub(*channel);

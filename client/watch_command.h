@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "client/follow_options.h"
 
@@ -14,6 +15,8 @@ struct WatchOptions {
   FollowOptions follow;
   // Failed attempts in a row to follow a dropped source again; negative: the server's default.
   int max_reconnects = -1;
+  // KEY=VALUE FFmpeg input options for the server to open the source with (rtsp_transport=tcp).
+  std::vector<std::string> input_options;
 };
 
 // Adds the watch subcommand's options (and the connection's) to `command`.

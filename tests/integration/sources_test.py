@@ -6,9 +6,11 @@ Covers create, get, list (pages, filters), update and delete; every field's host
 camera killed, frozen, answering 404 and then back, answering 401 (FAILED after one try);
 TEARDOWN whenever the server lets go of a camera, counted on the camera; Subscribe; the
 registrations kept across SIGTERM and SIGKILL, and a state file that cannot be read; admin
-tokens; and WatchSource's TEARDOWN, 404 policy and RTSP over TCP.
-Usage: sources_test.py SERVER_BINARY TRAIN_BINARY PROTO_DIR
+tokens; WatchSource's TEARDOWN, 404 policy and RTSP over TCP; and the client's `vidclf sources`,
+`watch` and `stream` against the same cameras.
+Usage: sources_test.py SERVER_BINARY CLIENT_BINARY TRAIN_BINARY PROTO_DIR
 """
+import json
 import os
 import signal
 import socket
@@ -24,8 +26,8 @@ import rtsp_camera
 import server_fixture
 from server_fixture import stop_server
 
-SERVER, TRAIN, PROTO_DIR = sys.argv[1:4]
-del sys.argv[1:4]
+SERVER, CLIENT, TRAIN, PROTO_DIR = sys.argv[1:5]
+del sys.argv[1:5]
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 INFERENCE_TOKEN = "inference-token-0123456789abcdef"
@@ -380,6 +382,111 @@ class SourcesTest(unittest.TestCase):
             self.assertNotIn("wrong-password", raised.exception.details())
         finally:
             camera.kill()
+
+
+class ClientTest(unittest.TestCase):
+    """The vidclf client's sources, watch and stream subcommands."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server, cls.port = start_server()
+
+    @classmethod
+    def tearDownClass(cls):
+        stop_server(cls.server)
+
+    def vidclf(self, *args, timeout=60):
+        return subprocess.run([CLIENT, *args, "--server", f"127.0.0.1:{self.port}"],
+                              capture_output=True, text=True, timeout=timeout)
+
+    def test_sources_subcommands(self):
+        added = self.vidclf("sources", "add", "from-cli", CAMERA.uri(), "--label", "by=cli",
+                            "--input-option", "rtsp_transport=tcp", "--embed-stride", "5")
+        self.assertEqual(added.returncode, 0, added.stderr)
+        self.assertIn("from-cli", added.stdout)
+        client = Client(self.port)
+        live = client.wait_state("from-cli", "LIVE")
+        self.assertEqual(dict(live.input_options), {"rtsp_transport": "tcp"})
+        listed = self.vidclf("sources", "list", "--json", "--filter", "labels.by=cli")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        lines = [json.loads(line) for line in listed.stdout.splitlines()]
+        self.assertEqual([line["name"] for line in lines], ["sources/from-cli"])
+        self.assertEqual(lines[0]["status"]["state"], "LIVE")
+        paused = self.vidclf("sources", "update", "from-cli", "--pause")
+        self.assertEqual(paused.returncode, 0, paused.stderr)
+        self.assertIn("PAUSED", paused.stdout)
+        self.assertEqual(dict(client.get("from-cli").labels), {"by": "cli"})  # kept
+        got = self.vidclf("sources", "get", "from-cli")
+        self.assertIn("PAUSED", got.stdout)
+        nothing = self.vidclf("sources", "update", "from-cli")
+        self.assertEqual(nothing.returncode, 2)
+        self.assertIn("give what to change", nothing.stderr)
+        deleted = self.vidclf("sources", "delete", "from-cli")
+        self.assertEqual(deleted.returncode, 0, deleted.stderr)
+        missing = self.vidclf("sources", "get", "from-cli")
+        self.assertEqual(missing.returncode, 1)
+        self.assertIn("NOT_FOUND: no source sources/from-cli", missing.stderr)
+        bad = self.vidclf("sources", "add", "Bad/Id", CAMERA.uri())
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("INVALID_ARGUMENT: source_id", bad.stderr)
+
+    def test_subscribe_prints_updates(self):
+        Client(self.port).create("sub-cli", CAMERA.uri())
+        subscriber = subprocess.Popen(
+            [CLIENT, "sources", "subscribe", "sub-cli", "--json", "--server",
+             f"127.0.0.1:{self.port}"], stdout=subprocess.PIPE, text=True)
+        try:
+            first = json.loads(subscriber.stdout.readline())
+            self.assertEqual(first["name"], "sources/sub-cli")
+        finally:
+            subscriber.send_signal(signal.SIGINT)
+            self.assertEqual(subscriber.wait(timeout=10), 130)
+            subscriber.stdout.close()
+        Client(self.port).delete("sub-cli")
+
+    def test_watch_blames_the_camera_not_the_server_for_refused_credentials(self):
+        camera = make_camera("/watch-locked").start()
+        try:
+            camera.command("auth viewer right-password")
+            watched = self.vidclf("watch", camera.uri("viewer:wrong-password"),
+                                  "--input-option", "rtsp_transport=tcp")
+            self.assertEqual(watched.returncode, 1)
+            self.assertIn("PERMISSION_DENIED", watched.stderr)
+            self.assertIn("refused the credentials", watched.stderr)
+            self.assertNotIn("server unavailable", watched.stderr)
+            self.assertNotIn("wrong-password", watched.stdout + watched.stderr)
+        finally:
+            camera.kill()
+
+    def test_stream_hides_the_password_and_fails_when_the_camera_dies(self):
+        camera = make_camera("/killed").start()
+        streamed = subprocess.Popen(
+            [CLIENT, "stream", camera.uri("viewer:secret-password"), "--embed-stride", "5",
+             "--server", f"127.0.0.1:{self.port}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: streamed.stdout.readline().startswith("frames"), 30,
+                     "a prediction")
+            wait_sessions(camera, 1)
+        finally:
+            camera.kill()
+        out, err = streamed.communicate(timeout=60)
+        self.assertEqual(streamed.returncode, 1, err)
+        self.assertIn("UNAVAILABLE", err)
+        self.assertNotIn("secret-password", out + err)
+        self.assertIn("<redacted>", err)
+
+    def test_stream_sends_teardown_when_interrupted(self):
+        streamed = subprocess.Popen(
+            [CLIENT, "stream", CAMERA.uri(), "--embed-stride", "5", "--server",
+             f"127.0.0.1:{self.port}"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        wait_for(lambda: streamed.stdout.readline().startswith("frames"), 30, "a prediction")
+        wait_sessions(CAMERA, 1)
+        streamed.send_signal(signal.SIGINT)
+        self.assertEqual(streamed.wait(timeout=20), 130)
+        streamed.stdout.close()
+        wait_sessions(CAMERA, 0)
 
 
 class RestartTest(unittest.TestCase):
