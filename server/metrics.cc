@@ -56,6 +56,64 @@ prometheus::MetricFamily Gauge(const std::string& name, const std::string& help,
   return family;
 }
 
+class SourcesCollector : public prometheus::Collectable {
+ public:
+  SourcesCollector(const sources::SourceRegistry* registry, int per_source_limit)
+      : registry_(registry), per_source_limit_(per_source_limit) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    using vidclf::v1::SourceStatus;
+    const std::vector<vidclf::v1::Source> sources = registry_->Snapshot();
+    prometheus::MetricFamily by_state =
+        Family("vidclf_sources", "Registered sources (the Sources API), by state.");
+    std::map<int, int> counts;
+    for (const vidclf::v1::Source& source : sources) ++counts[source.status().state()];
+    for (int state = SourceStatus::CONNECTING; state <= SourceStatus::PAUSED; ++state) {
+      AddSample(by_state, counts[state],
+                {{"state", SourceStatus::State_Name(static_cast<SourceStatus::State>(state))}});
+    }
+    prometheus::MetricFamily state =
+        Family("vidclf_source_state", "Each source's state now (value 1), by source and state.");
+    prometheus::MetricFamily frames = Family("vidclf_source_frames_total",
+                                             "Frames decoded from each source, over every "
+                                             "connection.",
+                                             prometheus::MetricType::Counter);
+    prometheus::MetricFamily reconnects =
+        Family("vidclf_source_reconnects_total", "Connections to each source after its first.",
+               prometheus::MetricType::Counter);
+    prometheus::MetricFamily fps = Family("vidclf_source_frames_per_second",
+                                          "Frames per second from each source over the last 10 s.");
+    prometheus::MetricFamily lag =
+        Family("vidclf_source_lag_seconds",
+               "From the arrival of the newest frame a source's latest prediction covers to that "
+               "prediction.");
+    const int shown = std::min<int>(per_source_limit_, static_cast<int>(sources.size()));
+    for (int i = 0; i < shown; ++i) {
+      const vidclf::v1::Source& source = sources[static_cast<size_t>(i)];
+      const std::string id = source.name().substr(sizeof("sources/") - 1);
+      AddSample(state, 1,
+                {{"source", id}, {"state", SourceStatus::State_Name(source.status().state())}});
+      AddSample(frames, static_cast<double>(source.status().frames()), {{"source", id}});
+      AddSample(reconnects, source.status().reconnects(), {{"source", id}});
+      AddSample(fps, source.status().frames_per_second(), {{"source", id}});
+      AddSample(lag, source.status().lag_seconds(), {{"source", id}});
+    }
+    return {by_state,
+            state,
+            frames,
+            reconnects,
+            fps,
+            lag,
+            Gauge("vidclf_source_metrics_omitted",
+                  "Sources past --source-metrics-limit, counted in vidclf_sources only.",
+                  static_cast<double>(sources.size()) - shown)};
+  }
+
+ private:
+  const sources::SourceRegistry* const registry_;
+  const int per_source_limit_;
+};
+
 class EngineCollector : public prometheus::Collectable {
  public:
   explicit EngineCollector(const engine::ClassifyEngine* engine) : engine_(engine) {}
@@ -429,6 +487,11 @@ void ServerMetrics::RecordDroppedPredictions(int64_t predictions) {
 
 std::shared_ptr<prometheus::Collectable> MakeEngineCollector(const engine::ClassifyEngine* engine) {
   return std::make_shared<EngineCollector>(engine);
+}
+
+std::shared_ptr<prometheus::Collectable> MakeSourcesCollector(
+    const sources::SourceRegistry* registry, int per_source_limit) {
+  return std::make_shared<SourcesCollector>(registry, per_source_limit);
 }
 
 std::shared_ptr<prometheus::Collectable> MakeProcessCollector() {

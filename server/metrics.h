@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "server/engine/classify_engine.h"
 #include "server/engine/engine_observer.h"
+#include "server/sources/source_registry.h"
 
 namespace vidclf {
 
@@ -113,6 +114,15 @@ class ServerMetrics : public engine::EngineObserver {
 // vidclf_model_info{model,version,head,attention}, and with CUDA vidclf_device_memory_bytes{device,
 // kind} and vidclf_nvdec_sessions{device}. `engine` must outlive it.
 std::shared_ptr<prometheus::Collectable> MakeEngineCollector(const engine::ClassifyEngine* engine);
+
+// Reads the registered sources at each scrape: vidclf_sources{state} for all of them, and for
+// the first `per_source_limit` by id (so that a label's values stay bounded however many are
+// registered) vidclf_source_state{source,state} (1), vidclf_source_frames_total{source},
+// vidclf_source_reconnects_total{source}, vidclf_source_frames_per_second{source} and
+// vidclf_source_lag_seconds{source}; vidclf_source_metrics_omitted counts the sources left out.
+// `registry` must outlive it.
+std::shared_ptr<prometheus::Collectable> MakeSourcesCollector(
+    const sources::SourceRegistry* registry, int per_source_limit);
 
 // Reports this process's resident and virtual memory, CPU time, start time and file descriptors
 // (process_resident_memory_bytes, process_open_fds, ...) from /proc at each scrape, as

@@ -26,6 +26,7 @@
 #include "model/torch_threads.h"
 #include "server/engine/model_repository.h"
 #include "server/http/inference_rest.h"
+#include "server/http/sources_rest.h"
 #include "server/http/web_page.h"
 #include "server/idle_memory_releaser.h"
 #include "server/metrics.h"
@@ -188,13 +189,14 @@ struct Server::Parts {
   std::unique_ptr<media::DecoderPool> decoder_pool;  // NVDEC's decoders, kept between calls
   std::shared_ptr<security::CallGate> gate;
   std::unique_ptr<engine::ClassifyEngine> engine;
+  std::unique_ptr<sources::SourceRegistry> sources;  // follows sources through the engine
   std::unique_ptr<MetricsHttpServer> metrics_server;
   std::unique_ptr<http::InferenceRest> rest;
+  std::unique_ptr<http::SourcesRest> sources_rest;
   std::unique_ptr<http::HttpServer> http_server;
   std::unique_ptr<IdleMemoryReleaser> releaser;
   std::unique_ptr<service::ClassifyService> service;
   std::unique_ptr<service::InferenceService> inference_service;
-  std::unique_ptr<sources::SourceRegistry> sources;
   std::unique_ptr<service::SourcesService> sources_service;
   std::unique_ptr<grpc::Server> grpc_server;
   int grpc_port = 0;
@@ -284,16 +286,33 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                resolved.batching.max_batch_frames, resolved.head_threads,
                resolved.head_threads == 1 ? "" : "s");
 
+  // Registered sources come back before anything is served, and are scraped with the rest.
+  std::unique_ptr<sources::SourceStore> store;
+  if (!options.state_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<sources::StateDirectoryStore>> directory =
+        sources::StateDirectoryStore::Open(options.state_dir);
+    if (!directory.ok()) return directory.status();
+    store = *std::move(directory);
+  }
+  sources::RegistryOptions registry_options;
+  registry_options.max_sources = options.max_sources;
+  absl::StatusOr<std::unique_ptr<sources::SourceRegistry>> registry =
+      sources::SourceRegistry::Create(parts->engine.get(), std::move(store), registry_options);
+  if (!registry.ok()) return registry.status();
+  parts->sources = *std::move(registry);
   MetricsHttpOptions metrics_options = options.metrics;
   metrics_options.tokens = parts->metrics_tokens.get();
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> metrics_server = MetricsHttpServer::Start(
-      metrics_options,
-      {parts->registry, MakeEngineCollector(parts->engine.get()), MakeProcessCollector()});
+      metrics_options, {parts->registry, MakeEngineCollector(parts->engine.get()),
+                        MakeSourcesCollector(parts->sources.get(), options.source_metrics_limit),
+                        MakeProcessCollector()});
   if (!metrics_server.ok()) return metrics_server.status();
   parts->metrics_server = *std::move(metrics_server);
 
   if (options.http.port >= 0) {
     parts->rest = std::make_unique<http::InferenceRest>(parts->engine.get(), &parts->metrics);
+    parts->sources_rest = std::make_unique<http::SourcesRest>(parts->sources.get(),
+                                                              parts->gate.get(), &parts->metrics);
     http::HttpServerOptions http;
     http.name = "HTTP";
     http.host = options.host;
@@ -305,8 +324,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     http.tokens = parts->tokens.get();
     const bool page = options.http.page;
     // The page's files hold nothing a token guards, and a browser cannot send one to load them.
+    // The Sources API checks its own tokens, admin tokens among them (http/sources_rest.h).
     http.open_to_all = [page](absl::string_view path) {
-      return http::InferenceRest::IsHealthCheck(path) || (page && http::IsPageFile(path));
+      return http::InferenceRest::IsHealthCheck(path) || (page && http::IsPageFile(path)) ||
+             http::SourcesRest::Serves(path);
     };
     // Behind a balancer every client has its address: no bound per address below the total.
     http.max_connections = http.max_connections_per_address = 256;
@@ -315,7 +336,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     http.body_timeout_seconds = options.http.body_timeout_seconds;
     http.allowed_origins = options.http.allowed_origins;
     absl::StatusOr<std::unique_ptr<http::HttpServer>> http_server = http::HttpServer::Start(
-        http, [rest = parts->rest.get(), page](http::HttpRequest request, http::Responder respond) {
+        http, [rest = parts->rest.get(), sources_rest = parts->sources_rest.get(), page](
+                  http::HttpRequest request, http::Responder respond) {
+          if (http::SourcesRest::Serves(request.path)) {
+            return sources_rest->Handle(std::move(request), std::move(respond));
+          }
           if (page && (request.method == "GET" || request.method == "HEAD")) {
             if (std::optional<http::HttpResponse> file = http::ServePage(request.path)) {
               return respond(*std::move(file));
@@ -338,19 +363,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   parts->service = std::make_unique<service::ClassifyService>(parts->engine.get(), &parts->metrics);
   parts->inference_service =
       std::make_unique<service::InferenceService>(parts->engine.get(), &parts->metrics);
-  std::unique_ptr<sources::SourceStore> store;
-  if (!options.state_dir.empty()) {
-    absl::StatusOr<std::unique_ptr<sources::StateDirectoryStore>> directory =
-        sources::StateDirectoryStore::Open(options.state_dir);
-    if (!directory.ok()) return directory.status();
-    store = *std::move(directory);
-  }
-  sources::RegistryOptions registry_options;
-  registry_options.max_sources = options.max_sources;
-  absl::StatusOr<std::unique_ptr<sources::SourceRegistry>> registry =
-      sources::SourceRegistry::Create(parts->engine.get(), std::move(store), registry_options);
-  if (!registry.ok()) return registry.status();
-  parts->sources = *std::move(registry);
   parts->sources_service =
       std::make_unique<service::SourcesService>(parts->sources.get(), &parts->metrics);
   grpc::EnableDefaultHealthCheckService(true);

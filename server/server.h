@@ -94,6 +94,8 @@ struct ServerOptions {
   // kept. Sources registered at most.
   std::string state_dir;
   int max_sources = 1000;
+  // Sources with metrics of their own (by id); the others count only in vidclf_sources.
+  int source_metrics_limit = 100;
   GrpcConnectionOptions connections;
   // /metrics; its `tokens` come from metrics_token_file (empty: none).
   MetricsHttpOptions metrics;

@@ -338,6 +338,11 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "as a live stream against --max-streams.")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--source-metrics-limit", flags->source_metrics_limit,
+                 "Sources (the first by id) with metrics of their own, labelled source=ID; the "
+                 "others count only in vidclf_sources{state}, so that /metrics stays bounded.")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--keepalive-time-s", flags->keepalive_time_s,
                  "Ping a connection quiet for this long (0: never), so that a client gone "
                  "without closing it (a dead NAT entry, a camera switched off) is found.")
@@ -394,6 +399,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(const ServerFlags& flags) {
   options.admin_token_file = flags.admin_token_file;
   options.state_dir = flags.state_dir;
   options.max_sources = flags.max_sources;
+  options.source_metrics_limit = flags.source_metrics_limit;
   options.connections.keepalive_time = absl::Seconds(flags.keepalive_time_s);
   options.connections.keepalive_timeout = absl::Seconds(flags.keepalive_timeout_s);
   options.connections.max_streams_per_connection = flags.max_streams_per_connection;

@@ -63,6 +63,7 @@ struct ServerFlags {
   std::string admin_token_file;
   std::string state_dir;
   int max_sources = 1000;
+  int source_metrics_limit = 100;
   int keepalive_time_s = 60;
   int keepalive_timeout_s = 20;
   int max_streams_per_connection = 256;

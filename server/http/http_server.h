@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/http/cors.h"
@@ -125,6 +126,10 @@ class HttpServer {
 
 // "{"error": MESSAGE}" with `code`, as the Open Inference Protocol's REST errors are.
 HttpResponse JsonError(unsigned int code, absl::string_view message);
+
+// The HTTP status of a gRPC status code, as Triton's HTTP front end and Google's API design
+// guide map them (ALREADY_EXISTS 409).
+unsigned int HttpCodeOf(absl::StatusCode code);
 
 }  // namespace vidclf::http
 

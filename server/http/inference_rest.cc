@@ -25,38 +25,9 @@ using service::Clock;
 constexpr char kInferMethod[] = "HttpModelInfer";
 constexpr char kClassifyMethod[] = "HttpClassify";
 
-// The HTTP status of a gRPC one, as Triton's HTTP front end maps them.
-unsigned int HttpCode(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK:
-      return 200;
-    case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::FAILED_PRECONDITION:
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return 400;
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return 401;
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return 403;
-    case grpc::StatusCode::NOT_FOUND:
-      return 404;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return 429;
-    case grpc::StatusCode::CANCELLED:
-      return 499;
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return 501;
-    case grpc::StatusCode::UNAVAILABLE:
-      return 503;
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return 504;
-    default:
-      return 500;
-  }
-}
-
 HttpResponse Error(const grpc::Status& status) {
-  return JsonError(HttpCode(status.error_code()), status.error_message());
+  return JsonError(HttpCodeOf(static_cast<absl::StatusCode>(status.error_code())),
+                   status.error_message());
 }
 
 HttpResponse Error(const absl::Status& status) {

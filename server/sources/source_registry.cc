@@ -252,6 +252,14 @@ absl::Status SourceRegistry::DeleteSource(const std::string& name) {
   return absl::OkStatus();
 }
 
+std::vector<vidclf::v1::Source> SourceRegistry::Snapshot() const {
+  std::vector<vidclf::v1::Source> sources;
+  absl::MutexLock lock(&mutex_);
+  sources.reserve(sources_.size());
+  for (const auto& [id, source] : sources_) sources.push_back(source->Snapshot());
+  return sources;
+}
+
 absl::Status SourceRegistry::CheckRegistered(const std::vector<std::string>& names) const {
   for (const std::string& name : names) {
     absl::StatusOr<std::string> id = IdFromName(name, "names");

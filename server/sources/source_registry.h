@@ -49,6 +49,9 @@ class SourceRegistry {
   absl::StatusOr<vidclf::v1::Source> UpdateSource(const vidclf::v1::UpdateSourceRequest& request);
   absl::Status DeleteSource(const std::string& name);
 
+  // Every source with its status now, by id.
+  std::vector<vidclf::v1::Source> Snapshot() const;
+
   // Subscribe's subscribers.
   UpdateFanout& fanout() { return fanout_; }
   // NOT_FOUND naming the first of `names` that is not registered.

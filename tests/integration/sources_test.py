@@ -147,17 +147,22 @@ class Client:
 
 
 def start_server(*flags):
-    server, port, _ = server_fixture.start_server(
+    """Starts a server that may pull every test camera; returns it and its gRPC port, and keeps
+    its metrics port and its HTTP port (when it has one) as attributes of this function."""
+    started = server_fixture.start_server(
         SERVER, REPO, "--allow-uri",
         ",".join(f"rtsp://127.0.0.1:{port}/" for port in CAMERA_PORTS.values()),
         "--max-streams", "32", *flags)
-    return server, port
+    start_server.metrics_port = started[2]
+    start_server.http_port = started[3] if len(started) > 3 else None
+    return started[0], started[1]
 
 
 class SourcesTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.server, cls.port = start_server()
+        cls.metrics_port = start_server.metrics_port
         cls.client = Client(cls.port)
 
     @classmethod
@@ -181,6 +186,12 @@ class SourcesTest(unittest.TestCase):
         self.assertIn("h264 320x240", live.status.description)
         self.assertGreater(live.status.frames, 0)
         wait_sessions(CAMERA, 1)
+        status, _, body = server_fixture.http(self.metrics_port, "/metrics")
+        metrics = body.decode()
+        self.assertEqual(status, 200)
+        self.assertIn('vidclf_source_state{source="cam-crud",state="LIVE"} 1', metrics)
+        self.assertIn('vidclf_sources{state="LIVE"} 1', metrics)
+        self.assertRegex(metrics, r'vidclf_source_frames_total\{source="cam-crud"\} [1-9]')
         names = [s.name for s in self.client.list().sources]
         self.assertIn("sources/cam-crud", names)
         self.assertEqual([s.name for s in self.client.list(filter="labels.site=north").sources],
@@ -487,6 +498,71 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(streamed.wait(timeout=20), 130)
         streamed.stdout.close()
         wait_sessions(CAMERA, 0)
+
+
+class RestTest(unittest.TestCase):
+    """The same resources over the HTTP door, with curl, and its token rules."""
+
+    def curl(self, method, path, body=None, token=None):
+        command = ["curl", "-sS", "-X", method, "-w", "\n%{http_code}",
+                   f"http://127.0.0.1:{self.http_port}{path}"]
+        if body is not None:
+            command += ["-H", "Content-Type: application/json", "--data-binary", json.dumps(body)]
+        if token:
+            command += ["-H", f"Authorization: Bearer {token}"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+        text, code = result.stdout.rsplit("\n", 1)
+        return int(code), json.loads(text)
+
+    def test_rest(self):
+        tokens = os.path.join(TMP.name, "rest-tokens")
+        admin = os.path.join(TMP.name, "rest-admin-tokens")
+        with open(tokens, "w") as out:
+            out.write(INFERENCE_TOKEN + "\n")
+        with open(admin, "w") as out:
+            out.write(ADMIN_TOKEN + "\n")
+        server, port = start_server("--http-port", "0", "--token-file", tokens,
+                                    "--admin-token-file", admin)
+        try:
+            self.http_port = start_server.http_port
+            source = {"uri": CAMERA.uri(), "config": {"embed_stride": 5},
+                      "labels": {"door": "rest"}}
+            code, answer = self.curl("POST", "/v1/sources?source_id=rest-cam", source,
+                                     INFERENCE_TOKEN)
+            self.assertEqual((code, "admin token" in answer["error"]), (403, True))
+            code, answer = self.curl("POST", "/v1/sources?source_id=rest-cam", source)
+            self.assertEqual(code, 401)
+            code, created = self.curl("POST", "/v1/sources?source_id=rest-cam", source,
+                                      ADMIN_TOKEN)
+            self.assertEqual(code, 200, created)
+            self.assertEqual(created["name"], "sources/rest-cam")
+            code, answer = self.curl("POST", "/v1/sources?source_id=rest-cam", source,
+                                     ADMIN_TOKEN)
+            self.assertEqual(code, 409)
+            wait_for(lambda: self.curl("GET", "/v1/sources/rest-cam", token=INFERENCE_TOKEN)[1]
+                     ["status"]["state"] == "LIVE", 30, "rest-cam to be LIVE")
+            code, listed = self.curl("GET", "/v1/sources?filter=labels.door%3Drest",
+                                     token=INFERENCE_TOKEN)
+            self.assertEqual([s["name"] for s in listed["sources"]], ["sources/rest-cam"])
+            code, paused = self.curl("PATCH", "/v1/sources/rest-cam?update_mask=paused",
+                                     {"paused": True}, ADMIN_TOKEN)
+            self.assertEqual((code, paused["status"]["state"]), (200, "PAUSED"))
+            code, answer = self.curl("PATCH", "/v1/sources/rest-cam?update_mask=paused",
+                                     {"pausd": True}, ADMIN_TOKEN)
+            self.assertEqual(code, 400)
+            self.assertIn("not a JSON", answer["error"])
+            code, answer = self.curl("POST", "/v1/sources?source_id=bad%2Fid", source,
+                                     ADMIN_TOKEN)
+            self.assertEqual(code, 400)
+            self.assertIn("source_id", answer["error"])
+            code, _ = self.curl("DELETE", "/v1/sources/rest-cam", token=ADMIN_TOKEN)
+            self.assertEqual(code, 200)
+            code, answer = self.curl("GET", "/v1/sources/rest-cam", token=INFERENCE_TOKEN)
+            self.assertEqual(code, 404)
+            code, answer = self.curl("PUT", "/v1/sources/rest-cam", {}, ADMIN_TOKEN)
+            self.assertEqual(code, 405)
+        finally:
+            stop_server(server)
 
 
 class RestartTest(unittest.TestCase):

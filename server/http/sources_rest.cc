@@ -1,0 +1,123 @@
+#include "server/http/sources_rest.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "server/service/classify_submission.h"
+#include "server/service/finished_call.h"
+
+namespace vidclf::http {
+namespace {
+
+constexpr char kCollection[] = "/v1/sources";
+
+std::string Json(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+absl::Status FromJson(const std::string& body, google::protobuf::Message* message) {
+  const auto parsed = google::protobuf::util::JsonStringToMessage(body, message);
+  if (parsed.ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("the body is not a JSON ", message->GetTypeName(), ": ",
+                   std::string(parsed.message().data(), parsed.message().size())));
+}
+
+// A query argument, empty when absent.
+std::string Query(const HttpRequest& request, const std::string& key) {
+  const auto found = request.query.find(key);
+  return found == request.query.end() ? "" : found->second;
+}
+
+}  // namespace
+
+bool SourcesRest::Serves(absl::string_view path) {
+  return path == kCollection || absl::StartsWith(path, absl::StrCat(kCollection, "/"));
+}
+
+void SourcesRest::Handle(HttpRequest request, Responder respond) const {
+  const service::Clock::time_point start = service::Clock::now();
+  absl::string_view id = request.path;
+  absl::ConsumePrefix(&id, kCollection);
+  const bool collection = id.empty();
+  absl::ConsumePrefix(&id, "/");
+  const std::string name = absl::StrCat("sources/", id);
+  const std::string& method = request.method;
+
+  std::string rpc;
+  if (collection && method == "POST") rpc = "CreateSource";
+  if (collection && method == "GET") rpc = "ListSources";
+  if (!collection && method == "GET") rpc = "GetSource";
+  if (!collection && method == "PATCH") rpc = "UpdateSource";
+  if (!collection && method == "DELETE") rpc = "DeleteSource";
+  if (rpc.empty()) {
+    return respond(JsonError(405, absl::StrCat(method, " is not a method of ", request.path)));
+  }
+  const auto header = request.headers.find("authorization");
+  absl::Status status = gate_->Check(absl::StrCat("/vidclf.v1.Sources/", rpc),
+                                     header == request.headers.end() ? "" : header->second);
+  std::string body;
+  if (status.ok()) {
+    if (rpc == "CreateSource") {
+      vidclf::v1::CreateSourceRequest create;
+      create.set_source_id(Query(request, "source_id"));
+      status = FromJson(request.body, create.mutable_source());
+      if (status.ok()) {
+        absl::StatusOr<vidclf::v1::Source> created = registry_->CreateSource(create);
+        status = created.status();
+        if (created.ok()) body = Json(*created);
+      }
+    } else if (rpc == "ListSources") {
+      vidclf::v1::ListSourcesRequest list;
+      int page_size = 0;
+      if (const std::string size = Query(request, "page_size");
+          !size.empty() && !absl::SimpleAtoi(size, &page_size)) {
+        status = absl::InvalidArgumentError("page_size must be a number");
+      }
+      list.set_page_size(page_size);
+      list.set_page_token(Query(request, "page_token"));
+      list.set_filter(Query(request, "filter"));
+      if (status.ok()) {
+        absl::StatusOr<vidclf::v1::ListSourcesResponse> listed = registry_->ListSources(list);
+        status = listed.status();
+        if (listed.ok()) body = Json(*listed);
+      }
+    } else if (rpc == "GetSource") {
+      absl::StatusOr<vidclf::v1::Source> source = registry_->GetSource(name);
+      status = source.status();
+      if (source.ok()) body = Json(*source);
+    } else if (rpc == "UpdateSource") {
+      vidclf::v1::UpdateSourceRequest update;
+      status = FromJson(request.body, update.mutable_source());
+      update.mutable_source()->set_name(name);
+      for (absl::string_view path :
+           absl::StrSplit(Query(request, "update_mask"), ',', absl::SkipEmpty())) {
+        update.mutable_update_mask()->add_paths(std::string(path));
+      }
+      if (status.ok()) {
+        absl::StatusOr<vidclf::v1::Source> updated = registry_->UpdateSource(update);
+        status = updated.status();
+        if (updated.ok()) body = Json(*updated);
+      }
+    } else {
+      status = registry_->DeleteSource(name);
+      body = "{}";
+    }
+  }
+  service::RecordFinishedCall(*metrics_, absl::StrCat("Http", rpc), "unknown", status,
+                              service::SecondsSince(start));
+  if (!status.ok()) return respond(JsonError(HttpCodeOf(status.code()), status.message()));
+  respond(HttpResponse{200, "application/json", std::move(body), {}});
+}
+
+}  // namespace vidclf::http
