@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/thread_name.h"
+#include "model/heads/head_state_codec.h"
 #include "pipeline/frame_tensor.h"
 #include "pipeline/video_pipeline.h"
 #include "server/engine/container_source.h"
@@ -84,6 +85,17 @@ StreamSession::StreamSession(StreamOptions options, std::shared_ptr<const model:
                  : nullptr),
       last_input_(StreamClock::now()) {
   if (options_.emit_every_seconds > 0) next_emit_seconds_ = options_.emit_every_seconds;
+  if (options_.resume.has_value()) {
+    head_state_ = options_.resume->head_state;
+    frames_stepped_ = options_.resume->frames_stepped;
+    newest_stepped_.index = options_.resume->next_frame_index - 1;
+    newest_stepped_.seconds = options_.resume->next_frame_seconds;
+    if (options_.emit_every_seconds > 0) {
+      const double period = options_.emit_every_seconds;
+      next_emit_seconds_ = (std::floor(options_.resume->next_frame_seconds / period) + 1) * period;
+    }
+  }
+  next_checkpoint_ = StreamClock::now() + absl::ToChronoNanoseconds(options_.checkpoint_interval);
   if (options_.windows.has_value() && !recurrent_) {
     sliding_ =
         model::SlidingWindowOptions{options_.windows->window_frames, options_.windows->hop_frames};
@@ -212,6 +224,11 @@ std::unique_ptr<FrameSource> StreamSession::MakeSource() {
       source.stall_timeout = resources_.source_stall_timeout;
       source.max_reconnects = options_.max_reconnects;
       source.input_options = options_.input_options;
+      source.realtime = options_.realtime;
+      if (options_.resume.has_value()) {
+        source.first_index = options_.resume->next_frame_index;
+        source.first_seconds = options_.resume->next_frame_seconds;
+      }
       UriSource::Callbacks callbacks;
       callbacks.on_event = [this](const SourceEvent& event) { listener_->OnSourceEvent(event); };
       callbacks.wait = [this](absl::Duration delay) { return WaitUnlessFailed(delay); };
@@ -393,6 +410,7 @@ bool StreamSession::NextStep(HeadStepper::Step* step) {
   } else if (failure.ok() && segments_.has_value()) {
     Settle(segments_->Finish());
   }
+  if (frames_stepped_ > 0) MaybeCheckpoint(/*now=*/true);
   // A window call always ends with a message: the last events, and the final frame counts.
   if (failure.ok() && (options_.windows.has_value() || !pending_events_.empty() ||
                        (stepped_since_emit_ && !options_.events_only))) {
@@ -408,6 +426,30 @@ bool StreamSession::NextStep(HeadStepper::Step* step) {
   if (room) room();
   listener_->OnEnd(failure);
   return false;
+}
+
+void StreamSession::MaybeCheckpoint(bool now) {
+  if (options_.checkpoint_interval <= absl::ZeroDuration() || options_.windows.has_value()) return;
+  const StreamClock::time_point clock = StreamClock::now();
+  if (!now && clock < next_checkpoint_) return;
+  next_checkpoint_ = clock + absl::ToChronoNanoseconds(options_.checkpoint_interval);
+  StreamCheckpoint checkpoint;
+  // A copy: the next step may build on these tensors.
+  checkpoint.head_state.frames_seen = head_state_.frames_seen;
+  for (const torch::Tensor& tensor : head_state_.tensors) {
+    checkpoint.head_state.tensors.push_back(tensor.defined() ? tensor.clone() : tensor);
+  }
+  checkpoint.frames_stepped = frames_stepped_;
+  checkpoint.next_frame_index = newest_stepped_.index + 1;
+  {
+    absl::MutexLock lock(&mutex_);
+    // One frame period after the newest stepped, as the feed spaces them.
+    const double period = seen_end_seconds_ - last_seen_seconds_;
+    checkpoint.next_frame_seconds =
+        newest_stepped_.seconds + (period > 0 ? period : 1 / kDefaultPictureRate);
+  }
+  checkpoint.fingerprint = model::HeadStateFingerprint(model_->config(), options_.attention);
+  listener_->OnCheckpoint(std::move(checkpoint));
 }
 
 bool StreamSession::ClosesEmitPeriod(const FrameInfo& frame, int64_t earlier_in_step) const {
@@ -453,6 +495,7 @@ void StreamSession::Stepped(HeadStepper::StepResult result) {
   }
   probabilities_ = std::move(result->first);
   head_state_ = std::move(result->second.front());
+  MaybeCheckpoint(/*now=*/false);
   TrackScores(stepped_from_seconds, newest_stepped_.seconds);
   stepped_since_emit_ = true;
   if (recurrent_) {

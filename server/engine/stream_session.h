@@ -67,6 +67,19 @@ inline constexpr int kMaxWindowsPerFrame = 32;
 // The fastest sampling a call may ask for, in frames per second of media time.
 inline constexpr double kMaxSampleFps = 1000;
 
+// Where a stream's head had got to, so that a later stream can go on from there (a registered
+// source across a restart): the head's state after the frames stepped, and where the next frame
+// falls in the feed.
+struct StreamCheckpoint {
+  model::HeadState head_state;
+  // Frames stepped, and the index and media time the next frame of the feed takes.
+  int64_t frames_stepped = 0;
+  int64_t next_frame_index = 0;
+  double next_frame_seconds = 0;
+  // model::HeadStateFingerprint of the model and attention that made it.
+  std::string fingerprint;
+};
+
 // What a stream reads, and when it answers.
 struct StreamOptions {
   // Empty selects the default model.
@@ -100,6 +113,16 @@ struct StreamOptions {
   bool own_reconnect_policy = false;
   // kUri only: FFmpeg input options (media::ValidateInputOptions), rtsp_transport say.
   media::InputOptions input_options;
+  // kUri only: frames are handed on no faster than their media times pass (a recorded file
+  // played as a camera would send it).
+  bool realtime = false;
+  // kUri only: the head starts from this checkpoint's state and frame counts; a source with an
+  // end (a file) skips the frames before its next_frame_index, a live one numbers its frames on
+  // from there. Its fingerprint must be the model's (the caller checks).
+  std::optional<StreamCheckpoint> resume;
+  // When positive (kUri, no windows), the listener hears a checkpoint at most this often, and
+  // once more when the stream ends.
+  absl::Duration checkpoint_interval = absl::ZeroDuration();
   // When set, segment events (pipeline/segment_tracker.h) over the head's scores after each
   // step; with events_only, only predictions that carry events are emitted.
   std::optional<pipeline::SegmentOptions> segments;
@@ -141,6 +164,9 @@ class StreamListener {
   virtual void OnSourceEvent(const SourceEvent& /*event*/) {}
   // Each frame of the feed as it is decoded, from the feeder thread; must not block.
   virtual void OnFrameDecoded(const SourceFrame& /*frame*/) {}
+  // StreamOptions::checkpoint_interval's checkpoints, from an engine thread, the last just
+  // before OnEnd.
+  virtual void OnCheckpoint(StreamCheckpoint /*checkpoint*/) {}
   // Exactly once, last: OK when the feed ended and every frame was answered for; otherwise why
   // the stream stopped.
   virtual void OnEnd(const absl::Status& status) = 0;
@@ -257,6 +283,8 @@ class StreamSession : public FrameOwner,
   // A window call's end: the last window's scores run to the video's end, and open segments
   // end; INVALID_ARGUMENT when no window was whole.
   absl::Status FinishWindows();
+  // Tells the listener where the head has got to, when a checkpoint is due (or `now`).
+  void MaybeCheckpoint(bool now);
   // Feeds the tracker (when segments are asked for) probabilities_ over [from, to).
   void TrackScores(double from_seconds, double to_seconds);
   // Counts `events` and keeps them for the next prediction.
@@ -305,6 +333,7 @@ class StreamSession : public FrameOwner,
   int64_t frames_stepped_ = 0;
   bool stepped_since_emit_ = false;
   double next_emit_seconds_ = 0;
+  StreamClock::time_point next_checkpoint_;
   std::deque<FrameInfo> recent_;  // the latest frames stepped, up to a window's worth
   // Window calls: the states of the open windows, oldest first (recurrent heads), the sliding
   // window of the others, the windows answered, and where the tracker's timeline has got to.

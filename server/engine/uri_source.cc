@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -32,8 +34,10 @@ absl::Status UriSource::Run(const FrameHandler& on_frame) {
   int failed_attempts = 0;
   // Frame indices and times go on from one connection to the next: each connection's frames
   // are placed after the last one's, one frame period later.
-  int64_t first_index = 0;
-  double first_seconds = 0;
+  const bool has_end = absl::StartsWithIgnoreCase(options_.uri, "file:");
+  int64_t first_index = has_end ? 0 : options_.first_index;
+  double first_seconds = has_end ? 0 : options_.first_seconds;
+  const int64_t skip_before = has_end ? options_.first_index : 0;
   double last_seconds = 0;
   double period = 1 / kDefaultPictureRate;
   source.on_connected = [&](absl::string_view description) {
@@ -47,16 +51,30 @@ absl::Status UriSource::Run(const FrameHandler& on_frame) {
   const CancellationToken* cancellation = options_.decode.cancellation;
   while (true) {
     int64_t frames = 0;
-    const absl::Status status =
-        media::DecodeLiveUri(options_.uri, *options_.allowlist, source, options_.decode,
-                             [&](const media::LiveFrame& frame) {
-                               frames = frame.index + 1;
-                               const double seconds = first_seconds + frame.timestamp_seconds;
-                               if (frame.index > 0) period = seconds - last_seconds;
-                               last_seconds = seconds;
-                               return on_frame(SourceFrame{first_index + frame.index, seconds,
-                                                           frame.arrived, frame.pixels});
-                             });
+    // Realtime: when the first frame handed on this connection was, in wall and media time.
+    std::optional<std::pair<std::chrono::steady_clock::time_point, double>> paced_from;
+    const absl::Status status = media::DecodeLiveUri(
+        options_.uri, *options_.allowlist, source, options_.decode,
+        [&](const media::LiveFrame& frame) {
+          frames = frame.index + 1;
+          const int64_t index = first_index + frame.index;
+          const double seconds = first_seconds + frame.timestamp_seconds;
+          if (frame.index > 0) period = seconds - last_seconds;
+          last_seconds = seconds;
+          if (index < skip_before) return absl::OkStatus();
+          if (options_.realtime && !paced_from.has_value()) {
+            paced_from.emplace(std::chrono::steady_clock::now(), seconds);
+          } else if (options_.realtime) {
+            const auto due = paced_from->first +
+                             std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(seconds - paced_from->second));
+            const auto now = std::chrono::steady_clock::now();
+            if (due > now && !callbacks_.wait(absl::FromChrono(due - now))) {
+              return absl::CancelledError("the stream ended");
+            }
+          }
+          return on_frame(SourceFrame{index, seconds, frame.arrived, frame.pixels});
+        });
     if (!WorthFollowingAgain(status, options_.uri) ||
         (cancellation != nullptr && cancellation->cancelled())) {
       return status;

@@ -46,6 +46,14 @@ class UriSource : public FrameSource {
     int max_reconnects = 5;
     // FFmpeg input options (media::ValidateInputOptions): rtsp_transport, say.
     media::InputOptions input_options;
+    // Frames are handed on no faster than their media times pass, from the first one handed on
+    // after each connection.
+    bool realtime = false;
+    // Where a resumed stream goes on: a file:// source (which has an end, and its own frame
+    // numbers) skips its frames before first_index; any other numbers its frames from
+    // first_index, at first_seconds.
+    int64_t first_index = 0;
+    double first_seconds = 0;
   };
   struct Callbacks {
     // Each connection, and each drop that will be followed again.

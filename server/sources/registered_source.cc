@@ -7,8 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "media/uri_redaction.h"
+#include "model/heads/head_state_codec.h"
 #include "server/engine/uri_source.h"
 #include "server/service/stream_messages.h"
+#include "server/sources/source_checkpoint.h"
+#include "server/sources/source_fields.h"
 
 namespace vidclf::sources {
 namespace {
@@ -29,15 +32,22 @@ engine::StreamOptions StreamOptionsOf(const vidclf::v1::Source& source) {
   options.own_reconnect_policy = true;
   options.max_reconnects =
       source.max_reconnects() == 0 ? -1 : service::CappedToInt(source.max_reconnects());
+  options.realtime = source.realtime();
+  options.checkpoint_interval = source.checkpoint_interval_seconds() > 0
+                                    ? absl::Seconds(source.checkpoint_interval_seconds())
+                                    : kDefaultCheckpointInterval;
   return options;
+}
+
+absl::Duration MaxResumeGapOf(const vidclf::v1::Source& source) {
+  return source.max_resume_gap_seconds() > 0 ? absl::Seconds(source.max_resume_gap_seconds())
+                                             : kDefaultMaxResumeGap;
 }
 
 RegisteredSource::RegisteredSource(vidclf::v1::Source spec, engine::ClassifyEngine* engine,
                                    UpdateFanout* fanout)
     : spec_(std::move(spec)),
-      stall_timeout_(spec_.stall_timeout_seconds() > 0
-                         ? absl::Seconds(spec_.stall_timeout_seconds())
-                         : absl::Seconds(5)),
+      stall_timeout_(StallTimeoutOf(spec_)),
       engine_(engine),
       fanout_(fanout) {}
 
@@ -60,7 +70,7 @@ void RegisteredSource::OpenSession() {
     if (state_ != SourceStatus::BACKING_OFF) SetState(SourceStatus::CONNECTING, last_error_);
   }
   absl::StatusOr<std::shared_ptr<engine::StreamSession>> session =
-      engine_->OpenStream(StreamOptionsOf(spec_), this);
+      engine_->OpenStream(SessionOptions(), this);
   if (session.ok()) {
     bool cancel = false;
     {
@@ -87,6 +97,66 @@ void RegisteredSource::OpenSession() {
   } else {
     SetState(SourceStatus::FAILED, error);
   }
+}
+
+engine::StreamOptions RegisteredSource::SessionOptions() {
+  engine::StreamOptions options = StreamOptionsOf(spec_);
+  std::optional<std::string> candidate;
+  {
+    absl::MutexLock lock(&mutex_);
+    candidate = std::move(resume_from_);
+    resume_from_.reset();
+  }
+  if (!candidate.has_value()) return options;
+  std::string note;
+  absl::StatusOr<std::shared_ptr<const model::VideoModel>> model =
+      engine_->repository()->Find(options.model);
+  if (model.ok()) {
+    absl::StatusOr<SavedCheckpoint> saved = DecodeCheckpoint(*candidate, (*model)->device());
+    const absl::Duration age = absl::Now() - (saved.ok() ? saved->taken : absl::Now());
+    if (!saved.ok()) {
+      note = absl::StrCat("started cold: ", saved.status().message());
+    } else if (saved->checkpoint.fingerprint !=
+               model::HeadStateFingerprint((*model)->config(), options.attention)) {
+      note = absl::StrCat("started cold: the model or its attention changed since the checkpoint (",
+                          (*model)->config().name, " ", (*model)->config().version, " now)");
+    } else if (age > MaxResumeGapOf(spec_)) {
+      note = absl::StrCat("started cold: the checkpoint is ", absl::FormatDuration(age),
+                          " old, past max_resume_gap_seconds");
+    } else {
+      note = absl::StrCat("resumed after ", saved->checkpoint.frames_stepped,
+                          " frames stepped, from a checkpoint ", absl::FormatDuration(age), " old");
+      options.resume = std::move(saved->checkpoint);
+    }
+  }
+  absl::MutexLock lock(&mutex_);
+  resumed_ = options.resume.has_value();
+  resume_note_ = note;
+  return options;
+}
+
+void RegisteredSource::ResumeFrom(std::optional<std::string> checkpoint) {
+  absl::MutexLock lock(&mutex_);
+  resume_from_ = std::move(checkpoint);
+}
+
+std::optional<std::string> RegisteredSource::LatestCheckpoint() const {
+  absl::MutexLock lock(&mutex_);
+  return latest_checkpoint_;
+}
+
+std::optional<std::string> RegisteredSource::TakeUnsavedCheckpoint() {
+  absl::MutexLock lock(&mutex_);
+  if (checkpoint_saved_) return std::nullopt;
+  checkpoint_saved_ = true;
+  return latest_checkpoint_;
+}
+
+void RegisteredSource::OnCheckpoint(engine::StreamCheckpoint checkpoint) {
+  std::string bytes = EncodeCheckpoint(checkpoint, absl::Now());
+  absl::MutexLock lock(&mutex_);
+  latest_checkpoint_ = std::move(bytes);
+  checkpoint_saved_ = false;
 }
 
 bool RegisteredSource::Stop(const absl::Status& reason, absl::Duration timeout) {
@@ -158,6 +228,8 @@ vidclf::v1::SourceStatus RegisteredSource::StatusLocked() const {
   }
   status.set_reconnects(static_cast<uint32_t>(reconnects_));
   status.set_lag_seconds(lag_seconds_);
+  status.set_resumed(resumed_);
+  status.set_resume_note(resume_note_);
   return status;
 }
 

@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -30,8 +31,13 @@
 
 namespace vidclf::sources {
 
-// What a registered source's session is opened with.
+inline constexpr absl::Duration kDefaultCheckpointInterval = absl::Seconds(10);
+inline constexpr absl::Duration kDefaultMaxResumeGap = absl::Seconds(120);
+
+// What a registered source's session is opened with (without a checkpoint to resume from).
 engine::StreamOptions StreamOptionsOf(const vidclf::v1::Source& source);
+// How old a checkpoint it may resume from.
+absl::Duration MaxResumeGapOf(const vidclf::v1::Source& source);
 
 class RegisteredSource final : public engine::StreamListener,
                                public std::enable_shared_from_this<RegisteredSource> {
@@ -50,6 +56,12 @@ class RegisteredSource final : public engine::StreamListener,
   bool WaitStopped(absl::Duration timeout);
   // Takes the counters of the source this one replaces (an update).
   void InheritCounters(const RegisteredSource& earlier);
+  // The first session goes on from this checkpoint (source_checkpoint.h) when it fits the model
+  // and is recent enough; the status says whether it did. Before Start.
+  void ResumeFrom(std::optional<std::string> checkpoint);
+  // The latest checkpoint, if any; and, once each, the one not yet saved.
+  std::optional<std::string> LatestCheckpoint() const;
+  std::optional<std::string> TakeUnsavedCheckpoint();
   // The registry's clock: notices a stall, and reopens a session when its back-off is over.
   void Tick();
 
@@ -63,11 +75,14 @@ class RegisteredSource final : public engine::StreamListener,
   void OnSourceEvent(const engine::SourceEvent& event) override;
   void OnFrameDecoded(const engine::SourceFrame& frame) override;
   void OnEnd(const absl::Status& status) override;
+  void OnCheckpoint(engine::StreamCheckpoint checkpoint) override;
 
  private:
   using State = vidclf::v1::SourceStatus::State;
   // Opens the engine's session, or says why not and when to try again.
   void OpenSession();
+  // The stream's options, resuming from resume_from_ (once) when it fits.
+  engine::StreamOptions SessionOptions();
   // Records a new state, and publishes the status when it changed.
   void SetState(State state, std::string error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   vidclf::v1::SourceStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -100,6 +115,12 @@ class RegisteredSource final : public engine::StreamListener,
   // When to open a session again after the engine refused one; failed opens in a row.
   absl::Time reopen_at_ ABSL_GUARDED_BY(mutex_) = absl::InfiniteFuture();
   int failed_opens_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The checkpoint to resume from, and whether the source did (or why not).
+  std::optional<std::string> resume_from_ ABSL_GUARDED_BY(mutex_);
+  bool resumed_ ABSL_GUARDED_BY(mutex_) = false;
+  std::string resume_note_ ABSL_GUARDED_BY(mutex_) = "no checkpoint";
+  std::optional<std::string> latest_checkpoint_ ABSL_GUARDED_BY(mutex_);
+  bool checkpoint_saved_ ABSL_GUARDED_BY(mutex_) = true;
 };
 
 }  // namespace vidclf::sources

@@ -82,6 +82,17 @@ absl::Status ValidateSourceFields(const vidclf::v1::Source& source) {
     return absl::InvalidArgumentError(absl::StrCat("source.stall_timeout_seconds must be in [0, ",
                                                    kMaxStallTimeoutSeconds, "], not ", stall));
   }
+  const double interval = source.checkpoint_interval_seconds();
+  if (!(interval >= 0) || interval > kMaxCheckpointIntervalSeconds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("source.checkpoint_interval_seconds must be in [0, ",
+                     kMaxCheckpointIntervalSeconds, "], not ", interval));
+  }
+  const double gap = source.max_resume_gap_seconds();
+  if (!(gap >= 0) || gap > kMaxResumeGapSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat("source.max_resume_gap_seconds must be in [0, ",
+                                                   kMaxResumeGapSeconds, "], not ", gap));
+  }
   const media::InputOptions options(source.input_options().begin(), source.input_options().end());
   if (auto status = media::ValidateInputOptions(options, source.uri()); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("source.", status.message()));

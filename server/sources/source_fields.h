@@ -20,6 +20,8 @@ inline constexpr char kNamePrefix[] = "sources/";
 inline constexpr int kMaxIdLength = 63;
 inline constexpr int kMaxLabels = 16;
 inline constexpr double kMaxStallTimeoutSeconds = 3600;
+inline constexpr double kMaxCheckpointIntervalSeconds = 3600;
+inline constexpr double kMaxResumeGapSeconds = 30 * 86400;
 inline constexpr absl::Duration kDefaultStallTimeout = absl::Seconds(5);
 
 // OK for 1 to 63 characters of [a-z0-9-] starting with a letter and not ending with '-'.
@@ -28,7 +30,8 @@ absl::Status ValidateSourceId(absl::string_view id);
 absl::StatusOr<std::string> IdFromName(absl::string_view name, absl::string_view field = "name");
 
 // The fields a client sets: uri (present; the allowlist is the engine's to check), labels,
-// stall_timeout_seconds, input_options. The config's own ranges are the engine's to check.
+// stall_timeout_seconds, input_options, checkpoint_interval_seconds, max_resume_gap_seconds. The
+// config's own ranges are the engine's to check.
 absl::Status ValidateSourceFields(const vidclf::v1::Source& source);
 
 // How long the source may send nothing while connected before it is STALLED.

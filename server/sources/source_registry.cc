@@ -65,6 +65,10 @@ absl::StatusOr<std::unique_ptr<SourceRegistry>> SourceRegistry::Create(
     // says why in its status (FAILED).
     auto registered =
         std::make_shared<RegisteredSource>(std::move(source), engine, &registry->fanout_);
+    if (registry->store_ != nullptr) {
+      absl::StatusOr<std::optional<std::string>> checkpoint = registry->store_->LoadCheckpoint(*id);
+      if (checkpoint.ok()) registered->ResumeFrom(*std::move(checkpoint));
+    }
     absl::MutexLock lock(&registry->mutex_);
     registry->sources_[*id] = registered;
     started.push_back(std::move(registered));
@@ -227,6 +231,10 @@ absl::StatusOr<vidclf::v1::Source> SourceRegistry::UpdateSource(
   }
   earlier->Stop(absl::CancelledError("the source was updated"), options_.stop_timeout);
   replacement->InheritCounters(*earlier);
+  // The same camera goes on where its head had got to; another one starts afresh.
+  if (replacement->spec().uri() == earlier->spec().uri()) {
+    replacement->ResumeFrom(earlier->LatestCheckpoint());
+  }
   replacement->Start();
   return replacement->Snapshot();
 }
@@ -249,6 +257,7 @@ absl::Status SourceRegistry::DeleteSource(const std::string& name) {
     }
   }
   source->Stop(absl::CancelledError("the source was deleted"), options_.stop_timeout);
+  if (store_ != nullptr) store_->DeleteCheckpoint(*id).IgnoreError();  // an orphan is harmless
   return absl::OkStatus();
 }
 
@@ -271,19 +280,38 @@ absl::Status SourceRegistry::CheckRegistered(const std::vector<std::string>& nam
 }
 
 void SourceRegistry::Stop() {
-  absl::MutexLock changes(&change_mutex_);
-  std::vector<std::shared_ptr<RegisteredSource>> sources;
   {
     absl::MutexLock lock(&mutex_);
     if (stopped_) return;
     stopped_ = true;
+  }
+  if (ticker_.joinable()) ticker_.join();  // before the lock it takes to save checkpoints
+  absl::MutexLock changes(&change_mutex_);
+  std::vector<std::shared_ptr<RegisteredSource>> sources;
+  {
+    absl::MutexLock lock(&mutex_);
     for (const auto& [id, source] : sources_) sources.push_back(source);
   }
-  if (ticker_.joinable()) ticker_.join();
   // All at once, so that a drain does not take one close after another.
   const absl::Status reason = absl::UnavailableError("the server is shutting down");
   for (const auto& source : sources) source->BeginStop(reason);
   for (const auto& source : sources) source->WaitStopped(options_.stop_timeout);
+  SaveCheckpoints();  // the ones each session gave as it stopped
+}
+
+void SourceRegistry::SaveCheckpoints() {
+  if (store_ == nullptr) return;
+  std::vector<std::pair<std::string, std::shared_ptr<RegisteredSource>>> sources;
+  {
+    absl::MutexLock lock(&mutex_);
+    sources.assign(sources_.begin(), sources_.end());
+  }
+  for (const auto& [id, source] : sources) {
+    if (std::optional<std::string> checkpoint = source->TakeUnsavedCheckpoint()) {
+      // One that cannot be saved leaves the previous one: the source resumes from further back.
+      store_->SaveCheckpoint(id, *checkpoint).IgnoreError();
+    }
+  }
 }
 
 void SourceRegistry::TickLoop() {
@@ -296,6 +324,9 @@ void SourceRegistry::TickLoop() {
       for (const auto& [id, source] : sources_) sources.push_back(source);
     }
     for (const auto& source : sources) source->Tick();
+    // Between changes: a source deleted meanwhile leaves no checkpoint behind.
+    absl::MutexLock changes(&change_mutex_);
+    SaveCheckpoints();
   }
 }
 

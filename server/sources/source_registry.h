@@ -68,8 +68,11 @@ class SourceRegistry {
   absl::Status Check(const vidclf::v1::Source& source) const;
   // Saves every registration; on failure the caller undoes its change.
   absl::Status Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Every 250 ms: stalls noticed, refused sessions opened again.
+  // Every 250 ms: stalls noticed, refused sessions opened again, new checkpoints saved.
   void TickLoop();
+  // Saves the checkpoints the sources have taken since they were last saved. `change_mutex_`
+  // held.
+  void SaveCheckpoints();
 
   engine::ClassifyEngine* const engine_;
   const std::unique_ptr<SourceStore> store_;

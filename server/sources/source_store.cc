@@ -113,15 +113,55 @@ absl::Status StateDirectoryStore::Save(const std::vector<vidclf::v1::Source>& so
     }
     json["sources"].push_back(nlohmann::json::parse(text));
   }
-  const std::string temporary = path_ + ".tmp";
-  if (auto status = WriteDurably(temporary, json.dump(2) + "\n"); !status.ok()) return status;
-  if (::rename(temporary.c_str(), path_.c_str()) != 0) return Errno("cannot replace", path_);
-  // The rename itself reaches the disk once the directory is flushed.
-  const int directory = ::open(directory_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  return ReplaceFile(path_, json.dump(2) + "\n");
+}
+
+absl::Status StateDirectoryStore::ReplaceFile(const std::string& path,
+                                              const std::string& bytes) const {
+  const std::string temporary = path + ".tmp";
+  if (auto status = WriteDurably(temporary, bytes); !status.ok()) return status;
+  if (::rename(temporary.c_str(), path.c_str()) != 0) return Errno("cannot replace", path);
+  // The rename itself reaches the disk once its directory is flushed.
+  const std::string parent = std::filesystem::path(path).parent_path();
+  const int directory = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (directory >= 0) {
     ::fsync(directory);
     ::close(directory);
   }
+  return absl::OkStatus();
+}
+
+std::string StateDirectoryStore::CheckpointPath(const std::string& id) const {
+  return (std::filesystem::path(directory_) / "checkpoints" / id).string();
+}
+
+absl::Status StateDirectoryStore::SaveCheckpoint(const std::string& id, const std::string& bytes) {
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(directory_) / "checkpoints", error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("cannot create the checkpoints directory in '",
+                                            directory_, "': ", error.message()));
+  }
+  return ReplaceFile(CheckpointPath(id), bytes);
+}
+
+absl::StatusOr<std::optional<std::string>> StateDirectoryStore::LoadCheckpoint(
+    const std::string& id) {
+  const std::string path = CheckpointPath(id);
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    if (!std::filesystem::exists(path)) return std::optional<std::string>();
+    return absl::InternalError(absl::StrCat("cannot read '", path, "': ", std::strerror(errno)));
+  }
+  std::stringstream bytes;
+  bytes << file.rdbuf();
+  return std::optional<std::string>(bytes.str());
+}
+
+absl::Status StateDirectoryStore::DeleteCheckpoint(const std::string& id) {
+  std::error_code error;
+  std::filesystem::remove(CheckpointPath(id), error);
+  if (error) return absl::InternalError(absl::StrCat("cannot delete the checkpoint of ", id));
   return absl::OkStatus();
 }
 

@@ -60,10 +60,25 @@ def make_camera(path):
 
 
 def setUpModule():
-    global TMP, PB, VC, REPO, CAMERA
+    global TMP, PB, VC, REPO, CAMERA, VIDEOS
     TMP = tempfile.TemporaryDirectory()
     PB, VC = generate_messages(TMP.name)
     REPO, _ = server_fixture.train_small_repository(TRAIN, TMP.name)
+    # Beside the GRU ("small"), a transformer with causal-linear attention, whose stream state is
+    # its attention's running sums.
+    work = os.path.join(TMP.name, "work")
+    for command in (["fit", "--work", work, "--run", "causal", "--head", "transformer",
+                     "--attention", "causal-linear", "--epochs", "2", "--d-model", "32",
+                     "--num-layers", "1", "--ffn-size", "64"],
+                    ["eval", "--work", work, "--run", "causal"],
+                    ["export", "--work", work, "--run", "causal", "--output-repository", REPO]):
+        subprocess.run([TRAIN, *command], check=True, stdout=subprocess.DEVNULL)
+    # A recorded video for a file source played as a camera.
+    VIDEOS = os.path.join(TMP.name, "videos")
+    os.makedirs(VIDEOS)
+    subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-f", "lavfi", "-i",
+                    "testsrc2=size=320x240:rate=25", "-t", "12", "-c:v", "libx264", "-g", "25",
+                    os.path.join(VIDEOS, "replay.mkv")], check=True)
     CAMERA = make_camera("/cam").start()
 
 
@@ -135,8 +150,8 @@ class Client:
             "/vidclf.v1.VideoClassifier/WatchSource",
             request_serializer=VC.WatchSourceRequest.SerializeToString,
             response_deserializer=VC.WatchSourceResponse.FromString)
-        return stub(VC.WatchSourceRequest(uri=uri, config=VC.StreamConfig(embed_stride=5),
-                                          **fields), timeout=60)
+        config = fields.pop("config", VC.StreamConfig(embed_stride=5))
+        return stub(VC.WatchSourceRequest(uri=uri, config=config, **fields), timeout=60)
 
     def state(self, source_id):
         return PB.SourceStatus.State.Name(self.get(source_id).status.state)
@@ -151,7 +166,8 @@ def start_server(*flags):
     its metrics port and its HTTP port (when it has one) as attributes of this function."""
     started = server_fixture.start_server(
         SERVER, REPO, "--allow-uri",
-        ",".join(f"rtsp://127.0.0.1:{port}/" for port in CAMERA_PORTS.values()),
+        ",".join([f"rtsp://127.0.0.1:{port}/" for port in CAMERA_PORTS.values()] +
+                 [f"file://{VIDEOS}/"]),
         "--max-streams", "32", *flags)
     start_server.metrics_port = started[2]
     start_server.http_port = started[3] if len(started) > 3 else None
@@ -600,6 +616,63 @@ class RestartTest(unittest.TestCase):
         stop_server(server)
         server, port = start_server("--state-dir", state_dir)
         self.assertEqual(list(Client(port).list().sources), [])
+        stop_server(server)
+
+    def test_a_resumed_stream_scores_as_an_uninterrupted_one(self):
+        for model in ("small", "causal"):
+            with self.subTest(model=model):
+                self.check_continuity(model)
+
+    def check_continuity(self, model):
+        """A file played as a camera, checkpointed, the server stopped and started again: the
+        predictions after the restart equal those of one uninterrupted run over the file."""
+        uri = f"file://{VIDEOS}/replay.mkv"
+        config = VC.StreamConfig(model=model, top_k=10, embed_stride=2)
+        state_dir = os.path.join(TMP.name, f"continuity-{model}")
+        server, port = start_server("--state-dir", state_dir)
+        client = Client(port)
+
+        def scores(prediction):
+            return {entry.label: entry.score for entry in prediction.top_k}
+
+        reference = {}
+        for response in client.watch(uri, config=config, max_reconnects=0):
+            if response.HasField("prediction"):
+                reference[response.prediction.last_frame] = scores(response.prediction)
+
+        def collect(updates, until_frame):
+            predictions = {}
+            for update in updates:
+                if update.HasField("prediction"):
+                    predictions[update.prediction.last_frame] = scores(update.prediction)
+                    if update.prediction.last_frame >= until_frame:
+                        break
+            updates.cancel()
+            return predictions
+
+        client.create("replay", uri, config=config, realtime=True, checkpoint_interval_seconds=1,
+                      paused=True)
+        updates = client.subscribe(["sources/replay"])
+        client.update(PB.Source(name="sources/replay", paused=False), ["paused"])
+        before = collect(updates, 75)
+        self.assertEqual(client.get("replay").status.resumed, False)
+        stop_server(server)  # the drain takes a last checkpoint
+
+        server, port = start_server("--state-dir", state_dir)
+        client = Client(port)
+        after = collect(client.subscribe(["sources/replay"]), 175)
+        status = client.get("replay").status
+        self.assertTrue(status.resumed, status.resume_note)
+        self.assertIn("resumed after", status.resume_note)
+        self.assertGreater(min(after), max(before))  # it went on, not from the first frame
+        common = sorted(set(after) & set(reference))
+        self.assertGreaterEqual(len(common), 10)
+        for frame in common:
+            for label, score in reference[frame].items():
+                self.assertAlmostEqual(after[frame][label], score, delta=1e-4,
+                                       msg=f"frame {frame}, {label}")
+        client.delete("replay")
+        self.assertFalse(os.path.exists(os.path.join(state_dir, "checkpoints", "replay")))
         stop_server(server)
 
     def test_a_state_file_that_cannot_be_read_is_refused_and_kept(self):

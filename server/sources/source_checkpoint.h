@@ -1,0 +1,29 @@
+// A registered source's checkpoint as bytes for its SourceStore: where its stream's head had
+// got to (engine::StreamCheckpoint) and when, so that it can go on after a restart.
+#ifndef VIDCLF_SERVER_SOURCES_SOURCE_CHECKPOINT_H_
+#define VIDCLF_SERVER_SOURCES_SOURCE_CHECKPOINT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/engine/stream_session.h"
+
+namespace vidclf::sources {
+
+struct SavedCheckpoint {
+  engine::StreamCheckpoint checkpoint;
+  absl::Time taken;
+};
+
+// A JSON line (version, fingerprint, counts, time) and then model::EncodeHeadState's bytes.
+std::string EncodeCheckpoint(const engine::StreamCheckpoint& checkpoint, absl::Time taken);
+// What EncodeCheckpoint wrote, the head state's tensors on `device`; INVALID_ARGUMENT for
+// bytes of another version or that are not a checkpoint.
+absl::StatusOr<SavedCheckpoint> DecodeCheckpoint(absl::string_view bytes,
+                                                 const torch::Device& device);
+
+}  // namespace vidclf::sources
+
+#endif  // VIDCLF_SERVER_SOURCES_SOURCE_CHECKPOINT_H_
