@@ -35,6 +35,8 @@ build_packages=(
   libdnnl-dev ocl-icd-opencl-dev
   # metrics, and the HTTP server /metrics is scraped on (an event loop, TLS through GnuTLS)
   prometheus-cpp-dev libmicrohttpd-dev
+  # MQTT publishing of the registered sources' updates
+  libmosquitto-dev
 )
 
 test_packages=(
@@ -52,6 +54,8 @@ test_packages=(
   # server through python3-gi, live H.264 from x264enc
   gir1.2-gst-rtsp-server-1.0 python3-gi gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
+  # a real MQTT broker and its subscriber for the publishing tests
+  mosquitto mosquitto-clients
   # real-world sample videos and images for tests/media/decode_matrix_test.cc
   python3-imageio
   # torchvision interop test (model/scripts/export_resnet18.py), and the Python reference

@@ -114,6 +114,30 @@ class SourcesCollector : public prometheus::Collectable {
   const int per_source_limit_;
 };
 
+class MqttCollector : public prometheus::Collectable {
+ public:
+  explicit MqttCollector(const sources::MqttPublisher* publisher) : publisher_(publisher) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    const sources::MqttPublisher::Stats stats = publisher_->stats();
+    prometheus::MetricFamily dropped =
+        Family("vidclf_mqtt_dropped_total",
+               "Updates not published: predictions while the broker was away or behind, events "
+               "and state changes past --mqtt-max-queued.",
+               prometheus::MetricType::Counter);
+    AddSample(dropped, static_cast<double>(stats.dropped_predictions), {{"kind", "prediction"}});
+    AddSample(dropped, static_cast<double>(stats.dropped_events), {{"kind", "event"}});
+    return {Gauge("vidclf_mqtt_connected", "1 while connected to the MQTT broker.",
+                  stats.connected ? 1 : 0),
+            Gauge("vidclf_mqtt_published_total", "Messages handed to the MQTT broker.",
+                  static_cast<double>(stats.published), prometheus::MetricType::Counter),
+            dropped};
+  }
+
+ private:
+  const sources::MqttPublisher* const publisher_;
+};
+
 class EngineCollector : public prometheus::Collectable {
  public:
   explicit EngineCollector(const engine::ClassifyEngine* engine) : engine_(engine) {}
@@ -492,6 +516,11 @@ std::shared_ptr<prometheus::Collectable> MakeEngineCollector(const engine::Class
 std::shared_ptr<prometheus::Collectable> MakeSourcesCollector(
     const sources::SourceRegistry* registry, int per_source_limit) {
   return std::make_shared<SourcesCollector>(registry, per_source_limit);
+}
+
+std::shared_ptr<prometheus::Collectable> MakeMqttCollector(
+    const sources::MqttPublisher* publisher) {
+  return std::make_shared<MqttCollector>(publisher);
 }
 
 std::shared_ptr<prometheus::Collectable> MakeProcessCollector() {

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "server/engine/classify_engine.h"
 #include "server/engine/engine_observer.h"
+#include "server/sources/mqtt_publisher.h"
 #include "server/sources/source_registry.h"
 
 namespace vidclf {
@@ -123,6 +124,11 @@ std::shared_ptr<prometheus::Collectable> MakeEngineCollector(const engine::Class
 // `registry` must outlive it.
 std::shared_ptr<prometheus::Collectable> MakeSourcesCollector(
     const sources::SourceRegistry* registry, int per_source_limit);
+
+// Reads the MQTT publisher's figures at each scrape: vidclf_mqtt_connected,
+// vidclf_mqtt_published_total and vidclf_mqtt_dropped_total{kind="prediction"|"event"}.
+// `publisher` must outlive it.
+std::shared_ptr<prometheus::Collectable> MakeMqttCollector(const sources::MqttPublisher* publisher);
 
 // Reports this process's resident and virtual memory, CPU time, start time and file descriptors
 // (process_resident_memory_bytes, process_open_fds, ...) from /proc at each scrape, as

@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "media/decoder_pool.h"
 #include "media/nvdec_device.h"
+#include "media/uri_redaction.h"
 #include "model/onednn_resnet18.h"
 #include "model/tensor_heap.h"
 #include "model/thread_affinity.h"
@@ -190,6 +191,7 @@ struct Server::Parts {
   std::shared_ptr<security::CallGate> gate;
   std::unique_ptr<engine::ClassifyEngine> engine;
   std::unique_ptr<sources::SourceRegistry> sources;  // follows sources through the engine
+  std::unique_ptr<sources::MqttPublisher> mqtt;      // hears the sources
   std::unique_ptr<MetricsHttpServer> metrics_server;
   std::unique_ptr<http::InferenceRest> rest;
   std::unique_ptr<http::SourcesRest> sources_rest;
@@ -300,12 +302,23 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       sources::SourceRegistry::Create(parts->engine.get(), std::move(store), registry_options);
   if (!registry.ok()) return registry.status();
   parts->sources = *std::move(registry);
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectors = {
+      parts->registry, MakeEngineCollector(parts->engine.get()),
+      MakeSourcesCollector(parts->sources.get(), options.source_metrics_limit),
+      MakeProcessCollector()};
+  if (!options.mqtt.url.empty()) {
+    absl::StatusOr<std::unique_ptr<sources::MqttPublisher>> mqtt =
+        sources::MqttPublisher::Start(options.mqtt, &parts->sources->fanout());
+    if (!mqtt.ok()) return mqtt.status();
+    parts->mqtt = *std::move(mqtt);
+    collectors.push_back(MakeMqttCollector(parts->mqtt.get()));
+    spdlog::info("publishing the sources' updates to MQTT at {} under {}/",
+                 media::RedactUri(options.mqtt.url), options.mqtt.topic_prefix);
+  }
   MetricsHttpOptions metrics_options = options.metrics;
   metrics_options.tokens = parts->metrics_tokens.get();
-  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> metrics_server = MetricsHttpServer::Start(
-      metrics_options, {parts->registry, MakeEngineCollector(parts->engine.get()),
-                        MakeSourcesCollector(parts->sources.get(), options.source_metrics_limit),
-                        MakeProcessCollector()});
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> metrics_server =
+      MetricsHttpServer::Start(metrics_options, collectors);
   if (!metrics_server.ok()) return metrics_server.status();
   parts->metrics_server = *std::move(metrics_server);
 
@@ -478,6 +491,7 @@ void Server::Drain() {
   parts_->releaser.reset();
   parts_->http_server.reset();
   parts_->metrics_server.reset();
+  parts_->mqtt.reset();
   parts_->sources.reset();
   parts_->engine.reset();
   spdlog::info("stopped");

@@ -21,6 +21,7 @@
 #include "server/engine/classify_engine.h"
 #include "server/metrics_http_server.h"
 #include "server/security/server_credentials.h"
+#include "server/sources/mqtt_publisher.h"
 
 namespace vidclf {
 
@@ -96,6 +97,8 @@ struct ServerOptions {
   int max_sources = 1000;
   // Sources with metrics of their own (by id); the others count only in vidclf_sources.
   int source_metrics_limit = 100;
+  // Where the sources' updates are published (sources/mqtt_publisher.h); an empty url: nowhere.
+  sources::MqttOptions mqtt;
   GrpcConnectionOptions connections;
   // /metrics; its `tokens` come from metrics_token_file (empty: none).
   MetricsHttpOptions metrics;

@@ -343,6 +343,22 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "others count only in vidclf_sources{state}, so that /metrics stays bounded.")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--mqtt-url", flags->mqtt_url,
+                 "Publish the sources' predictions, segment events and states to this MQTT "
+                 "broker: mqtt://[USER[:PASSWORD]@]HOST[:PORT] or mqtts://... (TLS), topics "
+                 "PREFIX/ID/predictions, /events and /state (retained).");
+  app.add_option("--mqtt-ca", flags->mqtt_ca,
+                 "mqtts: the PEM CA bundle that signed the broker's certificate (default: the "
+                 "system's).");
+  app.add_option("--mqtt-topic-prefix", flags->mqtt_topic_prefix, "The topics' first level.")
+      ->capture_default_str();
+  app.add_option("--mqtt-client-id", flags->mqtt_client_id,
+                 "The MQTT client id (default: one the library makes).");
+  app.add_option("--mqtt-max-queued", flags->mqtt_max_queued,
+                 "Events and state changes held while the broker is away; past it the oldest "
+                 "are dropped (vidclf_mqtt_dropped_total).")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--keepalive-time-s", flags->keepalive_time_s,
                  "Ping a connection quiet for this long (0: never), so that a client gone "
                  "without closing it (a dead NAT entry, a camera switched off) is found.")
@@ -400,6 +416,8 @@ absl::StatusOr<ServerOptions> ServerOptionsFromFlags(const ServerFlags& flags) {
   options.state_dir = flags.state_dir;
   options.max_sources = flags.max_sources;
   options.source_metrics_limit = flags.source_metrics_limit;
+  options.mqtt = {flags.mqtt_url, flags.mqtt_ca, flags.mqtt_topic_prefix, flags.mqtt_client_id,
+                  flags.mqtt_max_queued};
   options.connections.keepalive_time = absl::Seconds(flags.keepalive_time_s);
   options.connections.keepalive_timeout = absl::Seconds(flags.keepalive_timeout_s);
   options.connections.max_streams_per_connection = flags.max_streams_per_connection;

@@ -64,6 +64,11 @@ struct ServerFlags {
   std::string state_dir;
   int max_sources = 1000;
   int source_metrics_limit = 100;
+  std::string mqtt_url;
+  std::string mqtt_ca;
+  std::string mqtt_topic_prefix = "vidclf";
+  std::string mqtt_client_id;
+  int mqtt_max_queued = 10000;
   int keepalive_time_s = 60;
   int keepalive_timeout_s = 20;
   int max_streams_per_connection = 256;

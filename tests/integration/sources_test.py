@@ -12,11 +12,13 @@ Usage: sources_test.py SERVER_BINARY CLIENT_BINARY TRAIN_BINARY PROTO_DIR
 """
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -52,7 +54,7 @@ def free_port():
 # The allowlist names each camera's port: one a test's camera is given, by its path.
 CAMERA_PORTS = {path: free_port() for path in
                 ("/cam", "/locked", "/relay", "/frozen", "/killed", "/gone", "/watch-locked",
-                 "/restart")}
+                 "/restart", "/mqtt")}
 
 
 def make_camera(path):
@@ -579,6 +581,114 @@ class RestTest(unittest.TestCase):
             self.assertEqual(code, 405)
         finally:
             stop_server(server)
+
+
+class Broker:
+    """Debian's mosquitto on a loopback port, and mosquitto_sub lines ("TOPIC PAYLOAD") read on a
+    thread."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.config = os.path.join(TMP.name, f"mosquitto-{self.port}.conf")
+        with open(self.config, "w") as out:
+            out.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+                      "persistence false\n")
+        self.process = None
+
+    def start(self):
+        self.process = subprocess.Popen(["mosquitto", "-c", self.config],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(self.listening, 10, "mosquitto to listen")
+        return self
+
+    def listening(self):
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def stop(self):
+        self.process.kill()
+        self.process.wait()
+
+    def subscribe(self, topic):
+        """A queue that fills with (topic, JSON payload) as they are published."""
+        lines = queue.Queue()
+        process = subprocess.Popen(
+            ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(self.port), "-t", topic, "-v"],
+            stdout=subprocess.PIPE, text=True)
+
+        def read():
+            with process.stdout:
+                for line in process.stdout:
+                    name, _, payload = line.strip().partition(" ")
+                    lines.put((name, json.loads(payload)))
+        threading.Thread(target=read, daemon=True).start()
+        return process, lines
+
+
+def stop_subscriber(process):
+    process.kill()
+    process.wait()
+
+
+def next_on(lines, topic, predicate=lambda payload: True, timeout=40):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            name, payload = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if name == topic and predicate(payload):
+            return payload
+    raise AssertionError(f"nothing on {topic} in {timeout} s")
+
+
+class MqttTest(unittest.TestCase):
+    """Predictions, segment events and retained states on a real broker, which goes away and
+    comes back."""
+
+    def test_publishes_and_comes_back_with_the_broker(self):
+        broker = Broker().start()
+        camera = make_camera("/mqtt").start()
+        server, port = start_server("--mqtt-url", f"mqtt://127.0.0.1:{broker.port}")
+        metrics_port = start_server.metrics_port
+        subscriber, lines = broker.subscribe("vidclf/#")
+        try:
+            client = Client(port)
+            client.create("porch", camera.uri(), stall_timeout_seconds=1, config=VC.StreamConfig(
+                embed_stride=5, segment_events=VC.SegmentEventOptions(
+                    threshold=0.01, hysteresis=0.005, min_seconds=0.2)))
+            self.assertEqual(next_on(lines, "vidclf/porch/state",
+                                     lambda state: state["state"] == "LIVE")["state"], "LIVE")
+            prediction = next_on(lines, "vidclf/porch/predictions")
+            self.assertGreater(len(prediction["top_k"]), 0)
+            events = next_on(lines, "vidclf/porch/events")
+            self.assertEqual(events["events"][0]["kind"], "SEGMENT_START")
+            # The state is retained: a subscriber that comes later hears it at once.
+            late = subprocess.run(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(broker.port),
+                                   "-t", "vidclf/porch/state", "-C", "1", "-W", "10"],
+                                  capture_output=True, text=True, timeout=20)
+            self.assertEqual(json.loads(late.stdout)["state"], "LIVE")
+
+            # The broker goes away; the camera stalls meanwhile; the broker comes back empty.
+            stop_subscriber(subscriber)
+            broker.stop()
+            camera.command("freeze")
+            client.wait_state("porch", "STALLED")
+            broker.start()
+            subscriber, lines = broker.subscribe("vidclf/#")
+            stalled = next_on(lines, "vidclf/porch/state",
+                              lambda state: state["state"] == "STALLED")
+            self.assertIn("no frame", stalled["last_error"])
+            _, _, body = server_fixture.http(metrics_port, "/metrics")
+            metrics = body.decode()
+            self.assertIn("vidclf_mqtt_connected 1", metrics)
+            self.assertRegex(metrics, r'vidclf_mqtt_dropped_total\{kind="prediction"\} [1-9]')
+            client.delete("porch")
+        finally:
+            stop_subscriber(subscriber)
+            stop_server(server)
+            camera.kill()
+            broker.stop()
 
 
 class RestartTest(unittest.TestCase):
