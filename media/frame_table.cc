@@ -17,14 +17,15 @@ namespace {
 
 using Clock = DecodeClock;
 
-// Whether the frames read so far settle the sampling: a strategy with a frame count that the
-// frames up to `pts` (sorted) already fill. Uniform sampling needs the whole video.
-bool SamplingSettled(std::vector<int64_t> pts, const AVStream& stream,
+// Whether the `count` frames read so far settle the sampling: a strategy with a frame count that
+// they already fill, timed by `pts` (unsorted) when every frame has one, else by the frame rate,
+// as FrameTimes times them. Uniform sampling needs the whole video.
+bool SamplingSettled(int64_t count, std::vector<int64_t> pts, const AVStream& stream,
                      const SamplingOptions& sampling) {
   if (sampling.strategy == SamplingStrategy::kUniform || sampling.num_frames <= 0) return false;
   std::sort(pts.begin(), pts.end());
   FrameTable prefix;
-  prefix.count = static_cast<int64_t>(pts.size());
+  prefix.count = count;
   prefix.pts = std::move(pts);
   return static_cast<int64_t>(SampleFrameIndices(FrameTimes(prefix, stream), sampling).size()) >=
          sampling.num_frames;
@@ -66,11 +67,13 @@ absl::StatusOr<FrameTable> ReadFrameTable(AVFormatContext* format, int stream_in
         }
         keep->push_back(std::move(packet));
       }
-      if (all_pts && table.count >= next_settle_check &&
-          stop_at == std::numeric_limits<int64_t>::max()) {
+      // A live source's first keyframe may come without a timestamp (RTSP's does): its frames
+      // are then timed by the frame rate, and the sampling settles on their count.
+      if (table.count >= next_settle_check && stop_at == std::numeric_limits<int64_t>::max()) {
         // Checked at geometrically spaced counts, so that the checks cost O(n log n) in all.
         next_settle_check = table.count + std::max<int64_t>(32, table.count / 4);
-        if (SamplingSettled(table.pts, stream, options.sampling)) {
+        if (SamplingSettled(table.count, all_pts ? table.pts : std::vector<int64_t>(), stream,
+                            options.sampling)) {
           stop_at = table.count + kReorderMargin;
         }
       }

@@ -505,6 +505,12 @@ class ClientTest(unittest.TestCase):
         self.assertNotIn("secret-password", out + err)
         self.assertIn("<redacted>", err)
 
+    def test_window_sampling_of_a_camera_completes(self):
+        classified = self.vidclf("classify", CAMERA.uri(), "--sampling", "window",
+                                 "--num-frames", "4", "--json", timeout=60)
+        self.assertEqual(classified.returncode, 0, classified.stderr)
+        self.assertEqual(json.loads(classified.stdout)["frames_used"], 4)
+
     def test_stream_sends_teardown_when_interrupted(self):
         streamed = subprocess.Popen(
             [CLIENT, "stream", CAMERA.uri(), "--embed-stride", "5", "--server",
