@@ -697,6 +697,59 @@ class MqttTest(unittest.TestCase):
             broker.stop()
 
 
+def process_figures(pid):
+    """The threads and resident memory (MiB) of process `pid`."""
+    figures = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            figures[key] = value.strip()
+    return int(figures["Threads"]), int(figures["VmRSS"].split()[0]) / 1024
+
+
+class ManySourcesTest(unittest.TestCase):
+    """1,000 registered cameras that cannot be reached: threads bounded by --max-streams, memory
+    by the registrations, and the API still answers."""
+
+    def test_a_thousand_sources_that_cannot_connect(self):
+        closed_port = free_port()  # nothing listens there
+        max_streams = 32
+        server, port = server_fixture.start_server(
+            SERVER, REPO, "--allow-uri", f"rtsp://127.0.0.1:{closed_port}/", "--max-streams",
+            str(max_streams))[:2]
+        try:
+            client = Client(port)
+            threads_before, rss_before = process_figures(server.pid)
+            for i in range(1000):
+                client.create(f"dead-{i:04d}", f"rtsp://127.0.0.1:{closed_port}/cam-{i}",
+                              labels={"site": f"s{i % 10}"})
+            time.sleep(10)  # every source has tried, and many again
+            threads, rss = process_figures(server.pid)
+            print(f"\n1000 unreachable sources: {threads_before} -> {threads} threads, "
+                  f"{rss_before:.0f} -> {rss:.0f} MiB resident", file=sys.stderr)
+            self.assertLessEqual(threads, threads_before + max_streams + 8)
+            self.assertLess(rss - rss_before, 200)
+            states, token = {}, ""
+            while True:
+                page = client.list(page_size=1000, page_token=token)
+                for source in page.sources:
+                    state = PB.SourceStatus.State.Name(source.status.state)
+                    states[state] = states.get(state, 0) + 1
+                token = page.next_page_token
+                if not token:
+                    break
+            self.assertEqual(sum(states.values()), 1000)
+            self.assertLessEqual(set(states), {"CONNECTING", "BACKING_OFF"})
+            self.assertEqual(len(client.list(page_size=1000, filter="labels.site=s3").sources),
+                             100)
+            for i in range(1000):
+                client.delete(f"dead-{i:04d}")
+            wait_for(lambda: process_figures(server.pid)[0] <= threads_before + 2, 30,
+                     "the sources' threads to end")
+        finally:
+            stop_server(server)
+
+
 class RestartTest(unittest.TestCase):
     """Registrations in --state-dir, across SIGTERM and SIGKILL, with no client involved."""
 
