@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 
 .PHONY: deps configure build model-repository serve test sanitize bench-attention bench-backbone \
   bench-media bench-e2e bench-gpu bench-serving bench-protocols bench-segments bench-soak \
-  bench-streaming bench-timelines bench-training bench-precision-heads clean
+  bench-streaming bench-timelines bench-training bench-precision-heads bench-cameras clean
 
 deps:
 	./scripts/install-deps.sh
@@ -128,6 +128,17 @@ bench-streaming: model-repository
 	  --client $(BUILD_DIR)/bin/vidclf --backbone-bench $(BUILD_DIR)/bin/vidclf-backbone-bench \
 	  --step-bench $(BUILD_DIR)/bin/vidclf-step-bench --model-repository $(MODEL_REPOSITORY) \
 	  --output docs/streaming-benchmark.md
+
+# Writes docs/cameras-benchmark.md: registered RTSP cameras (gst-rtsp-server sending pre-encoded
+# clips in a loop) against one server: cameras kept up with at 320x240 and 640x360 beside the
+# decode-only limit, a restart with 24 cameras, memory per camera, and a soak with kills and
+# freezes (CAMERAS_SECONDS per level, CAMERAS_SOAK_MINUTES; about 3 hours with the defaults).
+CAMERAS_SECONDS ?= 300
+CAMERAS_SOAK_MINUTES ?= 120
+bench-cameras: model-repository
+	/usr/bin/python3 bench/cameras/run_benchmark.py --server $(BUILD_DIR)/bin/vidclf-server \
+	  --repository $(MODEL_REPOSITORY) --output docs/cameras-benchmark.md \
+	  --seconds $(CAMERAS_SECONDS) --soak-minutes $(CAMERAS_SOAK_MINUTES)
 
 # On a machine with a CUDA GPU and PyTorch 2.x, not this one's Debian LibTorch: builds the model-only
 # tree against PyTorch's LibTorch, runs the model tests there and the GPU benchmarks, and writes

@@ -79,8 +79,8 @@ class SourcesCollector : public prometheus::Collectable {
                                              "connection.",
                                              prometheus::MetricType::Counter);
     prometheus::MetricFamily reconnects =
-        Family("vidclf_source_reconnects_total", "Connections to each source after its first.",
-               prometheus::MetricType::Counter);
+        Family("vidclf_registered_source_reconnects_total",
+               "Connections to each source after its first.", prometheus::MetricType::Counter);
     prometheus::MetricFamily fps = Family("vidclf_source_frames_per_second",
                                           "Frames per second from each source over the last 10 s.");
     prometheus::MetricFamily lag =

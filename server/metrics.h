@@ -119,7 +119,7 @@ std::shared_ptr<prometheus::Collectable> MakeEngineCollector(const engine::Class
 // Reads the registered sources at each scrape: vidclf_sources{state} for all of them, and for
 // the first `per_source_limit` by id (so that a label's values stay bounded however many are
 // registered) vidclf_source_state{source,state} (1), vidclf_source_frames_total{source},
-// vidclf_source_reconnects_total{source}, vidclf_source_frames_per_second{source} and
+// vidclf_registered_source_reconnects_total{source}, vidclf_source_frames_per_second{source} and
 // vidclf_source_lag_seconds{source}; vidclf_source_metrics_omitted counts the sources left out.
 // `registry` must outlive it.
 std::shared_ptr<prometheus::Collectable> MakeSourcesCollector(

@@ -263,11 +263,12 @@ void RegisteredSource::OnPrediction(engine::StreamPrediction prediction) {
   vidclf::v1::StreamPrediction message = service::ToMessage(prediction);
   vidclf::v1::SourceUpdate update;
   update.set_name(spec_.name());
+  const double lag =
+      std::chrono::duration<double>(engine::StreamClock::now() - prediction.newest_arrival).count();
+  message.set_latency_ms(1e3 * lag);  // as published, before any subscriber's queue
   {
     absl::MutexLock lock(&mutex_);
-    lag_seconds_ =
-        std::chrono::duration<double>(engine::StreamClock::now() - prediction.newest_arrival)
-            .count();
+    lag_seconds_ = lag;
   }
   if (message.events_size() > 0) {
     vidclf::v1::SourceUpdate events;

@@ -12,7 +12,14 @@ each with one line ("ok", or the figure asked for):
   quit
 A test kills the process to kill the camera, and starts another on the same port to bring it
 back. CameraProcess below does this for Python tests.
+
+With --loop FILE --cameras N it is N cameras instead, /cam0 ... /cam{N-1}, each sending the
+access units of FILE (H.264 Annex B with an access unit delimiter before each, as ffmpeg's
+h264_metadata=aud=insert writes them) in a loop at 25 fps, without encoding anything: cameras
+that cost little beside the server they feed (bench/cameras/). freeze/thaw then take a camera's
+number ("freeze 3"); "all" for every one.
 Usage: rtsp_camera.py [--port N] [--path /cam] [--width 320 --height 240]
+       rtsp_camera.py --loop FILE.h264 --cameras N [--port N]
 """
 import argparse
 import os
@@ -20,6 +27,7 @@ import select
 import subprocess
 import sys
 import threading
+import time
 
 
 def serve(args):
@@ -96,18 +104,105 @@ def serve(args):
     loop.run()
 
 
+def serve_loops(args):
+    import gi
+    gi.require_version("Gst", "1.0")
+    gi.require_version("GstRtspServer", "1.0")
+    from gi.repository import GLib, Gst, GstRtspServer
+
+    Gst.init(None)
+    with open(args.loop, "rb") as clip:
+        data = clip.read()
+    delimiter = b"\x00\x00\x00\x01\x09"
+    units = [delimiter + unit for unit in data.split(delimiter) if unit]
+    server = GstRtspServer.RTSPServer.new()
+    server.set_address("127.0.0.1")
+    server.set_service(str(args.port))
+    mounts = server.get_mount_points()
+    frame_seconds = 1 / 25
+    # Per camera: the sources of its media (one while any client watches), and whether frozen.
+    playing = {}
+    frozen = set()
+
+    def add_camera(number):
+        factory = GstRtspServer.RTSPMediaFactory.new()
+        factory.set_launch(
+            "( appsrc name=src is-live=true do-timestamp=true format=time "
+            "caps=video/x-h264,stream-format=byte-stream,alignment=au,framerate=25/1 "
+            "! h264parse ! rtph264pay name=pay0 pt=96 config-interval=1 )")
+        factory.set_shared(True)
+
+        def on_configure(_factory, media):
+            source = media.get_element().get_by_name("src")
+            state = {"source": source, "start": None, "sent": 0}
+            playing.setdefault(number, []).append(state)
+            media.connect("unprepared", lambda _media: playing[number].remove(state))
+
+        factory.connect("media-configure", on_configure)
+        mounts.add_factory(f"/cam{number}", factory)
+
+    for number in range(args.cameras):
+        add_camera(number)
+
+    def push():
+        now = time.monotonic()
+        for number, states in playing.items():
+            for state in states:
+                if state["start"] is None:
+                    state["start"] = now
+                # Every frame that is due, so that a late tick does not slow the camera down.
+                due = int((now - state["start"]) / frame_seconds) + 1
+                while state["sent"] < due:
+                    unit = units[state["sent"] % len(units)]
+                    state["sent"] += 1
+                    if number not in frozen:
+                        state["source"].emit("push-buffer", Gst.Buffer.new_wrapped(unit))
+        return True
+
+    def command(line):
+        words = line.split()
+        answer = "ok"
+        if len(words) == 2 and words[0] in ("freeze", "thaw"):
+            numbers = range(args.cameras) if words[1] == "all" else [int(words[1])]
+            for number in numbers:
+                (frozen.add if words[0] == "freeze" else frozen.discard)(number)
+        elif words == ["sessions"]:
+            answer = str(server.get_session_pool().get_n_sessions())
+        elif words == ["quit"]:
+            loop.quit()
+        else:
+            answer = f"unknown command {line!r}"
+        print(answer, flush=True)
+        return False
+
+    def read_commands():
+        for line in sys.stdin:
+            GLib.idle_add(command, line.strip())
+        GLib.idle_add(loop.quit)
+
+    server.attach(None)
+    loop = GLib.MainLoop()
+    GLib.timeout_add(10, push)
+    GLib.timeout_add_seconds(1, lambda: server.get_session_pool().cleanup() or True)
+    threading.Thread(target=read_commands, daemon=True).start()
+    print(f"ready {server.get_bound_port()}", flush=True)
+    loop.run()
+
+
 class CameraProcess:
     """The camera as a child process: start(), command(), kill(), and start() again on the same
     port."""
 
-    def __init__(self, path="/cam", port=0, width=320, height=240):
+    def __init__(self, path="/cam", port=0, width=320, height=240, loop=None, cameras=1):
         self.path, self.port, self.width, self.height = path, port, width, height
+        self.loop, self.cameras = loop, cameras
         self.process = None
 
     def start(self):
+        mode = (["--loop", self.loop, "--cameras", str(self.cameras)] if self.loop else
+                ["--path", self.path, "--width", str(self.width), "--height", str(self.height)])
         self.process = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--port", str(self.port), "--path",
-             self.path, "--width", str(self.width), "--height", str(self.height)],
+            [sys.executable, os.path.abspath(__file__), "--port", str(self.port), *mode],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self._read_line(30)
         if not line.startswith("ready "):
@@ -148,4 +243,7 @@ if __name__ == "__main__":
     parser.add_argument("--path", default="/cam")
     parser.add_argument("--width", type=int, default=320)
     parser.add_argument("--height", type=int, default=240)
-    serve(parser.parse_args())
+    parser.add_argument("--loop", help="an H.264 Annex B file each camera sends in a loop")
+    parser.add_argument("--cameras", type=int, default=1)
+    arguments = parser.parse_args()
+    (serve_loops if arguments.loop else serve)(arguments)

@@ -636,16 +636,22 @@ def stop_subscriber(process):
     process.wait()
 
 
-def next_on(lines, topic, predicate=lambda payload: True, timeout=40):
+def first_on(lines, wanted, timeout=40):
+    """{topic: the first payload on it that its predicate takes} for each topic of `wanted`
+    ({topic: predicate}), in whatever order they come."""
+    found = {}
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while len(found) < len(wanted) and time.monotonic() < deadline:
         try:
             name, payload = lines.get(timeout=max(0.1, deadline - time.monotonic()))
         except queue.Empty:
             break
-        if name == topic and predicate(payload):
-            return payload
-    raise AssertionError(f"nothing on {topic} in {timeout} s")
+        if name in wanted and name not in found and wanted[name](payload):
+            found[name] = payload
+    missing = set(wanted) - set(found)
+    if missing:
+        raise AssertionError(f"nothing on {sorted(missing)} in {timeout} s")
+    return found
 
 
 class MqttTest(unittest.TestCase):
@@ -663,32 +669,38 @@ class MqttTest(unittest.TestCase):
             client.create("porch", camera.uri(), stall_timeout_seconds=1, config=VC.StreamConfig(
                 embed_stride=5, segment_events=VC.SegmentEventOptions(
                     threshold=0.01, hysteresis=0.005, min_seconds=0.2)))
-            self.assertEqual(next_on(lines, "vidclf/porch/state",
-                                     lambda state: state["state"] == "LIVE")["state"], "LIVE")
-            prediction = next_on(lines, "vidclf/porch/predictions")
-            self.assertGreater(len(prediction["top_k"]), 0)
-            events = next_on(lines, "vidclf/porch/events")
-            self.assertEqual(events["events"][0]["kind"], "SEGMENT_START")
+            found = first_on(lines, {
+                "vidclf/porch/state": lambda state: state["state"] == "LIVE",
+                "vidclf/porch/predictions": lambda prediction: True,
+                "vidclf/porch/events": lambda events: True})
+            self.assertGreater(len(found["vidclf/porch/predictions"]["top_k"]), 0)
+            self.assertEqual(found["vidclf/porch/events"]["events"][0]["kind"], "SEGMENT_START")
             # The state is retained: a subscriber that comes later hears it at once.
             late = subprocess.run(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(broker.port),
                                    "-t", "vidclf/porch/state", "-C", "1", "-W", "10"],
                                   capture_output=True, text=True, timeout=20)
             self.assertEqual(json.loads(late.stdout)["state"], "LIVE")
 
-            # The broker goes away; the camera stalls meanwhile; the broker comes back empty.
+            # The broker goes away; predictions go on, and then the camera stalls, meanwhile;
+            # the broker comes back empty.
             stop_subscriber(subscriber)
             broker.stop()
+
+            def metrics():
+                return server_fixture.http(metrics_port, "/metrics")[2].decode()
+            wait_for(lambda: "vidclf_mqtt_connected 0" in metrics(), 10, "the broker to be away")
+            frames = client.get("porch").status.frames
+            wait_for(lambda: client.get("porch").status.frames >= frames + 10, 30, "new frames")
             camera.command("freeze")
             client.wait_state("porch", "STALLED")
             broker.start()
             subscriber, lines = broker.subscribe("vidclf/#")
-            stalled = next_on(lines, "vidclf/porch/state",
-                              lambda state: state["state"] == "STALLED")
+            stalled = first_on(lines, {"vidclf/porch/state":
+                                       lambda state: state["state"] == "STALLED"})[
+                "vidclf/porch/state"]
             self.assertIn("no frame", stalled["last_error"])
-            _, _, body = server_fixture.http(metrics_port, "/metrics")
-            metrics = body.decode()
-            self.assertIn("vidclf_mqtt_connected 1", metrics)
-            self.assertRegex(metrics, r'vidclf_mqtt_dropped_total\{kind="prediction"\} [1-9]')
+            self.assertIn("vidclf_mqtt_connected 1", metrics())
+            self.assertRegex(metrics(), r'vidclf_mqtt_dropped_total\{kind="prediction"\} [1-9]')
             client.delete("porch")
         finally:
             stop_subscriber(subscriber)

@@ -1,0 +1,406 @@
+#!/usr/bin/python3
+"""Registered RTSP cameras against one vidclf-server: how many it keeps up with, how fast they
+come back after a restart, and what they cost in memory, over time.
+
+The cameras are Debian's gst-rtsp-server (tests/integration/rtsp_camera.py --loop): each sends a
+pre-encoded H.264 clip (a keyframe a second) in a loop at 25 fps without encoding anything, so
+that the cameras cost little beside the server. Every frame is decoded and every 5th embedded
+(5 fps), predictions heard through Subscribe. A level of N cameras is kept up with when, after a
+warm-up, the p99 lag of predictions behind real time (from the arrival of the newest frame's
+bytes to the prediction; and the media time against the wall clock, per camera) stays under 1 s
+and every camera delivers at least 24 frames a second. In the same run: the decode-only limit of
+the same clip (the ffmpeg CLI on every core), the restart of a server with 24 registered cameras
+(SIGTERM, then the time until each predicts again), memory per registered and per live camera,
+and resident memory over a soak with kills and freezes injected. Writes docs/cameras-benchmark.md.
+Usage: run_benchmark.py --server BIN --repository DIR --output docs/cameras-benchmark.md
+                        [--seconds S] [--soak-minutes M] [--levels-320 16,32,...]
+"""
+import argparse
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+import grpc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+import rtsp_camera  # noqa: E402
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    position = (len(ordered) - 1) * q
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "an unnamed CPU"
+
+
+def generate_messages(out_dir):
+    subprocess.run(["protoc", f"--proto_path={os.path.join(ROOT, 'proto')}",
+                    f"--python_out={out_dir}", "vidclf/v1/video_classifier.proto",
+                    "vidclf/v1/sources.proto"], check=True)
+    for package in ("vidclf", "vidclf/v1"):
+        open(os.path.join(out_dir, package, "__init__.py"), "a").close()
+    sys.path.insert(0, out_dir)
+    from vidclf.v1 import sources_pb2, video_classifier_pb2
+    return sources_pb2, video_classifier_pb2
+
+
+def make_clip(path, width, height):
+    """10 s of 25 fps H.264, a keyframe a second, no B-frames, an access unit delimiter each."""
+    subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                    f"testsrc2=size={width}x{height}:rate=25", "-t", "10", "-c:v", "libx264",
+                    "-preset", "veryfast", "-g", "25", "-bf", "0", "-pix_fmt", "yuv420p",
+                    "-bsf:v", "h264_metadata=aud=insert", "-f", "h264", path], check=True)
+
+
+def decode_limit(clip):
+    """Cameras of this clip the ffmpeg CLI decodes in real time on every core: one decoder
+    thread per process, as the server decodes each feed, a process per core."""
+    cores = os.cpu_count()
+    started = time.monotonic()
+    processes = [subprocess.Popen(["ffmpeg", "-nostdin", "-loglevel", "error", "-threads", "1",
+                                   "-stream_loop", "5", "-f", "h264", "-i", clip, "-f", "null",
+                                   "-"]) for _ in range(cores)]
+    for process in processes:
+        process.wait()
+    seconds = time.monotonic() - started
+    frames = cores * 6 * 250
+    return frames / seconds / 25
+
+
+class Server:
+    def __init__(self, binary, repository, port, *flags):
+        self.process = subprocess.Popen(
+            [binary, "--model-repository", repository, "--host", "127.0.0.1", "--grpc-port", "0",
+             "--metrics-port", "0", "--allow-uri", f"rtsp://127.0.0.1:{port}/", *flags],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        output = ""
+        while not ("gRPC listening" in output and "metrics on" in output):
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the server did not start:\n{output}")
+            output += line
+        self.grpc_port = int(re.search(r"gRPC listening on [\d.]+:(\d+)", output).group(1))
+        self.metrics_port = int(re.search(r"metrics on http://[\d.]+:(\d+)/", output).group(1))
+        threading.Thread(target=lambda: [None for _ in self.process.stdout], daemon=True).start()
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
+
+    def call(self, method, request, response_type):
+        stub = self.channel.unary_unary(f"/vidclf.v1.Sources/{method}",
+                                        request_serializer=type(request).SerializeToString,
+                                        response_deserializer=response_type.FromString)
+        return stub(request, timeout=60)
+
+    def subscribe(self):
+        stub = self.channel.unary_stream("/vidclf.v1.Sources/Subscribe",
+                                         request_serializer=PB.SubscribeRequest.SerializeToString,
+                                         response_deserializer=PB.SourceUpdate.FromString)
+        return stub(PB.SubscribeRequest())
+
+    def resident_mib(self):
+        page = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                      timeout=10).read()
+        match = re.search(rb"^process_resident_memory_bytes (\S+)", page, re.M)
+        return float(match.group(1)) / (1 << 20)
+
+    def stop(self, sig=signal.SIGTERM):
+        self.channel.close()
+        self.process.send_signal(sig)
+        self.process.wait(timeout=60)
+
+
+def add_cameras(server, camera_port, count, model, paused=False):
+    for number in range(count):
+        server.call("CreateSource", PB.CreateSourceRequest(
+            source_id=f"cam{number}", source=PB.Source(
+                uri=f"rtsp://127.0.0.1:{camera_port}/cam{number}", paused=paused,
+                input_options={"rtsp_transport": "tcp"},
+                config=VC.StreamConfig(model=model, embed_stride=5))), PB.Source)
+
+
+def listen(server, seconds_total, warmup):
+    """Predictions heard through Subscribe for `seconds_total`, those after `warmup` kept:
+    (latency seconds, lag of media time behind the wall clock per camera) of each."""
+    updates = server.subscribe()
+    started = time.monotonic()
+    latencies, lags, first = [], [], {}
+    timer = threading.Timer(seconds_total, updates.cancel)
+    timer.start()
+    try:
+        for update in updates:
+            if not update.HasField("prediction"):
+                continue
+            now = time.monotonic()
+            prediction = update.prediction
+            if update.name not in first:
+                first[update.name] = (now, prediction.last_seconds)
+            if now - started < warmup:
+                continue
+            latencies.append(prediction.latency_ms / 1e3)
+            wall0, media0 = first[update.name]
+            lags.append((now - wall0) - (prediction.last_seconds - media0))
+    except grpc.RpcError:
+        pass
+    timer.cancel()
+    return latencies, lags
+
+
+def run_level(args, clip, count, model):
+    camera = rtsp_camera.CameraProcess(loop=clip, cameras=count).start()
+    server = Server(args.server, args.repository, camera.port, "--max-streams", str(count + 4))
+    try:
+        add_cameras(server, camera.port, count, model)
+        latencies, lags = listen(server, args.warmup + args.seconds, args.warmup)
+        sources = server.call("ListSources", PB.ListSourcesRequest(page_size=1000),
+                              PB.ListSourcesResponse).sources
+        fps = [source.status.frames_per_second for source in sources]
+        resident = server.resident_mib()
+    finally:
+        server.stop()
+        camera.kill()
+    # The media-time lag grows when the server falls behind; its spread at a steady pace is the
+    # jitter of delivery. Kept up: p99 of both under 1 s, and every camera at >= 24 fps.
+    p99_latency, p99_lag = percentile(latencies, 0.99), percentile(lags, 0.99)
+    kept_up = p99_latency < 1 and p99_lag < 1 and min(fps) >= 24
+    return {"cameras": count, "model": model, "p50_latency": percentile(latencies, 0.5),
+            "p99_latency": p99_latency, "p99_lag": p99_lag, "min_fps": min(fps),
+            "predictions": len(latencies), "resident": resident, "kept_up": kept_up}
+
+
+def connection_seconds(camera_port):
+    """What ffprobe takes to open one camera and read its first frame: the cameras' own part."""
+    started = time.monotonic()
+    subprocess.run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-read_intervals",
+                    "%+#1", "-show_entries", "frame=pkt_pts", "-of", "csv",
+                    f"rtsp://127.0.0.1:{camera_port}/cam0"], capture_output=True, check=True,
+                   timeout=60)
+    return time.monotonic() - started
+
+
+def restart(args, clip, count, model):
+    """SIGTERM to a server following `count` cameras, started again on the same --state-dir:
+    seconds from the new process to each camera's first prediction, and how many resumed."""
+    camera = rtsp_camera.CameraProcess(loop=clip, cameras=count).start()
+    state_dir = tempfile.mkdtemp(prefix="cameras-state-")
+    flags = ("--max-streams", str(count + 4), "--state-dir", state_dir)
+    try:
+        server = Server(args.server, args.repository, camera.port, *flags)
+        add_cameras(server, camera.port, count, model)
+        listen(server, 15, 15)
+        server.stop()
+        started = time.monotonic()
+        server = Server(args.server, args.repository, camera.port, *flags)
+        updates = server.subscribe()
+        back = {}
+        timer = threading.Timer(60, updates.cancel)
+        timer.start()
+        try:
+            for update in updates:
+                if update.HasField("prediction") and update.name not in back:
+                    back[update.name] = time.monotonic() - started
+                    if len(back) == count:
+                        break
+        except grpc.RpcError:
+            pass
+        timer.cancel()
+        updates.cancel()
+        sources = server.call("ListSources", PB.ListSourcesRequest(page_size=1000),
+                              PB.ListSourcesResponse).sources
+        resumed = sum(source.status.resumed for source in sources)
+        server.stop()
+        connect = statistics.median(connection_seconds(camera.port) for _ in range(5))
+    finally:
+        camera.kill()
+    return {"cameras": count, "back": len(back), "median": statistics.median(back.values()),
+            "max": max(back.values()), "resumed": resumed, "connect": connect}
+
+
+def memory(args, clip, count, model):
+    """Resident memory idle, with `count` cameras registered paused, and with them live."""
+    camera = rtsp_camera.CameraProcess(loop=clip, cameras=count).start()
+    server = Server(args.server, args.repository, camera.port, "--max-streams", str(count + 4))
+    try:
+        time.sleep(5)
+        idle = server.resident_mib()
+        add_cameras(server, camera.port, count, model, paused=True)
+        time.sleep(5)
+        registered = server.resident_mib()
+        for number in range(count):
+            request = PB.UpdateSourceRequest(source=PB.Source(name=f"sources/cam{number}"))
+            request.update_mask.paths.append("paused")
+            server.call("UpdateSource", request, PB.Source)
+        time.sleep(30)
+        live = server.resident_mib()
+    finally:
+        server.stop()
+        camera.kill()
+    return {"cameras": count, "idle": idle, "per_registered": (registered - idle) / count,
+            "per_live": (live - registered) / count}
+
+
+def soak(args, clip, count, model):
+    """`count` cameras for --soak-minutes, a freeze of three cameras for 20 s or a kill of every
+    camera for 10 s every two minutes, in turn; resident memory every 10 s."""
+    camera = rtsp_camera.CameraProcess(loop=clip, cameras=count).start()
+    port = camera.port
+    server = Server(args.server, args.repository, port, "--max-streams", str(count + 4))
+    samples, injected, started = [], 0, time.monotonic()
+    try:
+        add_cameras(server, port, count, model)
+        next_fault = started + 120
+        while time.monotonic() - started < args.soak_minutes * 60:
+            time.sleep(10)
+            samples.append((time.monotonic() - started, server.resident_mib()))
+            if time.monotonic() >= next_fault:
+                injected += 1
+                if injected % 2:
+                    for number in range(3):
+                        camera.command(f"freeze {number}")
+                    time.sleep(20)
+                    for number in range(3):
+                        camera.command(f"thaw {number}")
+                else:
+                    camera.kill()
+                    time.sleep(10)
+                    camera = rtsp_camera.CameraProcess(loop=clip, cameras=count, port=port).start()
+                next_fault += 120
+        time.sleep(30)  # every camera back
+        sources = server.call("ListSources", PB.ListSourcesRequest(page_size=1000),
+                              PB.ListSourcesResponse).sources
+        live = sum(source.status.state == PB.SourceStatus.LIVE for source in sources)
+        failed = sum(source.status.state == PB.SourceStatus.FAILED for source in sources)
+    finally:
+        server.stop()
+        camera.kill()
+    # The slope of the second half, past warm-up, by least squares, in MiB per hour.
+    half = samples[len(samples) // 2:]
+    mean_t = statistics.mean(t for t, _ in half)
+    mean_r = statistics.mean(r for _, r in half)
+    slope = (sum((t - mean_t) * (r - mean_r) for t, r in half) /
+             max(1e-9, sum((t - mean_t) ** 2 for t, _ in half)))
+    return {"cameras": count, "minutes": args.soak_minutes, "faults": injected,
+            "first": samples[0][1], "last": samples[-1][1], "peak": max(r for _, r in samples),
+            "slope_per_hour": slope * 3600, "live": live, "failed": failed}
+
+
+def report(args, results):
+    lines = [
+        "# Registered cameras on one server",
+        "",
+        f"`make bench-cameras` on this machine ({os.cpu_count()} cores, {cpu_model()}), the "
+        "cameras (Debian's gst-rtsp-server, `tests/integration/rtsp_camera.py --loop`, each "
+        "sending a pre-encoded 25 fps H.264 clip with a keyframe a second in a loop, over RTSP "
+        "on TCP) and the subscriber on the same machine. Every frame is decoded and every 5th "
+        "embedded (5 fps); the demo models (112x112). A level is kept up with when, after "
+        f"{args.warmup} s of warm-up and over {args.seconds} s, the p99 latency from a frame's "
+        "arrival to its prediction and the p99 lag of the cameras' media time behind the wall "
+        "clock both stay under 1 s, and every camera delivers at least 24 frames a second.",
+        "",
+        f"Command: `{' '.join(sys.argv)}`.",
+        "",
+        "## Cameras kept up with",
+        "",
+        "| size | model | cameras | p50 latency ms | p99 latency ms | p99 media lag s | "
+        "slowest camera fps | resident MiB | kept up |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for size, rows in results["levels"].items():
+        for row in rows:
+            lines.append(
+                f"| {size} | {row['model']} | {row['cameras']} | {1e3 * row['p50_latency']:.0f} | "
+                f"{1e3 * row['p99_latency']:.0f} | {row['p99_lag']:.2f} | {row['min_fps']:.1f} | "
+                f"{row['resident']:.0f} | {'yes' if row['kept_up'] else 'no'} |")
+    lines += ["", "The decode-only limit, the ffmpeg CLI decoding the same clip with one thread "
+              "per process on every core, in real-time cameras:", ""]
+    for size, limit in results["decode_limit"].items():
+        kept = [row["cameras"] for row in results["levels"][size] if row["kept_up"]]
+        best = max(kept) if kept else 0
+        lines.append(f"- {size}: **{limit:.0f} cameras**; the most kept up with here, {best}, is "
+                     f"**{best / limit:.2f}** of it.")
+    if "restart" in results:
+        r = results["restart"]
+        lines += ["", "## Restart", "",
+                  f"{r['cameras']} cameras registered in a `--state-dir`, the server stopped with "
+                  "SIGTERM and started again: from the new process to each camera's first "
+                  f"prediction, median **{r['median']:.2f} s**, max **{r['max']:.2f} s** "
+                  f"({r['back']} of {r['cameras']} back), against {r['connect']:.2f} s for "
+                  f"ffprobe to open one camera and read its first frame; **{r['resumed']}** "
+                  "resumed their head's state from the drain's checkpoint."]
+    if "memory" in results:
+        m = results["memory"]
+        lines += ["", "## Memory", "",
+                  f"Idle server {m['idle']:.0f} MiB resident; each registered (paused) camera "
+                  f"**{1024 * m['per_registered']:.0f} KiB**, each live one "
+                  f"**{m['per_live']:.2f} MiB** more ({m['cameras']} cameras, 320x240)."]
+    if "soak" in results:
+        s = results["soak"]
+        lines += ["", "## Soak", "",
+                  f"{s['cameras']} cameras for {s['minutes']} minutes, {s['faults']} faults "
+                  "injected (in turn: three cameras frozen for 20 s; every camera killed for "
+                  f"10 s): resident memory {s['first']:.0f} MiB at the first sample, "
+                  f"{s['last']:.0f} at the last, {s['peak']:.0f} at its peak; slope over the "
+                  f"second half **{s['slope_per_hour']:.1f} MiB/hour**. At the end {s['live']} "
+                  f"cameras were LIVE and {s['failed']} FAILED."]
+    with open(args.output, "w") as out:
+        out.write("\n".join(lines) + "\n")
+
+
+def main():
+    global PB, VC
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--repository", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--seconds", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--levels-320", default="32,48,64,80")
+    parser.add_argument("--levels-640", default="8,16,24")
+    parser.add_argument("--models", default="demo,demo-causal")
+    parser.add_argument("--restart-cameras", type=int, default=24)
+    parser.add_argument("--soak-minutes", type=float, default=120)
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="cameras-bench-")
+    PB, VC = generate_messages(work)
+    results = {"levels": {}, "decode_limit": {}}
+    for width, height, levels in ((320, 240, args.levels_320), (640, 360, args.levels_640)):
+        size = f"{width}x{height}"
+        clip = os.path.join(work, f"clip{width}.h264")
+        make_clip(clip, width, height)
+        results["decode_limit"][size] = decode_limit(clip)
+        rows = results["levels"][size] = []
+        for model in args.models.split(","):
+            for count in (int(level) for level in levels.split(",") if level):
+                rows.append(run_level(args, clip, count, model))
+                print(rows[-1], flush=True)
+                if not rows[-1]["kept_up"]:
+                    break
+    clip = os.path.join(work, "clip320.h264")
+    model = args.models.split(",")[0]
+    if args.restart_cameras > 0:
+        results["restart"] = restart(args, clip, args.restart_cameras, model)
+        results["memory"] = memory(args, clip, args.restart_cameras, model)
+    if args.soak_minutes > 0:
+        results["soak"] = soak(args, clip, args.restart_cameras, model)
+    report(args, results)
+
+
+if __name__ == "__main__":
+    main()
