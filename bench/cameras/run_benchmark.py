@@ -16,6 +16,7 @@ Usage: run_benchmark.py --server BIN --repository DIR --output docs/cameras-benc
                         [--seconds S] [--soak-minutes M] [--levels-320 16,32,...]
 """
 import argparse
+import importlib.util
 import os
 import re
 import signal
@@ -31,25 +32,20 @@ import grpc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "streaming"))
 import rtsp_camera  # noqa: E402
 
 
-def percentile(values, q):
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    position = (len(ordered) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def cpu_model():
-    with open("/proc/cpuinfo") as cpuinfo:
-        for line in cpuinfo:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "an unnamed CPU"
+# The live-stream benchmark's percentile and CPU name, so that the two pages read alike.
+streaming = load("streaming_benchmark", os.path.join(ROOT, "bench", "streaming", "run_benchmark.py"))
+percentile, cpu_model = streaming.percentile, streaming.cpu_model
 
 
 def generate_messages(out_dir):

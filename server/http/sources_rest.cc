@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/proto_json.h"
 #include "server/service/classify_submission.h"
 #include "server/service/finished_call.h"
 
@@ -16,14 +17,6 @@ namespace vidclf::http {
 namespace {
 
 constexpr char kCollection[] = "/v1/sources";
-
-std::string Json(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  std::string json;
-  google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
-}
 
 absl::Status FromJson(const std::string& body, google::protobuf::Message* message) {
   const auto parsed = google::protobuf::util::JsonStringToMessage(body, message);
@@ -75,7 +68,7 @@ void SourcesRest::Handle(HttpRequest request, Responder respond) const {
       if (status.ok()) {
         absl::StatusOr<vidclf::v1::Source> created = registry_->CreateSource(create);
         status = created.status();
-        if (created.ok()) body = Json(*created);
+        if (created.ok()) body = ProtoJson(*created);
       }
     } else if (rpc == "ListSources") {
       vidclf::v1::ListSourcesRequest list;
@@ -90,12 +83,12 @@ void SourcesRest::Handle(HttpRequest request, Responder respond) const {
       if (status.ok()) {
         absl::StatusOr<vidclf::v1::ListSourcesResponse> listed = registry_->ListSources(list);
         status = listed.status();
-        if (listed.ok()) body = Json(*listed);
+        if (listed.ok()) body = ProtoJson(*listed);
       }
     } else if (rpc == "GetSource") {
       absl::StatusOr<vidclf::v1::Source> source = registry_->GetSource(name);
       status = source.status();
-      if (source.ok()) body = Json(*source);
+      if (source.ok()) body = ProtoJson(*source);
     } else if (rpc == "UpdateSource") {
       vidclf::v1::UpdateSourceRequest update;
       status = FromJson(request.body, update.mutable_source());
@@ -107,7 +100,7 @@ void SourcesRest::Handle(HttpRequest request, Responder respond) const {
       if (status.ok()) {
         absl::StatusOr<vidclf::v1::Source> updated = registry_->UpdateSource(update);
         status = updated.status();
-        if (updated.ok()) body = Json(*updated);
+        if (updated.ok()) body = ProtoJson(*updated);
       }
     } else {
       status = registry_->DeleteSource(name);

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/proto_json.h"
 #include "common/thread_name.h"
 
 namespace vidclf::sources {
@@ -16,14 +17,6 @@ namespace {
 
 // Publishes in flight at once: bounds what libmosquitto queues itself on a slow broker.
 constexpr int kMaxInFlight = 64;
-
-std::string Json(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  std::string json;
-  google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
-}
 
 struct BrokerAddress {
   bool tls = false;
@@ -141,15 +134,15 @@ void MqttPublisher::Offer(const vidclf::v1::SourceUpdate& update, bool droppable
     }
     Message& waiting = predictions_[id];
     if (!waiting.topic.empty()) ++stats_.dropped_predictions;
-    waiting = {base + "predictions", Json(update.prediction()), 0, false};
+    waiting = {base + "predictions", ProtoJson(update.prediction()), 0, false};
     return;
   }
   Message message;
   if (update.has_status()) {
-    message = {base + "state", Json(update.status()), 1, true};
+    message = {base + "state", ProtoJson(update.status()), 1, true};
     states_[id] = message;
   } else {
-    message = {base + "events", Json(update.events()), 1, false};
+    message = {base + "events", ProtoJson(update.events()), 1, false};
   }
   if (static_cast<int>(queue_.size()) >= options_.max_queued) {
     queue_.pop_front();

@@ -108,7 +108,7 @@ engine::StreamOptions RegisteredSource::SessionOptions() {
     resume_from_.reset();
   }
   if (!candidate.has_value()) return options;
-  std::string note;
+  std::string note = "started cold: the model is not served";
   absl::StatusOr<std::shared_ptr<const model::VideoModel>> model =
       engine_->repository()->Find(options.model);
   if (model.ok()) {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/proto_json.h"
 
 namespace vidclf::sources {
 namespace {
@@ -103,15 +104,8 @@ absl::StatusOr<std::vector<vidclf::v1::Source>> StateDirectoryStore::Load() {
 
 absl::Status StateDirectoryStore::Save(const std::vector<vidclf::v1::Source>& sources) {
   nlohmann::json json = {{"version", kVersion}, {"sources", nlohmann::json::array()}};
-  google::protobuf::util::JsonPrintOptions print;
-  print.preserve_proto_field_names = true;
   for (const vidclf::v1::Source& source : sources) {
-    std::string text;
-    if (const auto printed = google::protobuf::util::MessageToJsonString(source, &text, print);
-        !printed.ok()) {
-      return absl::InternalError("cannot write a source as JSON");
-    }
-    json["sources"].push_back(nlohmann::json::parse(text));
+    json["sources"].push_back(nlohmann::json::parse(ProtoJson(source)));
   }
   return ReplaceFile(path_, json.dump(2) + "\n");
 }

@@ -58,33 +58,42 @@ def serve(args):
     factory.connect("media-configure", on_configure)
     mounts = server.get_mount_points()
     mounts.add_factory(args.path, factory)
-    pool = server.get_session_pool()
 
-    def command(line):
-        words = line.split()
-        answer = "ok"
-        if not words:
-            answer = "empty command"
-        elif words[0] in ("freeze", "thaw"):
+    def answer(words):
+        if words and words[0] in ("freeze", "thaw"):
             for valve in valves:
                 valve.set_property("drop", words[0] == "freeze")
-        elif words[0] == "unmount":
+        elif words == ["unmount"]:
             mounts.remove_factory(args.path)
-        elif words[0] == "mount":
+        elif words == ["mount"]:
             mounts.add_factory(args.path, factory)
-        elif words[0] == "auth" and len(words) == 3:
+        elif len(words) == 3 and words[0] == "auth":
             auth = GstRtspServer.RTSPAuth.new()
             token = GstRtspServer.RTSPToken()
             token.set_string("media.factory.role", "user")
             auth.add_basic(GstRtspServer.RTSPAuth.make_basic(words[1], words[2]), token)
             server.set_auth(auth)
-        elif words[0] == "sessions":
-            answer = str(pool.get_n_sessions())
-        elif words[0] == "quit":
-            loop.quit()
         else:
-            answer = f"unknown command {line!r}"
-        print(answer, flush=True)
+            return None
+        return "ok"
+
+    run_server(GLib, server, answer)
+
+
+def run_server(GLib, server, answer):
+    """Serves `server` on the main loop, taking one command a line from stdin: "sessions" and
+    "quit" here, the others through `answer(words)`, which returns the line to print ("ok"), or
+    None for a command it does not know. Prints "ready PORT" once listening."""
+    loop = GLib.MainLoop()
+    pool = server.get_session_pool()
+
+    def command(line):
+        words = line.split()
+        if words == ["quit"]:
+            loop.quit()
+            return False
+        reply = str(pool.get_n_sessions()) if words == ["sessions"] else answer(words)
+        print(reply or f"unknown command {line!r}", flush=True)
         return False
 
     def read_commands():
@@ -93,11 +102,10 @@ def serve(args):
         GLib.idle_add(loop.quit)
 
     def expire_sessions():
-        pool.cleanup()
+        pool.cleanup()  # sessions whose client went away without a TEARDOWN time out
         return True
 
     server.attach(None)
-    loop = GLib.MainLoop()
     GLib.timeout_add_seconds(1, expire_sessions)
     threading.Thread(target=read_commands, daemon=True).start()
     print(f"ready {server.get_bound_port()}", flush=True)
@@ -159,34 +167,16 @@ def serve_loops(args):
                         state["source"].emit("push-buffer", Gst.Buffer.new_wrapped(unit))
         return True
 
-    def command(line):
-        words = line.split()
-        answer = "ok"
-        if len(words) == 2 and words[0] in ("freeze", "thaw"):
-            numbers = range(args.cameras) if words[1] == "all" else [int(words[1])]
-            for number in numbers:
-                (frozen.add if words[0] == "freeze" else frozen.discard)(number)
-        elif words == ["sessions"]:
-            answer = str(server.get_session_pool().get_n_sessions())
-        elif words == ["quit"]:
-            loop.quit()
-        else:
-            answer = f"unknown command {line!r}"
-        print(answer, flush=True)
-        return False
+    def answer(words):
+        if len(words) != 2 or words[0] not in ("freeze", "thaw"):
+            return None
+        numbers = range(args.cameras) if words[1] == "all" else [int(words[1])]
+        for number in numbers:
+            (frozen.add if words[0] == "freeze" else frozen.discard)(number)
+        return "ok"
 
-    def read_commands():
-        for line in sys.stdin:
-            GLib.idle_add(command, line.strip())
-        GLib.idle_add(loop.quit)
-
-    server.attach(None)
-    loop = GLib.MainLoop()
     GLib.timeout_add(10, push)
-    GLib.timeout_add_seconds(1, lambda: server.get_session_pool().cleanup() or True)
-    threading.Thread(target=read_commands, daemon=True).start()
-    print(f"ready {server.get_bound_port()}", flush=True)
-    loop.run()
+    run_server(GLib, server, answer)
 
 
 class CameraProcess:
