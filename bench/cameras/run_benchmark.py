@@ -186,12 +186,12 @@ def run_level(args, clip, count, model):
 
 
 def connection_seconds(camera_port):
-    """What ffprobe takes to open one camera and read its first frame: the cameras' own part."""
+    """What the ffmpeg CLI takes to open one camera and decode its first frame: the cameras' own
+    part of coming back."""
     started = time.monotonic()
-    subprocess.run(["ffprobe", "-v", "error", "-rtsp_transport", "tcp", "-read_intervals",
-                    "%+#1", "-show_entries", "frame=pkt_pts", "-of", "csv",
-                    f"rtsp://127.0.0.1:{camera_port}/cam0"], capture_output=True, check=True,
-                   timeout=60)
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-rtsp_transport", "tcp", "-i",
+                    f"rtsp://127.0.0.1:{camera_port}/cam0", "-frames:v", "1", "-f", "null", "-"],
+                   capture_output=True, check=True, timeout=60)
     return time.monotonic() - started
 
 
@@ -344,8 +344,8 @@ def report(args, results):
                   "SIGTERM and started again: from the new process to each camera's first "
                   f"prediction, median **{r['median']:.2f} s**, max **{r['max']:.2f} s** "
                   f"({r['back']} of {r['cameras']} back); the server itself took "
-                  f"{r['ready']:.2f} s to listen (its models loaded), and ffprobe takes "
-                  f"{r['connect']:.2f} s to open one camera and read its first frame; "
+                  f"{r['ready']:.2f} s to listen (its models loaded), and the ffmpeg CLI takes "
+                  f"{r['connect']:.2f} s to open one camera and decode its first frame; "
                   f"**{r['resumed']}** "
                   "resumed their head's state from the drain's checkpoint."]
     if "memory" in results:

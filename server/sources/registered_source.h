@@ -99,9 +99,10 @@ class RegisteredSource final : public engine::StreamListener,
   std::string last_error_ ABSL_GUARDED_BY(mutex_);
   std::string description_ ABSL_GUARDED_BY(mutex_);
   int64_t frames_ ABSL_GUARDED_BY(mutex_) = 0;
-  // Frames per wall-clock second over the last 10 s: counts_[s % 10] holds second s's.
-  std::array<int64_t, 10> counts_ ABSL_GUARDED_BY(mutex_) = {};
-  std::array<int64_t, 10> count_seconds_ ABSL_GUARDED_BY(mutex_) = {};
+  // Frames per wall-clock second over the 10 whole seconds before this one: counts_[s % 11]
+  // holds second s's (one slot more than the window, for the second under way).
+  std::array<int64_t, 11> counts_ ABSL_GUARDED_BY(mutex_) = {};
+  std::array<int64_t, 11> count_seconds_ ABSL_GUARDED_BY(mutex_) = {};
   absl::Time first_frame_time_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
   double last_frame_seconds_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::Time last_frame_time_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
