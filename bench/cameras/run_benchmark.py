@@ -189,9 +189,12 @@ def connection_seconds(camera_port):
     """What the ffmpeg CLI takes to open one camera and decode its first frame: the cameras' own
     part of coming back."""
     started = time.monotonic()
-    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-rtsp_transport", "tcp", "-i",
-                    f"rtsp://127.0.0.1:{camera_port}/cam0", "-frames:v", "1", "-f", "null", "-"],
-                   capture_output=True, check=True, timeout=60)
+    try:
+        subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-rtsp_transport", "tcp", "-i",
+                        f"rtsp://127.0.0.1:{camera_port}/cam0", "-frames:v", "1", "-f", "null",
+                        "-"], capture_output=True, check=True, timeout=30)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        return float("nan")
     return time.monotonic() - started
 
 
@@ -202,6 +205,7 @@ def restart(args, clip, count, model):
     state_dir = tempfile.mkdtemp(prefix="cameras-state-")
     flags = ("--max-streams", str(count + 4), "--state-dir", state_dir)
     try:
+        connect = statistics.median(connection_seconds(camera.port) for _ in range(5))
         server = Server(args.server, args.repository, camera.port, *flags)
         add_cameras(server, camera.port, count, model)
         listen(server, 15, 15)
@@ -227,7 +231,6 @@ def restart(args, clip, count, model):
                               PB.ListSourcesResponse).sources
         resumed = sum(source.status.resumed for source in sources)
         server.stop()
-        connect = statistics.median(connection_seconds(camera.port) for _ in range(5))
     finally:
         camera.kill()
     return {"cameras": count, "back": len(back), "median": statistics.median(back.values()),
@@ -333,6 +336,9 @@ def report(args, results):
     lines += ["", "The decode-only limit, the ffmpeg CLI decoding the same clip with one thread "
               "per process on every core, in real-time cameras:", ""]
     for size, limit in results["decode_limit"].items():
+        if not results["levels"][size]:
+            lines.append(f"- {size}: **{limit:.0f} cameras**.")
+            continue
         kept = [row["cameras"] for row in results["levels"][size] if row["kept_up"]]
         best = max(kept) if kept else 0
         lines.append(f"- {size}: **{limit:.0f} cameras**; the most kept up with here, {best}, is "
@@ -389,6 +395,8 @@ def main():
         clip = os.path.join(work, f"clip{width}.h264")
         make_clip(clip, width, height)
         results["decode_limit"][size] = decode_limit(clip)
+        print(f"decode-only limit at {size}: {results['decode_limit'][size]:.1f} cameras",
+              flush=True)
         rows = results["levels"][size] = []
         for model in args.models.split(","):
             for count in (int(level) for level in levels.split(",") if level):

@@ -154,8 +154,9 @@ def serve_loops(args):
 
     def push():
         now = time.monotonic()
-        for number, states in playing.items():
-            for state in states:
+        # Media are configured and unprepared on the server's own threads: iterate over copies.
+        for number, states in list(playing.items()):
+            for state in list(states):
                 if state["start"] is None:
                     state["start"] = now
                 # Every frame that is due, so that a late tick does not slow the camera down.
