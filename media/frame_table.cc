@@ -107,7 +107,10 @@ std::vector<double> FrameTimes(const FrameTable& table, const AVStream& stream) 
   if (!table.pts.empty()) {
     const int64_t origin = stream.start_time != AV_NOPTS_VALUE ? stream.start_time : 0;
     for (int64_t i = 0; i < table.count; ++i) {
-      seconds[i] = static_cast<double>(table.pts[i] - origin) * av_q2d(stream.time_base);
+      // In double: a damaged file's start time and timestamps may be far apart (the fuzzer's
+      // 5120 - INT64_MIN), where the integer difference overflows.
+      seconds[i] = (static_cast<double>(table.pts[i]) - static_cast<double>(origin)) *
+                   av_q2d(stream.time_base);
     }
     return seconds;
   }
