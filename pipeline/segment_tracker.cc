@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -95,6 +96,43 @@ std::vector<SegmentEvent> SegmentTracker::Finish() {
     state = LabelState{};
   }
   return ends;
+}
+
+std::vector<SegmentTracker::OpenSegment> SegmentTracker::Open() const {
+  std::vector<OpenSegment> open;
+  for (size_t label = 0; label < labels_.size(); ++label) {
+    const LabelState& state = labels_[label];
+    if (!state.open) continue;
+    open.push_back({static_cast<int>(label), state.announced, state.start, state.last_held,
+                    state.weighted_score, state.held_seconds, state.peak});
+  }
+  return open;
+}
+
+absl::Status SegmentTracker::Restore(absl::Span<const OpenSegment> open) {
+  std::vector<LabelState> labels(labels_.size());
+  for (const OpenSegment& segment : open) {
+    if (segment.label < 0 || static_cast<size_t>(segment.label) >= labels.size() ||
+        labels[static_cast<size_t>(segment.label)].open) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("an open segment's label ", segment.label, " is out of range or repeated"));
+    }
+    for (const double value : {segment.start, segment.last_held, segment.weighted_score,
+                               segment.held_seconds, static_cast<double>(segment.peak)}) {
+      if (!std::isfinite(value)) {
+        return absl::InvalidArgumentError("an open segment's times or scores are not finite");
+      }
+    }
+    labels[static_cast<size_t>(segment.label)] = {true,
+                                                  segment.announced,
+                                                  segment.start,
+                                                  segment.last_held,
+                                                  segment.weighted_score,
+                                                  segment.held_seconds,
+                                                  segment.peak};
+  }
+  labels_ = std::move(labels);
+  return absl::OkStatus();
 }
 
 }  // namespace vidclf::pipeline

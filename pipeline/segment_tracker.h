@@ -60,12 +60,28 @@ class SegmentTracker {
   // last above its staying score.
   std::vector<SegmentEvent> Finish();
 
- private:
-  struct LabelState {
-    bool open = false;
+  // A label's segment in progress: what a checkpoint keeps so that a timeline can go on in
+  // another tracker (a registered source across a restart) without announcing it again.
+  struct OpenSegment {
+    int label = 0;
     bool announced = false;  // its kStart has been returned
     double start = 0;
     double last_held = 0;  // end of the last span at or above the staying score
+    double weighted_score = 0;
+    double held_seconds = 0;
+    float peak = 0;
+  };
+  std::vector<OpenSegment> Open() const;
+  // Takes over segments Open() returned, as though the spans that opened them had been added
+  // here; INVALID_ARGUMENT for a label out of range or twice, or values that are not finite.
+  absl::Status Restore(absl::Span<const OpenSegment> open);
+
+ private:
+  struct LabelState {
+    bool open = false;
+    bool announced = false;
+    double start = 0;
+    double last_held = 0;
     double weighted_score = 0;
     double held_seconds = 0;
     float peak = 0;

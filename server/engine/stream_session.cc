@@ -95,7 +95,17 @@ StreamSession::StreamSession(StreamOptions options, std::shared_ptr<const model:
       next_emit_seconds_ = (std::floor(options_.resume->next_frame_seconds / period) + 1) * period;
     }
   }
+  if (options_.segments.has_value() && !options_.windows.has_value() &&
+      options_.resume.has_value()) {
+    segments_.emplace(static_cast<int>(model_->config().labels.size()), *options_.segments);
+    // A checkpoint of this model's fingerprint names its labels; a damaged one that does not
+    // leaves the tracker empty, as a cold start would.
+    segments_->Restore(options_.resume->open_segments).IgnoreError();
+  }
   next_checkpoint_ = StreamClock::now() + absl::ToChronoNanoseconds(options_.checkpoint_interval);
+  if (options_.checkpoint_interval > absl::ZeroDuration()) {
+    fingerprint_ = model::HeadStateFingerprint(model_->config(), options_.attention);
+  }
   if (options_.windows.has_value() && !recurrent_) {
     sliding_ =
         model::SlidingWindowOptions{options_.windows->window_frames, options_.windows->hop_frames};
@@ -448,7 +458,8 @@ void StreamSession::MaybeCheckpoint(bool now) {
     checkpoint.next_frame_seconds =
         newest_stepped_.seconds + (period > 0 ? period : 1 / kDefaultPictureRate);
   }
-  checkpoint.fingerprint = model::HeadStateFingerprint(model_->config(), options_.attention);
+  checkpoint.fingerprint = fingerprint_;
+  if (segments_.has_value()) checkpoint.open_segments = segments_->Open();
   listener_->OnCheckpoint(std::move(checkpoint));
 }
 

@@ -78,6 +78,8 @@ struct StreamCheckpoint {
   double next_frame_seconds = 0;
   // model::HeadStateFingerprint of the model and attention that made it.
   std::string fingerprint;
+  // The segment tracker's open segments (StreamOptions::segments), to go on from.
+  std::vector<pipeline::SegmentTracker::OpenSegment> open_segments;
 };
 
 // What a stream reads, and when it answers.
@@ -334,6 +336,7 @@ class StreamSession : public FrameOwner,
   bool stepped_since_emit_ = false;
   double next_emit_seconds_ = 0;
   StreamClock::time_point next_checkpoint_;
+  std::string fingerprint_;       // of the checkpoints, when they are taken
   std::deque<FrameInfo> recent_;  // the latest frames stepped, up to a window's worth
   // Window calls: the states of the open windows, oldest first (recurrent heads), the sliding
   // window of the others, the windows answered, and where the tracker's timeline has got to.

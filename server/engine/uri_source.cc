@@ -12,10 +12,13 @@
 namespace vidclf::engine {
 namespace {
 
+// A file ends; a network source (a camera, a relay) goes on, and may be away for a while.
+bool HasEnd(absl::string_view uri) { return absl::StartsWithIgnoreCase(uri, "file:"); }
+
 // Whether a connection that ended with `status` is worth following again.
 bool WorthFollowingAgain(const absl::Status& status, absl::string_view uri) {
   if (absl::IsUnavailable(status)) return true;
-  return absl::IsNotFound(status) && !absl::StartsWithIgnoreCase(uri, "file:");
+  return absl::IsNotFound(status) && !HasEnd(uri);
 }
 
 }  // namespace
@@ -34,7 +37,7 @@ absl::Status UriSource::Run(const FrameHandler& on_frame) {
   int failed_attempts = 0;
   // Frame indices and times go on from one connection to the next: each connection's frames
   // are placed after the last one's, one frame period later.
-  const bool has_end = absl::StartsWithIgnoreCase(options_.uri, "file:");
+  const bool has_end = HasEnd(options_.uri);
   int64_t first_index = has_end ? 0 : options_.first_index;
   double first_seconds = has_end ? 0 : options_.first_seconds;
   const int64_t skip_before = has_end ? options_.first_index : 0;

@@ -3,6 +3,7 @@
 #include <google/protobuf/util/time_util.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -114,6 +115,12 @@ engine::StreamOptions RegisteredSource::SessionOptions() {
   if (model.ok()) {
     absl::StatusOr<SavedCheckpoint> saved = DecodeCheckpoint(*candidate, (*model)->device());
     const absl::Duration age = absl::Now() - (saved.ok() ? saved->taken : absl::Now());
+    if (saved.ok()) {
+      absl::MutexLock lock(&mutex_);
+      frames_ += saved->counters.frames;
+      reconnects_ += static_cast<int>(
+          std::min<int64_t>(saved->counters.reconnects, std::numeric_limits<int>::max()));
+    }
     if (!saved.ok()) {
       note = absl::StrCat("started cold: ", saved.status().message());
     } else if (saved->checkpoint.fingerprint !=
@@ -153,7 +160,12 @@ std::optional<std::string> RegisteredSource::TakeUnsavedCheckpoint() {
 }
 
 void RegisteredSource::OnCheckpoint(engine::StreamCheckpoint checkpoint) {
-  std::string bytes = EncodeCheckpoint(checkpoint, absl::Now());
+  SourceCounters counters;
+  {
+    absl::MutexLock lock(&mutex_);
+    counters = {frames_, reconnects_};
+  }
+  std::string bytes = EncodeCheckpoint(checkpoint, counters, absl::Now());
   absl::MutexLock lock(&mutex_);
   latest_checkpoint_ = std::move(bytes);
   checkpoint_saved_ = false;

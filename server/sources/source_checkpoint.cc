@@ -1,6 +1,8 @@
 #include "server/sources/source_checkpoint.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "model/heads/head_state_codec.h"
 
@@ -11,12 +13,26 @@ constexpr int kVersion = 1;
 
 }  // namespace
 
-std::string EncodeCheckpoint(const engine::StreamCheckpoint& checkpoint, absl::Time taken) {
+std::string EncodeCheckpoint(const engine::StreamCheckpoint& checkpoint,
+                             const SourceCounters& counters, absl::Time taken) {
+  nlohmann::json open_segments = nlohmann::json::array();
+  for (const pipeline::SegmentTracker::OpenSegment& segment : checkpoint.open_segments) {
+    open_segments.push_back({{"label", segment.label},
+                             {"announced", segment.announced},
+                             {"start", segment.start},
+                             {"last_held", segment.last_held},
+                             {"weighted_score", segment.weighted_score},
+                             {"held_seconds", segment.held_seconds},
+                             {"peak", segment.peak}});
+  }
   const nlohmann::json header = {{"version", kVersion},
                                  {"fingerprint", checkpoint.fingerprint},
                                  {"frames_stepped", checkpoint.frames_stepped},
                                  {"next_frame_index", checkpoint.next_frame_index},
                                  {"next_frame_seconds", checkpoint.next_frame_seconds},
+                                 {"open_segments", std::move(open_segments)},
+                                 {"frames", counters.frames},
+                                 {"reconnects", counters.reconnects},
                                  {"taken_unix_nanos", absl::ToUnixNanos(taken)}};
   return header.dump() + "\n" + model::EncodeHeadState(checkpoint.head_state);
 }
@@ -39,6 +55,16 @@ absl::StatusOr<SavedCheckpoint> DecodeCheckpoint(absl::string_view bytes,
     saved.checkpoint.next_frame_index = header.at("next_frame_index").get<int64_t>();
     saved.checkpoint.next_frame_seconds = header.at("next_frame_seconds").get<double>();
     saved.taken = absl::FromUnixNanos(header.at("taken_unix_nanos").get<int64_t>());
+    // Checkpoints written before these fields were kept have none.
+    saved.counters.frames = std::max<int64_t>(0, header.value("frames", int64_t{0}));
+    saved.counters.reconnects = std::max<int64_t>(0, header.value("reconnects", int64_t{0}));
+    for (const nlohmann::json& segment : header.value("open_segments", nlohmann::json::array())) {
+      saved.checkpoint.open_segments.push_back(
+          {segment.at("label").get<int>(), segment.at("announced").get<bool>(),
+           segment.at("start").get<double>(), segment.at("last_held").get<double>(),
+           segment.at("weighted_score").get<double>(), segment.at("held_seconds").get<double>(),
+           segment.at("peak").get<float>()});
+    }
   } catch (const nlohmann::json::exception& error) {
     return absl::InvalidArgumentError("the checkpoint's header is incomplete");
   }

@@ -3,6 +3,7 @@
 #ifndef VIDCLF_SERVER_SOURCES_SOURCE_CHECKPOINT_H_
 #define VIDCLF_SERVER_SOURCES_SOURCE_CHECKPOINT_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -12,13 +13,22 @@
 
 namespace vidclf::sources {
 
+// The source's own counts (SourceStatus), carried on across a restart whatever the model.
+struct SourceCounters {
+  int64_t frames = 0;
+  int64_t reconnects = 0;
+};
+
 struct SavedCheckpoint {
   engine::StreamCheckpoint checkpoint;
+  SourceCounters counters;
   absl::Time taken;
 };
 
-// A JSON line (version, fingerprint, counts, time) and then model::EncodeHeadState's bytes.
-std::string EncodeCheckpoint(const engine::StreamCheckpoint& checkpoint, absl::Time taken);
+// A JSON line (version, fingerprint, counts, open segments, time) and then
+// model::EncodeHeadState's bytes.
+std::string EncodeCheckpoint(const engine::StreamCheckpoint& checkpoint,
+                             const SourceCounters& counters, absl::Time taken);
 // What EncodeCheckpoint wrote, the head state's tensors on `device`; INVALID_ARGUMENT for
 // bytes of another version or that are not a checkpoint.
 absl::StatusOr<SavedCheckpoint> DecodeCheckpoint(absl::string_view bytes,

@@ -806,9 +806,15 @@ class RestartTest(unittest.TestCase):
 
     def check_continuity(self, model):
         """A file played as a camera, checkpointed, the server stopped and started again: the
-        predictions after the restart equal those of one uninterrupted run over the file."""
+        predictions after the restart equal those of one uninterrupted run over the file, the
+        segments open at the restart go on (not announced again, ended with their first start),
+        and the source's counters go on from where they were."""
         uri = f"file://{VIDEOS}/replay.mkv"
-        config = VC.StreamConfig(model=model, top_k=10, embed_stride=2)
+        # A threshold every label passes at once and a bridge longer than the file: each label's
+        # segment opens in the first second and ends with the file, across the restart.
+        segments = VC.SegmentEventOptions(threshold=0.001, hysteresis=0, min_seconds=0.2,
+                                          max_gap_seconds=60)
+        config = VC.StreamConfig(model=model, top_k=10, embed_stride=2, segment_events=segments)
         state_dir = os.path.join(TMP.name, f"continuity-{model}")
         server, port = start_server("--state-dir", state_dir)
         client = Client(port)
@@ -816,35 +822,49 @@ class RestartTest(unittest.TestCase):
         def scores(prediction):
             return {entry.label: entry.score for entry in prediction.top_k}
 
-        reference = {}
+        def event_key(event):
+            return (VC.SegmentEvent.Kind.Name(event.kind), event.label,
+                    round(event.start_seconds, 2))
+
+        reference, reference_events = {}, {}
         for response in client.watch(uri, config=config, max_reconnects=0):
             if response.HasField("prediction"):
                 reference[response.prediction.last_frame] = scores(response.prediction)
+                for event in response.prediction.events:
+                    reference_events[event_key(event)] = event
 
-        def collect(updates, until_frame):
-            predictions = {}
+        def collect(updates, until_frame=None):
+            """Predictions by last frame and events, until that frame or the file's end."""
+            predictions, events = {}, []
             for update in updates:
                 if update.HasField("prediction"):
                     predictions[update.prediction.last_frame] = scores(update.prediction)
-                    if update.prediction.last_frame >= until_frame:
+                    if until_frame is not None and update.prediction.last_frame >= until_frame:
                         break
+                elif update.HasField("events"):
+                    events += update.events.events
+                elif update.status.state == PB.SourceStatus.BACKING_OFF:
+                    break  # the file has ended
             updates.cancel()
-            return predictions
+            return predictions, events
 
         client.create("replay", uri, config=config, realtime=True, checkpoint_interval_seconds=1,
                       paused=True)
         updates = client.subscribe(["sources/replay"])
         client.update(PB.Source(name="sources/replay", paused=False), ["paused"])
-        before = collect(updates, 75)
+        before, events_before = collect(updates, 75)
         self.assertEqual(client.get("replay").status.resumed, False)
         stop_server(server)  # the drain takes a last checkpoint
 
         server, port = start_server("--state-dir", state_dir)
         client = Client(port)
-        after = collect(client.subscribe(["sources/replay"]), 175)
+        after, events_after = collect(client.subscribe(["sources/replay"]))
         status = client.get("replay").status
         self.assertTrue(status.resumed, status.resume_note)
         self.assertIn("resumed after", status.resume_note)
+        # Counted on from the checkpoint, not from 0: the file's 300 frames at least, though
+        # those before the checkpoint were not decoded again.
+        self.assertGreaterEqual(status.frames, 300)
         self.assertGreater(min(after), max(before))  # it went on, not from the first frame
         common = sorted(set(after) & set(reference))
         self.assertGreaterEqual(len(common), 10)
@@ -852,6 +872,24 @@ class RestartTest(unittest.TestCase):
             for label, score in reference[frame].items():
                 self.assertAlmostEqual(after[frame][label], score, delta=1e-4,
                                        msg=f"frame {frame}, {label}")
+        # The segments announced before the restart end after it as they do in one run: from
+        # the same start, and without a second SEGMENT_START.
+        started_before = {event.label for event in events_before
+                          if event.kind == VC.SegmentEvent.SEGMENT_START}
+        self.assertTrue(started_before)
+        ended_after = {event.label: event for event in events_after
+                       if event.kind == VC.SegmentEvent.SEGMENT_END}
+        for label in started_before:
+            self.assertIn(label, ended_after)
+            key = event_key(ended_after[label])
+            self.assertIn(key, reference_events, "a segment ended after the restart that one "
+                          f"run has not: {key}")
+            reference_end = reference_events[key]
+            self.assertAlmostEqual(ended_after[label].end_seconds, reference_end.end_seconds,
+                                   delta=0.1)
+        self.assertFalse([event for event in events_after
+                          if event.kind == VC.SegmentEvent.SEGMENT_START and
+                          event.label in started_before])
         client.delete("replay")
         self.assertFalse(os.path.exists(os.path.join(state_dir, "checkpoints", "replay")))
         stop_server(server)

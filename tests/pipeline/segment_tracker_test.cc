@@ -3,6 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace vidclf::pipeline {
@@ -19,9 +23,11 @@ struct Timeline {
 };
 
 // Every event of `timeline`, as "start|end label from-to" with times in seconds.
+// With `handover` >= 0, before that span the open segments move to a new tracker (Open, Restore),
+// as a registered source's do across a restart.
 std::vector<std::string> Events(const Timeline& timeline, const SegmentOptions& options,
-                                std::vector<Segment>* ended = nullptr) {
-  SegmentTracker tracker(2, options);
+                                std::vector<Segment>* ended = nullptr, int handover = -1) {
+  std::optional<SegmentTracker> tracker(std::in_place, 2, options);
   std::vector<std::string> out;
   auto note = [&](const std::vector<SegmentEvent>& events) {
     for (const SegmentEvent& event : events) {
@@ -33,10 +39,15 @@ std::vector<std::string> Events(const Timeline& timeline, const SegmentOptions& 
     }
   };
   for (size_t i = 0; i < timeline.first.size(); ++i) {
+    if (static_cast<int>(i) == handover) {
+      const std::vector<SegmentTracker::OpenSegment> open = tracker->Open();
+      tracker.emplace(2, options);
+      EXPECT_TRUE(tracker->Restore(open).ok());
+    }
     const float scores[] = {timeline.first[i], timeline.second[i]};
-    note(tracker.Add(static_cast<double>(i), static_cast<double>(i + 1), scores));
+    note(tracker->Add(static_cast<double>(i), static_cast<double>(i + 1), scores));
   }
-  note(tracker.Finish());
+  note(tracker->Finish());
   return out;
 }
 
@@ -98,6 +109,38 @@ TEST(SegmentTracker, AHundredThousandSpansGiveASegmentPerBurst) {
   }
   EXPECT_EQ(events, 2u * 10000 - 1);  // the last segment is still open
   EXPECT_EQ(tracker.Finish().size(), 1u);
+}
+
+TEST(SegmentTracker, OpenSegmentsGoOnInAnotherTrackerAsInOne) {
+  // Two labels overlapping, a bridged dip, a segment too short to announce: handed over before
+  // every span, the events are those of one tracker, and nothing is announced twice.
+  const Timeline timeline{{0.1f, 0.6f, 0.7f, 0.2f, 0.8f, 0.9f, 0.1f, 0.1f, 0.6f, 0.1f},
+                          {0.7f, 0.8f, 0.9f, 0.9f, 0.2f, 0.1f, 0.6f, 0.7f, 0.8f, 0.1f}};
+  const SegmentOptions options = Options(/*min_seconds=*/2, /*max_gap_seconds=*/1);
+  std::vector<Segment> whole;
+  const std::vector<std::string> expected = Events(timeline, options, &whole);
+  ASSERT_FALSE(expected.empty());
+  for (int handover = 0; handover <= static_cast<int>(timeline.first.size()); ++handover) {
+    std::vector<Segment> ended;
+    EXPECT_EQ(Events(timeline, options, &ended, handover), expected) << "handover " << handover;
+    ASSERT_EQ(ended.size(), whole.size());
+    for (size_t i = 0; i < ended.size(); ++i) {
+      EXPECT_THAT(ended[i].mean_score, FloatNear(whole[i].mean_score, 1e-6));
+      EXPECT_THAT(ended[i].peak_score, FloatNear(whole[i].peak_score, 1e-6));
+    }
+  }
+}
+
+TEST(SegmentTracker, RestoreRefusesWhatNoTrackerOpened) {
+  SegmentTracker tracker(2, Options(1, 0));
+  const SegmentTracker::OpenSegment label_out_of_range{/*label=*/2};
+  EXPECT_THAT(tracker.Restore({label_out_of_range}).message(), HasSubstr("out of range"));
+  const SegmentTracker::OpenSegment first{/*label=*/0};
+  EXPECT_THAT(tracker.Restore({first, first}).message(), HasSubstr("repeated"));
+  SegmentTracker::OpenSegment not_finite{/*label=*/1};
+  not_finite.start = std::nan("");
+  EXPECT_THAT(tracker.Restore({not_finite}).message(), HasSubstr("not finite"));
+  EXPECT_TRUE(tracker.Open().empty());
 }
 
 TEST(SegmentTracker, OptionsAreChecked) {
