@@ -165,7 +165,8 @@ def listen(server, seconds_total, warmup):
 
 def run_level(args, clip, count, model):
     camera = rtsp_camera.CameraProcess(loop=clip, cameras=count).start()
-    server = Server(args.server, args.repository, camera.port, "--max-streams", str(count + 4))
+    server = Server(args.server, args.repository, camera.port, "--max-streams", str(count + 4),
+                    *args.server_flag)
     try:
         add_cameras(server, camera.port, count, model)
         latencies, lags = listen(server, args.warmup + args.seconds, args.warmup)
@@ -203,7 +204,7 @@ def restart(args, clip, count, model):
     seconds from the new process to each camera's first prediction, and how many resumed."""
     camera = rtsp_camera.CameraProcess(loop=clip, cameras=count).start()
     state_dir = tempfile.mkdtemp(prefix="cameras-state-")
-    flags = ("--max-streams", str(count + 4), "--state-dir", state_dir)
+    flags = ("--max-streams", str(count + 4), "--state-dir", state_dir, *args.server_flag)
     try:
         connect = statistics.median(connection_seconds(camera.port) for _ in range(5))
         server = Server(args.server, args.repository, camera.port, *flags)
@@ -241,7 +242,8 @@ def restart(args, clip, count, model):
 def memory(args, clip, count, model):
     """Resident memory idle, with `count` cameras registered paused, and with them live."""
     camera = rtsp_camera.CameraProcess(loop=clip, cameras=count).start()
-    server = Server(args.server, args.repository, camera.port, "--max-streams", str(count + 4))
+    server = Server(args.server, args.repository, camera.port, "--max-streams", str(count + 4),
+                    *args.server_flag)
     try:
         time.sleep(5)
         idle = server.resident_mib()
@@ -266,7 +268,8 @@ def soak(args, clip, count, model):
     camera for 10 s every two minutes, in turn; resident memory every 10 s."""
     camera = rtsp_camera.CameraProcess(loop=clip, cameras=count).start()
     port = camera.port
-    server = Server(args.server, args.repository, port, "--max-streams", str(count + 4))
+    server = Server(args.server, args.repository, port, "--max-streams", str(count + 4),
+                    *args.server_flag)
     samples, injected, started = [], 0, time.monotonic()
     try:
         add_cameras(server, port, count, model)
@@ -292,6 +295,7 @@ def soak(args, clip, count, model):
                               PB.ListSourcesResponse).sources
         live = sum(source.status.state == PB.SourceStatus.LIVE for source in sources)
         failed = sum(source.status.state == PB.SourceStatus.FAILED for source in sources)
+        reconnects = sum(source.status.reconnects for source in sources)
     finally:
         server.stop()
         camera.kill()
@@ -303,7 +307,8 @@ def soak(args, clip, count, model):
              max(1e-9, sum((t - mean_t) ** 2 for t, _ in half)))
     return {"cameras": count, "minutes": args.soak_minutes, "faults": injected,
             "first": samples[0][1], "last": samples[-1][1], "peak": max(r for _, r in samples),
-            "slope_per_hour": slope * 3600, "live": live, "failed": failed}
+            "slope_per_hour": slope * 3600, "live": live, "failed": failed,
+            "reconnects": reconnects, "freezes": (injected + 1) // 2, "kills": injected // 2}
 
 
 def report(args, results):
@@ -320,21 +325,22 @@ def report(args, results):
         "clock both stay under 1 s, and every camera delivers at least 24 frames a second.",
         "",
         f"Command: `{' '.join(sys.argv)}`.",
-        "",
-        "## Cameras kept up with",
-        "",
-        "| size | model | cameras | p50 latency ms | p99 latency ms | p99 lag behind pace s | "
-        "slowest camera fps | resident MiB | kept up |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
+    if results["levels"]:
+        lines += [
+            "", "## Cameras kept up with", "",
+            "| size | model | cameras | p50 latency ms | p99 latency ms | p99 lag behind pace s | "
+            "slowest camera fps | resident MiB | kept up |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for size, rows in results["levels"].items():
         for row in rows:
             lines.append(
                 f"| {size} | {row['model']} | {row['cameras']} | {1e3 * row['p50_latency']:.0f} | "
                 f"{1e3 * row['p99_latency']:.0f} | {row['p99_lag']:.2f} | {row['min_fps']:.1f} | "
                 f"{row['resident']:.0f} | {'yes' if row['kept_up'] else 'no'} |")
-    lines += ["", "The decode-only limit, the ffmpeg CLI decoding the same clip with one thread "
-              "per process on every core, in real-time cameras:", ""]
+    if results["decode_limit"]:
+        lines += ["", "The decode-only limit, the ffmpeg CLI decoding the same clip with one "
+                  "thread per process on every core, in real-time cameras:", ""]
     for size, limit in results["decode_limit"].items():
         if not results["levels"][size]:
             lines.append(f"- {size}: **{limit:.0f} cameras**.")
@@ -368,7 +374,9 @@ def report(args, results):
                   f"10 s): resident memory {s['first']:.0f} MiB at the first sample, "
                   f"{s['last']:.0f} at the last, {s['peak']:.0f} at its peak; slope over the "
                   f"second half **{s['slope_per_hour']:.1f} MiB/hour**. At the end {s['live']} "
-                  f"cameras were LIVE and {s['failed']} FAILED."]
+                  f"cameras were LIVE and {s['failed']} FAILED, after {s['reconnects']} "
+                  f"reconnects in all, for {s['kills']} kills of every camera and "
+                  f"{s['freezes']} freezes of three."]
     with open(args.output, "w") as out:
         out.write("\n".join(lines) + "\n")
 
@@ -386,11 +394,19 @@ def main():
     parser.add_argument("--models", default="demo,demo-causal")
     parser.add_argument("--restart-cameras", type=int, default=24)
     parser.add_argument("--soak-minutes", type=float, default=120)
+    parser.add_argument("--parts", default="levels,restart,memory,soak",
+                        help="which sections to run and write, comma-separated")
+    parser.add_argument("--server-flag", action="append", default=[],
+                        help="a flag for the server of each level, e.g. --server-flag=--precision=int8")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="cameras-bench-")
     PB, VC = generate_messages(work)
+    parts = set(args.parts.split(","))
     results = {"levels": {}, "decode_limit": {}}
     for width, height, levels in ((320, 240, args.levels_320), (640, 360, args.levels_640)):
+        if "levels" not in parts:
+            make_clip(os.path.join(work, f"clip{width}.h264"), width, height)
+            continue
         size = f"{width}x{height}"
         clip = os.path.join(work, f"clip{width}.h264")
         make_clip(clip, width, height)
@@ -406,10 +422,11 @@ def main():
                     break
     clip = os.path.join(work, "clip320.h264")
     model = args.models.split(",")[0]
-    if args.restart_cameras > 0:
+    if "restart" in parts and args.restart_cameras > 0:
         results["restart"] = restart(args, clip, args.restart_cameras, model)
+    if "memory" in parts and args.restart_cameras > 0:
         results["memory"] = memory(args, clip, args.restart_cameras, model)
-    if args.soak_minutes > 0:
+    if "soak" in parts and args.soak_minutes > 0:
         results["soak"] = soak(args, clip, args.restart_cameras, model)
     report(args, results)
 
