@@ -38,6 +38,8 @@
 // `--protocol v2` sends classify's, stream's, models' and bench's calls through the Open
 // Inference Protocol (ModelInfer, ModelStreamInfer, RepositoryIndex and ModelMetadata) instead of
 // vidclf.v1, to compare the two front doors.
+#include <grpcpp/grpcpp.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
@@ -50,12 +52,16 @@
 #include "client/sources_command.h"
 #include "client/stream_command.h"
 #include "client/watch_command.h"
+#include "common/version.h"
 #include "media/libav_settings.h"
 
 int main(int argc, char** argv) {
   using namespace vidclf::client;
   CLI::App app("vidclf: the command-line client of vidclf-server.");
   app.require_subcommand(1);
+  app.set_version_flag("--version",
+                       vidclf::VersionText("vidclf", {{"FFmpeg", vidclf::media::LibavVersion()},
+                                                      {"gRPC", grpc::Version()}}));
 
   ClassifyOptions classify_options;
   std::string source;

@@ -4,6 +4,7 @@
 #include <mutex>
 
 extern "C" {
+#include <libavutil/avutil.h>
 #include <libavutil/log.h>
 #include <libavutil/mem.h>
 }
@@ -30,5 +31,7 @@ void EnsureLibavConfigured() {
   av_max_alloc(LibavSettings{}.max_allocation_bytes);
   configured.store(true, std::memory_order_release);
 }
+
+std::string LibavVersion() { return av_version_info(); }
 
 }  // namespace vidclf::media

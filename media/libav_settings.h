@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 
 namespace vidclf::media {
 
@@ -24,6 +25,9 @@ void ConfigureLibav(const LibavSettings& settings);
 
 // Applies the default settings unless ConfigureLibav has run. Thread-safe and cheap once done.
 void EnsureLibavConfigured();
+
+// The FFmpeg release this process has loaded ("5.1.6-0+deb12u1"), for --version.
+std::string LibavVersion();
 
 }  // namespace vidclf::media
 

@@ -1,13 +1,17 @@
 // vidclf-server: turns its command line into a Server (server/server.h) and runs it until SIGINT or
 // SIGTERM, then drains and exits 0. SIGHUP reloads the model repository and the token files.
 // Exits 2 when a flag cannot be used, 1 when the server cannot start.
+#include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
+#include <torch/version.h>
 
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <string>
 #include <vector>
 
+#include "common/version.h"
+#include "media/libav_settings.h"
 #include "model/library_settings.h"
 #include "server/logging.h"
 #include "server/server.h"
@@ -38,6 +42,10 @@ int main(int argc, char** argv) {
   CLI::App app("vidclf-server: serves the models of a repository over gRPC.");
   vidclf::ServerFlags flags;
   vidclf::AddServerFlags(app, &flags);
+  app.set_version_flag(
+      "--version", vidclf::VersionText("vidclf-server", {{"LibTorch", TORCH_VERSION},
+                                                         {"FFmpeg", vidclf::media::LibavVersion()},
+                                                         {"gRPC", grpc::Version()}}));
   CLI11_PARSE(app, argc, argv);
   vidclf::ConfigureLogging(
       flags.log_format == "json" ? vidclf::LogFormat::kJson : vidclf::LogFormat::kText,

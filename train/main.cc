@@ -14,11 +14,13 @@
 extern "C" {
 #include <libavutil/log.h>
 }
+#include <torch/version.h>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
 
+#include "common/version.h"
 #include "media/libav_settings.h"
 #include "model/library_settings.h"
 #include "train/commands.h"
@@ -83,6 +85,10 @@ int main(int argc, char** argv) {
   vidclf::model::RestartWithOpenBlasKernelsForThisCpu(argv);
   CLI::App app("vidclf-train: from a folder of labelled videos to a served model.");
   app.require_subcommand(1);
+  app.set_version_flag(
+      "--version",
+      vidclf::VersionText("vidclf-train", {{"LibTorch", TORCH_VERSION},
+                                           {"FFmpeg", vidclf::media::LibavVersion()}}));
 
   SynthFlags synth;
   CLI::App* synth_command =
