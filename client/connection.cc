@@ -87,11 +87,28 @@ constexpr char kRetryServiceConfig[] = R"json({
   }]
 })json";
 
+bool UsesTls(const ConnectionOptions& options) {
+  return options.tls || !options.tls_ca.empty() || !options.tls_cert.empty() ||
+         !options.tls_key.empty();
+}
+
+// What a connection refused for want (or excess) of TLS looks like, and what to do about it:
+// a TLS port closes a plaintext connection without a word ("Socket closed"); a plaintext port
+// answers a TLS handshake with bytes that are no TLS record.
+std::string TlsHint(const grpc::Status& status, const ConnectionOptions& options) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return "";
+  if (!UsesTls(options) && absl::StrContains(status.error_message(), "Socket closed")) {
+    return " (the server may expect TLS: add --tls, or --tls-ca FILE for a private CA)";
+  }
+  if (UsesTls(options) && absl::StrContains(status.error_message(), "wrong version number")) {
+    return " (the server may not serve TLS: leave out the --tls options)";
+  }
+  return "";
+}
+
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
     const ConnectionOptions& options) {
-  const bool tls = options.tls || !options.tls_ca.empty() || !options.tls_cert.empty() ||
-                   !options.tls_key.empty();
-  if (!tls) return grpc::InsecureChannelCredentials();
+  if (!UsesTls(options)) return grpc::InsecureChannelCredentials();
   if (options.tls_cert.empty() != options.tls_key.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
   }
@@ -180,7 +197,7 @@ int Fail(const grpc::Status& status, const ConnectionOptions& options) {
             << (status.error_code() == grpc::StatusCode::UNAVAILABLE
                     ? "server unavailable at " + options.server + ": "
                     : "")
-            << status.error_message() << "\n";
+            << status.error_message() << TlsHint(status, options) << "\n";
   return 1;
 }
 

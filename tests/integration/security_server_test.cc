@@ -142,10 +142,11 @@ TEST_F(SecurityServerTest, TlsServesClientsThatTrustItsCertificate) {
   EXPECT_EQ(exit_code, 0) << output;
   EXPECT_THAT(output, HasSubstr("SERVING"));
 
-  // Plaintext, and TLS that trusts another CA, do not get through.
+  // Plaintext, and TLS that trusts another CA, do not get through; plaintext is told why.
   output = Client(*server, "models --timeout-seconds 5", &exit_code);
   EXPECT_EQ(exit_code, 1) << output;
   EXPECT_THAT(output, HasSubstr("UNAVAILABLE"));
+  EXPECT_THAT(output, HasSubstr("the server may expect TLS: add --tls"));
   output = Client(
       *server,
       "models --timeout-seconds 5 --tls-server-name localhost --tls-ca " + Path("stranger-ca.pem"),
@@ -537,6 +538,12 @@ TEST_F(SecurityServerTest, WarnsOfTokensInPlaintextAndOpenMetrics) {
   EXPECT_THAT(server->output(), HasSubstr("bearer tokens travel in plaintext to 0.0.0.0"));
   EXPECT_THAT(server->output(), HasSubstr("/metrics is open to anyone who reaches 0.0.0.0"));
   EXPECT_EQ(ListModels(*server, kToken), grpc::StatusCode::OK);
+  // A client that speaks TLS to this plaintext port is told so.
+  int exit_code = -1;
+  const std::string output =
+      Client(*server, "models --timeout-seconds 5 " + TlsServerArguments(), &exit_code);
+  EXPECT_EQ(exit_code, 1) << output;
+  EXPECT_THAT(output, HasSubstr("the server may not serve TLS"));
   EXPECT_EQ(server->Stop(), 0) << server->output();
   // On loopback, the default, there is nothing to warn of.
   server = StartServer({"--token-file", Path("tokens")});
