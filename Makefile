@@ -5,6 +5,7 @@ BUILD_DIR ?= build
 MODEL_REPOSITORY ?= $(BUILD_DIR)/model-repository
 SAMPLES_DIR ?= $(BUILD_DIR)/samples
 GRPC_PORT ?= 50051
+HTTP_PORT ?= 8000
 METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
 
@@ -31,9 +32,12 @@ model-repository: build
 
 serve: model-repository
 	@echo "From a second terminal, classify a sample video:"
-	@echo "  $(BUILD_DIR)/bin/vidclf classify $(SAMPLES_DIR)/fade_in.* --server localhost:$(GRPC_PORT)"
+	@echo "  $(BUILD_DIR)/bin/vidclf classify $(SAMPLES_DIR)/fade_in.mp4 --server localhost:$(GRPC_PORT)"
+	@echo "or with curl:"
+	@echo "  curl --data-binary @$(SAMPLES_DIR)/fade_in.mp4 'http://localhost:$(HTTP_PORT)/v2/models/demo/classify?top_k=3'"
+	@echo "or drop one on the page: http://localhost:$(HTTP_PORT)/ (Ctrl-C here stops the server)"
 	$(BUILD_DIR)/bin/vidclf-server --model-repository $(MODEL_REPOSITORY) \
-	  --grpc-port $(GRPC_PORT) --metrics-port $(METRICS_PORT)
+	  --grpc-port $(GRPC_PORT) --http-port $(HTTP_PORT) --metrics-port $(METRICS_PORT)
 
 # Everything but the benchmarks, which no test runs.
 test: configure
