@@ -56,6 +56,8 @@ test_packages=(
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
   # a real MQTT broker and its subscriber for the publishing tests
   mosquitto mosquitto-clients
+  # the documentation site (mkdocs.yml), built strictly by tests/integration/docs_site_test.py
+  mkdocs mkdocs-material
   # real-world sample videos and images for tests/media/decode_matrix_test.cc
   python3-imageio
   # torchvision interop test (model/scripts/export_resnet18.py), and the Python reference

@@ -5,13 +5,13 @@ protocol, against a real vidclf-server on loopback.
 - The page for people at /: the models are listed, a file set on its input is classified and the
   labels, frames and timings appear as the server answered them; a bad file shows the server's
   message; with tokens, the page lists nothing until the token is typed; --no-http-page has none.
-- CORS: a page served by another local HTTP server calls classify with fetch, as the README
-  shows, from an origin --http-allow-origin names (with a token, so the browser sends a
+- CORS: a page served by another local HTTP server calls classify with fetch, as
+  docs/inference-protocol.md shows, from an origin --http-allow-origin names (with a token, so the browser sends a
   preflight); the same call from an origin it does not name is kept from the page.
 
 Usage: browser_test.py SERVER_BINARY TRAIN_BINARY
-With VIDCLF_PAGE_SCREENSHOT=FILE.png set, the page with its answer is saved there (the README's
-screenshot, docs/page.png).
+With VIDCLF_PAGE_SCREENSHOT=FILE.png set, the page with its answer is saved there (the screenshot
+of docs/inference-protocol.md, docs/page.png).
 """
 import base64
 import functools
@@ -301,7 +301,8 @@ def serve_directory(directory):
     return server
 
 
-# The README's browser call ("From a browser"), with the token a deployment hands its page.
+# The browser call of docs/inference-protocol.md ("From a browser"), with the token a deployment
+# hands its page.
 FETCH = """(async () => {
   const video = await (await fetch('clip.mp4')).blob();
   try {
