@@ -1,6 +1,7 @@
 // vidclf-train eval --segments: predicted segments against the true ones, by the measures of
 // segment_metrics.h, from two files in segment_file.h's format.
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,33 @@ absl::StatusOr<std::vector<SegmentedVideo>> Paired(const std::vector<VideoSegmen
                                                    const std::vector<VideoSegments>& predicted) {
   std::map<std::string, const VideoSegments*> predictions;
   for (const VideoSegments& video : predicted) predictions[video.video] = &video;
+  // `vidclf segments --json` names no video: it can only be the truth's one.
+  if (const auto unnamed = predictions.find(""); unnamed != predictions.end()) {
+    if (truth.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the predictions are one video's (`vidclf segments --json`) but the truth has ",
+          truth.size(), ": write them with `vidclf classify --from-list LIST --segments`"));
+    }
+    predictions.emplace(truth.front().video, unnamed->second);
+    predictions.erase(unnamed);
+  }
+  // A list names its files as paths; the truth by file name. A path whose file name is the
+  // truth's, and no other prediction's, is that video.
+  for (const VideoSegments& video : truth) {
+    if (predictions.count(video.video) != 0) continue;
+    const VideoSegments* match = nullptr;
+    int matches = 0;
+    for (const auto& [name, candidate] : predictions) {
+      if (std::filesystem::path(name).filename() == video.video) {
+        match = candidate;
+        ++matches;
+      }
+    }
+    if (matches == 1) {
+      predictions.erase(match->video);
+      predictions.emplace(video.video, match);
+    }
+  }
   std::map<std::string, int> labels;
   const auto label_of = [&labels](const std::string& name) {
     return labels.emplace(name, static_cast<int>(labels.size())).first->second;

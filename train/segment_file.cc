@@ -64,14 +64,96 @@ absl::StatusOr<NamedSegment> ParseSegment(const json& object, const std::string&
   return segment;
 }
 
+constexpr char kFormats[] =
+    "expected {\"videos\": [...]} (vidclf-train synth --timeline's truth.json), the JSON lines "
+    "of `vidclf classify --from-list LIST --segments`, or those of `vidclf segments VIDEO --json`";
+
+void SortByStart(std::vector<NamedSegment>& segments) {
+  std::stable_sort(segments.begin(), segments.end(),
+                   [](const NamedSegment& a, const NamedSegment& b) {
+                     return a.start_seconds < b.start_seconds;
+                   });
+}
+
+// A video's "segments" array, sorted by start.
+absl::Status ReadSegments(const json& segments, const std::string& where,
+                          std::vector<NamedSegment>* out) {
+  for (size_t s = 0; s < segments.size(); ++s) {
+    absl::StatusOr<NamedSegment> segment =
+        ParseSegment(segments[s], absl::StrCat(where, " segments[", s, "]"));
+    if (!segment.ok()) return segment.status();
+    out->push_back(*std::move(segment));
+  }
+  SortByStart(*out);
+  return absl::OkStatus();
+}
+
+// JSON lines as the client writes them: `classify --from-list --segments` a line per video
+// ({"source": ..., "code": "OK", "segments": [...]}), `segments --json` a line per segment of one
+// video (and per window, which is skipped), whose name is left empty.
+absl::StatusOr<std::vector<VideoSegments>> ParseJsonLines(const std::string& text) {
+  std::vector<VideoSegments> videos;
+  std::optional<VideoSegments> unnamed;
+  std::set<std::string> names;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = absl::StrCat("line ", number);
+    const json object = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (object.is_discarded() || !object.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " is not a JSON object; ", kFormats));
+    }
+    if (object.contains("window")) continue;
+    const auto source = object.find("source");
+    if (source == object.end()) {
+      if (!videos.empty()) {
+        return absl::InvalidArgumentError(where + " has no \"source\", as the lines before it");
+      }
+      absl::StatusOr<NamedSegment> segment = ParseSegment(object, where);
+      if (!segment.ok()) return segment.status();
+      if (!unnamed) unnamed.emplace();
+      unnamed->segments.push_back(*std::move(segment));
+      continue;
+    }
+    if (unnamed || !source->is_string() || source->get<std::string>().empty()) {
+      return absl::InvalidArgumentError(
+          where + ": \"source\" must be a non-empty string, on every line or on none");
+    }
+    VideoSegments& video = videos.emplace_back();
+    video.video = source->get<std::string>();
+    if (!names.insert(video.video).second) {
+      return absl::InvalidArgumentError(absl::StrCat("video ", video.video, " is named twice"));
+    }
+    const std::string place = absl::StrCat(where, " (", video.video, ")");
+    const auto segments = object.find("segments");
+    if (segments == object.end() || !segments->is_array()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          place, " has no segments: classified without --segments, or it failed (code ",
+          object.value("code", std::string("unknown")), ")"));
+    }
+    if (absl::Status status = ReadSegments(*segments, place, &video.segments); !status.ok()) {
+      return status;
+    }
+  }
+  if (unnamed) {
+    SortByStart(unnamed->segments);
+    videos.push_back(*std::move(unnamed));
+  }
+  if (videos.empty()) return absl::InvalidArgumentError(absl::StrCat("no segments; ", kFormats));
+  return videos;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<VideoSegments>> ParseSegmentFile(const std::string& text) {
   const json document = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (document.is_discarded()) return absl::InvalidArgumentError("not valid JSON");
+  if (document.is_discarded() || (document.is_object() && !document.contains("videos"))) {
+    return ParseJsonLines(text);
+  }
   const auto videos = document.is_object() ? document.find("videos") : document.end();
   if (videos == document.end() || !videos->is_array()) {
-    return absl::InvalidArgumentError("expected an object with a \"videos\" array");
+    return absl::InvalidArgumentError(absl::StrCat("no \"videos\" array; ", kFormats));
   }
   std::vector<VideoSegments> parsed;
   std::set<std::string> names;
@@ -98,16 +180,9 @@ absl::StatusOr<std::vector<VideoSegments>> ParseSegmentFile(const std::string& t
     if (segments == object.end() || !segments->is_array()) {
       return absl::InvalidArgumentError(where + ": \"segments\" must be an array");
     }
-    for (size_t s = 0; s < segments->size(); ++s) {
-      absl::StatusOr<NamedSegment> segment =
-          ParseSegment((*segments)[s], absl::StrCat(where, " segments[", s, "]"));
-      if (!segment.ok()) return segment.status();
-      video.segments.push_back(*std::move(segment));
+    if (absl::Status status = ReadSegments(*segments, where, &video.segments); !status.ok()) {
+      return status;
     }
-    std::stable_sort(video.segments.begin(), video.segments.end(),
-                     [](const NamedSegment& a, const NamedSegment& b) {
-                       return a.start_seconds < b.start_seconds;
-                     });
   }
   return parsed;
 }

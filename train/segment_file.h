@@ -4,7 +4,10 @@
 //                "segments": [{"label": "fade_in", "start_seconds": 0.0, "end_seconds": 7.5,
 //                              "mean_score": 0.91, "peak_score": 0.97}, ...]}, ...]}
 // A segment object is what `vidclf segments --json` prints per line; scores are optional (truth
-// has none; predictions are ranked by mean_score), other fields are ignored.
+// has none; predictions are ranked by mean_score), other fields are ignored. Predictions may also
+// come as the client writes them: the JSON lines of `vidclf classify --from-list --segments` (a
+// video per line, named by its "source"), or of `vidclf segments VIDEO --json` (one video's
+// segments, a line each, its windows skipped), whose video is left unnamed ("").
 #ifndef VIDCLF_TRAIN_SEGMENT_FILE_H_
 #define VIDCLF_TRAIN_SEGMENT_FILE_H_
 

@@ -16,6 +16,7 @@ namespace vidclf::train {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TEST(SegmentFileTest, RoundTripsAndSortsSegmentsByStart) {
@@ -44,7 +45,7 @@ TEST(SegmentFileTest, NamesTheVideoAndSegmentOfWhatBreaksTheFormat) {
   const auto error = [](const std::string& text) {
     return std::string(ParseSegmentFile(text).status().message());
   };
-  EXPECT_THAT(error("{"), HasSubstr("not valid JSON"));
+  EXPECT_THAT(error("{"), HasSubstr("line 1 is not a JSON object"));
   EXPECT_THAT(error("[]"), HasSubstr("\"videos\""));
   EXPECT_THAT(error(R"({"videos": [{"segments": []}]})"), HasSubstr("\"video\""));
   EXPECT_THAT(error(R"({"videos": [{"video": "a", "segments": []}, {"video": "a",
@@ -122,6 +123,74 @@ TEST_F(EvalSegmentsTest, ScoresPredictionsAgainstTheTruth) {
   EXPECT_DOUBLE_EQ(report["f1@0.50"].get<double>(), 50);
   EXPECT_EQ(report["true_segments"], 2);
   EXPECT_EQ(report["predicted_segments"], 2);
+}
+
+TEST(SegmentFileTest, ReadsTheJsonLinesTheClientWrites) {
+  // `vidclf classify --from-list LIST --segments`: a video per line, named by its source.
+  absl::StatusOr<std::vector<VideoSegments>> listed = ParseSegmentFile(
+      "{\"source\": \"clips/b.mp4\", \"code\": \"OK\", \"segments\": [{\"label\": \"zoom_in\", "
+      "\"start_seconds\": 5, \"end_seconds\": 9, \"mean_score\": 0.8, \"peak_score\": 0.9}, "
+      "{\"label\": \"fade_in\", \"start_seconds\": 1, \"end_seconds\": 4}], \"frames_seen\": 10}\n"
+      "\n{\"source\": \"clips/c.mp4\", \"code\": \"OK\", \"segments\": []}\n");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].video, "clips/b.mp4");
+  ASSERT_EQ((*listed)[0].segments.size(), 2u);
+  EXPECT_EQ((*listed)[0].segments[0].label, "fade_in");  // sorted by start
+  EXPECT_EQ((*listed)[0].segments[1].mean_score, 0.8);
+  // `vidclf segments VIDEO --json`: a segment per line, windows between them, no video name.
+  absl::StatusOr<std::vector<VideoSegments>> printed = ParseSegmentFile(
+      "{\"window\": {\"first_frame\": 0, \"last_frame\": 15, \"top_k\": []}}\n"
+      "{\"label\": \"fade_in\", \"start_seconds\": 0.5, \"end_seconds\": 3.25, "
+      "\"mean_score\": 0.7, \"peak_score\": 0.9}\n"
+      "{\"label\": \"zoom_in\", \"start_seconds\": 4, \"end_seconds\": 6}\n");
+  ASSERT_TRUE(printed.ok()) << printed.status();
+  ASSERT_EQ(printed->size(), 1u);
+  EXPECT_EQ((*printed)[0].video, "");
+  EXPECT_EQ((*printed)[0].segments.size(), 2u);
+}
+
+TEST(SegmentFileTest, SaysWhatItExpectedOfLinesItCannotRead) {
+  auto message = [](const std::string& text) {
+    return std::string(ParseSegmentFile(text).status().message());
+  };
+  EXPECT_THAT(
+      message("label,start,end\nfade_in,0,1\n"),
+      AllOf(HasSubstr("line 1 is not a JSON object"), HasSubstr("{\"videos\": [...]}"),
+            HasSubstr("classify --from-list LIST --segments"), HasSubstr("segments VIDEO --json")));
+  EXPECT_THAT(message("{\"source\": \"a.mp4\", \"code\": \"NOT_FOUND\", \"error\": \"gone\"}\n"),
+              AllOf(HasSubstr("line 1 (a.mp4) has no segments"), HasSubstr("NOT_FOUND")));
+  EXPECT_THAT(message("{\"source\": \"a.mp4\", \"segments\": []}\n"
+                      "{\"label\": \"x\", \"start_seconds\": 0, \"end_seconds\": 1}\n"),
+              HasSubstr("line 2 has no \"source\""));
+  EXPECT_THAT(message("{\"label\": \"x\", \"start_seconds\": 2, \"end_seconds\": 1}\n"),
+              HasSubstr("line 1: needs 0 <= start_seconds < end_seconds"));
+  EXPECT_THAT(message("\n"), HasSubstr("no segments"));
+}
+
+TEST_F(EvalSegmentsTest, ScoresWhatTheClientWrote) {
+  const std::string truth = Write("truth.json", R"({"videos": [
+      {"video": "a.mp4", "duration_seconds": 20, "segments": [
+        {"label": "fade_in", "start_seconds": 0, "end_seconds": 10}]}]})");
+  const std::string printed = Write(
+      "printed.jsonl", "{\"label\": \"fade_in\", \"start_seconds\": 0, \"end_seconds\": 10}\n");
+  auto [code, text] = Eval(truth, printed);
+  ASSERT_EQ(code, 0) << text;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(text)["frame_accuracy"].get<double>(), 100);
+  // A list's sources are paths: the one whose file name is the truth's video is that video.
+  const std::string listed =
+      Write("listed.jsonl",
+            "{\"source\": \"timelines/a.mp4\", \"code\": \"OK\", \"segments\": "
+            "[{\"label\": \"fade_in\", \"start_seconds\": 0, \"end_seconds\": 10}]}\n");
+  std::tie(code, text) = Eval(truth, listed);
+  ASSERT_EQ(code, 0) << text;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(text)["frame_accuracy"].get<double>(), 100);
+  // One video's printed segments cannot stand for a truth of two.
+  const std::string two = Write("two.json", R"({"videos": [
+      {"video": "a.mp4", "segments": []}, {"video": "b.mp4", "segments": []}]})");
+  std::tie(code, text) = Eval(two, printed);
+  EXPECT_EQ(code, kExitUsage);
+  EXPECT_THAT(text, HasSubstr("classify --from-list LIST --segments"));
 }
 
 TEST_F(EvalSegmentsTest, RefusesVideosInOneFileOnlyAndBrokenFiles) {
