@@ -631,11 +631,11 @@ class HttpFrontDoorTest(unittest.TestCase):
         cls.clip = os.path.join(cls.allowed, "clip.mp4")
         with open(cls.clip, "wb") as clip:
             clip.write(VIDEO)
-        cls.server, grpc_port, cls.metrics_port, cls.port = start_server(
+        cls.server, cls.grpc_port, cls.metrics_port, cls.port = start_server(
             "--http-port", "0", "--max-upload-mib", "2", "--http-body-timeout-s", "2",
             "--allow-uri",
             f"file://{cls.allowed}/")
-        cls.channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}")
         classify = cls.channel.unary_unary(
             "/vidclf.v1.VideoClassifier/Classify",
             request_serializer=PB.ClassifyRequest.SerializeToString,
@@ -651,6 +651,37 @@ class HttpFrontDoorTest(unittest.TestCase):
         self.assertEqual(labels, [e.label for e in self.expected.top_k])
         for got, want in zip(scores, [e.score for e in self.expected.top_k]):
             self.assertAlmostEqual(got, want, places=5)
+
+    def test_the_python_examples_answer_as_classify_does(self):
+        """client/python/'s two examples, as docs/other-languages.md runs them: grpcio with the
+        stubs the build generates (VIDCLF_PYTHON_STUBS, build/python), and urllib."""
+        examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client",
+                                "python")
+        runs = {
+            "classify_grpc.py": (["--server", f"127.0.0.1:{self.grpc_port}"],
+                                 dict(os.environ, PYTHONPATH=os.environ["VIDCLF_PYTHON_STUBS"])),
+            "classify_rest.py": (["--url", f"http://127.0.0.1:{self.port}", "--model", "small"],
+                                 os.environ)}
+        for example, (flags, env) in runs.items():
+            with self.subTest(example=example):
+                result = subprocess.run(
+                    [sys.executable, os.path.join(examples, example), self.clip, *flags],
+                    capture_output=True, text=True, env=env, timeout=120)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                lines = result.stdout.splitlines()
+                self.assertEqual(lines[0], f"small 1: {self.expected.frames_used} frames")
+                self.assertEqual([line.split()[0] for line in lines[1:]],
+                                 [entry.label for entry in self.expected.top_k])
+                for line, entry in zip(lines[1:], self.expected.top_k):
+                    # Printed to four decimals.
+                    self.assertAlmostEqual(float(line.split()[1]), entry.score, delta=6e-5)
+        # A file that is no video: the REST example says what the server said.
+        result = subprocess.run(
+            [sys.executable, os.path.join(examples, "classify_rest.py"), __file__, "--url",
+             f"http://127.0.0.1:{self.port}", "--model", "small"],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("HTTP 400: input is not a video", result.stderr)
 
     def test_curl_uploads_a_file_to_classify(self):
         result = subprocess.run(
