@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   vidclf::ConfigureLogging(
       flags.log_format == "json" ? vidclf::LogFormat::kJson : vidclf::LogFormat::kText,
       flags.log_level);
+  vidclf::service::SetAccessLog(vidclf::AccessLogOf(flags));
 
   absl::StatusOr<vidclf::ServerOptions> options = vidclf::ServerOptionsFromFlags(flags);
   if (!options.ok()) {

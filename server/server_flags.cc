@@ -389,6 +389,16 @@ void AddServerFlags(CLI::App& app, ServerFlags* flags) {
                  "Least severe events logged; debug adds a line per finished call.")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.add_option("--access-log", flags->access_log,
+                 "Finished calls logged at info, a line each (method, model, status, seconds, "
+                 "peer): off, errors (those that did not end OK) or all.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "errors", "all"}));
+}
+
+service::AccessLog AccessLogOf(const ServerFlags& flags) {
+  if (flags.access_log == "off") return service::AccessLog::kOff;
+  return flags.access_log == "all" ? service::AccessLog::kAll : service::AccessLog::kErrors;
 }
 
 absl::StatusOr<ServerOptions> ServerOptionsFromFlags(const ServerFlags& flags) {

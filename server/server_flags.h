@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/server.h"
+#include "server/service/finished_call.h"
 
 namespace vidclf {
 
@@ -76,9 +77,13 @@ struct ServerFlags {
   double max_connection_age_grace_s = 0;
   std::string log_format = "text";
   std::string log_level = "info";
+  std::string access_log = "errors";
 };
 
 void AddServerFlags(CLI::App& app, ServerFlags* flags);
+
+// --access-log's mode.
+service::AccessLog AccessLogOf(const ServerFlags& flags);
 
 // The server `flags` ask for, with --device checked (the server resolves auto when it starts) and
 // --allow-uri parsed. INVALID_ARGUMENT, naming the flag, for a value that cannot be used;

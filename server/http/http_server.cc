@@ -64,6 +64,25 @@ MHD_Result CollectQuery(void* map, MHD_ValueKind /*kind*/, const char* key, cons
   return MHD_YES;
 }
 
+// The connection's client address as gRPC writes a peer: "ipv4:ADDR:PORT" or "ipv6:[ADDR]:PORT".
+std::string PeerOf(MHD_Connection* connection) {
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  if (info == nullptr || info->client_addr == nullptr) return "unknown";
+  char address[INET6_ADDRSTRLEN] = {};
+  if (info->client_addr->sa_family == AF_INET) {
+    const auto* ipv4 = reinterpret_cast<const sockaddr_in*>(info->client_addr);
+    inet_ntop(AF_INET, &ipv4->sin_addr, address, sizeof(address));
+    return absl::StrCat("ipv4:", address, ":", ntohs(ipv4->sin_port));
+  }
+  if (info->client_addr->sa_family == AF_INET6) {
+    const auto* ipv6 = reinterpret_cast<const sockaddr_in6*>(info->client_addr);
+    inet_ntop(AF_INET6, &ipv6->sin6_addr, address, sizeof(address));
+    return absl::StrCat("ipv6:[", address, "]:", ntohs(ipv6->sin6_port));
+  }
+  return "unknown";
+}
+
 }  // namespace
 
 HttpResponse JsonError(unsigned int code, absl::string_view message) {
@@ -185,6 +204,7 @@ MHD_Result HttpServer::Begin(MHD_Connection* connection, const char* url, const 
   HttpRequest& request = exchange->request;
   request.method = method;
   request.path = url;
+  request.peer = PeerOf(connection);
   MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectInto, &request.headers);
   MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &CollectQuery, &request.query);
   const auto origin = request.headers.find("origin");

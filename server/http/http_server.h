@@ -36,6 +36,8 @@ struct HttpRequest {
   std::map<std::string, std::string> query;    // its arguments, decoded
   std::map<std::string, std::string> headers;  // by lower-case name
   std::string body;
+  // The client's address, as gRPC names a peer ("ipv4:127.0.0.1:5678"), for the access log.
+  std::string peer;
   // Registers `cancel`, run once from the server's thread if the client closes its connection
   // before the answer, to stop work nobody will read (the handler answers all the same).
   std::function<void(std::function<void()> cancel)> on_client_gone;

@@ -258,7 +258,7 @@ void InferenceRest::Infer(HttpRequest request, const std::string& name, const st
     status = parts.status();
   }
   if (!status.ok()) {
-    respond(Error(submitter_.Refuse(kInferMethod, nullptr, start, status)));
+    respond(Error(submitter_.Refuse(kInferMethod, request.peer, nullptr, start, status)));
     return;
   }
   const absl::Status found =
@@ -268,7 +268,8 @@ void InferenceRest::Infer(HttpRequest request, const std::string& name, const st
                                               std::chrono::system_clock::time_point::max())
                  : absl::StatusOr<engine::ClassifyInput>(found);
   if (!input.ok()) {
-    respond(Error(submitter_.Refuse(kInferMethod, &call->parts.settings, start, input.status())));
+    respond(Error(submitter_.Refuse(kInferMethod, request.peer, &call->parts.settings, start,
+                                    input.status())));
     return;
   }
   // The call holds the request's bytes, which the input's source views, until it is answered.
@@ -277,7 +278,7 @@ void InferenceRest::Infer(HttpRequest request, const std::string& name, const st
                       : media::VideoSource::Uri(call->parts.settings.uri());
   const std::shared_ptr<service::CancellableCall> cancellable = CancelIfClientGoes(request);
   cancellable->Adopt(submitter_.Submit(
-      kInferMethod, *std::move(input), start, &call->answer,
+      kInferMethod, request.peer, *std::move(input), start, &call->answer,
       [call, respond](const grpc::Status& status) {
         if (!status.ok()) return respond(Error(status));
         respond(JsonInferResponse(
@@ -292,20 +293,22 @@ void InferenceRest::Classify(HttpRequest request, const std::string& name,
   auto call = std::make_shared<RestCall>();
   call->settings.set_model(name);
   if (absl::Status status = SettingsFromQuery(request.query, &call->settings); !status.ok()) {
-    respond(Error(submitter_.Refuse(kClassifyMethod, &call->settings, start, status)));
+    respond(
+        Error(submitter_.Refuse(kClassifyMethod, request.peer, &call->settings, start, status)));
     return;
   }
   absl::StatusOr<engine::ClassifyInput> input =
       service::InputFromSettings(call->settings, std::chrono::system_clock::time_point::max());
   if (!input.ok()) {
-    respond(Error(submitter_.Refuse(kClassifyMethod, &call->settings, start, input.status())));
+    respond(Error(
+        submitter_.Refuse(kClassifyMethod, request.peer, &call->settings, start, input.status())));
     return;
   }
   call->video = std::move(request.body);
   input->source = media::VideoSource::Bytes(call->video);
   const std::shared_ptr<service::CancellableCall> cancellable = CancelIfClientGoes(request);
-  cancellable->Adopt(submitter_.Submit(kClassifyMethod, *std::move(input), start, &call->answer,
-                                       [call, respond](const grpc::Status& status) {
+  cancellable->Adopt(submitter_.Submit(kClassifyMethod, request.peer, *std::move(input), start,
+                                       &call->answer, [call, respond](const grpc::Status& status) {
                                          respond(status.ok() ? Json(call->answer) : Error(status));
                                        }));
 }

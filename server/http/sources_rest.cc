@@ -109,7 +109,7 @@ void SourcesRest::Handle(HttpRequest request, Responder respond) const {
     }
   }
   service::RecordFinishedCall(*metrics_, absl::StrCat("Http", rpc), "unknown", status,
-                              service::SecondsSince(start));
+                              service::SecondsSince(start), request.peer);
   if (!status.ok()) return respond(JsonError(HttpCodeOf(status.code()), status.message()));
   respond(HttpResponse{200, "application/json", std::move(body), {}});
 }

@@ -24,7 +24,7 @@ class ClassifyReactor final : public grpc::ServerGenericBidiReactor {
       : submitter_(submitter), context_(context), start_(Clock::now()), call_(context->deadline()) {
     // The body's arrival is the call's progress: one that has not arrived within the idle
     // timeout ends the call (ClassifyUpload, whose every chunk is progress, suits slow links).
-    reservation_ = submitter->Reserve(kClassifyMethod, start_,
+    reservation_ = submitter->Reserve(kClassifyMethod, context_->peer(), start_,
                                       [this](const grpc::Status& status) { FinishOnce(status); });
     if (reservation_ != nullptr) StartRead(&buffer_);
   }
@@ -32,25 +32,26 @@ class ClassifyReactor final : public grpc::ServerGenericBidiReactor {
   void OnReadDone(bool ok) override {
     if (!ok) {
       FinishOnce(submitter_->Refuse(
-          kClassifyMethod, nullptr, start_,
+          kClassifyMethod, context_->peer(), nullptr, start_,
           context_->IsCancelled() ? CancelledByClient(context_->deadline())
                                   : absl::InvalidArgumentError("Classify got no request message")));
       return;
     }
     if (absl::Status parsed = ParseMessage(&buffer_, &request_); !parsed.ok()) {
-      FinishOnce(submitter_->Refuse(kClassifyMethod, nullptr, start_, parsed));
+      FinishOnce(submitter_->Refuse(kClassifyMethod, context_->peer(), nullptr, start_, parsed));
       return;
     }
     absl::StatusOr<engine::ClassifyInput> input = InputFromSettings(request_, context_->deadline());
     if (!input.ok()) {
-      FinishOnce(submitter_->Refuse(kClassifyMethod, &request_, start_, input.status()));
+      FinishOnce(
+          submitter_->Refuse(kClassifyMethod, context_->peer(), &request_, start_, input.status()));
       return;
     }
     // request_ lives until the call is done.
     input->source = request_.uri().empty() ? media::VideoSource::Bytes(request_.video())
                                            : media::VideoSource::Uri(request_.uri());
     call_.Adopt(submitter_->Submit(
-        kClassifyMethod, *std::move(input), start_, &response_,
+        kClassifyMethod, context_->peer(), *std::move(input), start_, &response_,
         [this](const grpc::Status& status) { Answer(status); }, reservation_));
   }
 

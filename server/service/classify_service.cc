@@ -43,7 +43,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifyService::WatchSource(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   vidclf::v1::WatchSourceRequest parsed;
   if (absl::Status status = ParseRequest(*request, &parsed); !status.ok()) {
-    RecordFinishedCall(*metrics_, "WatchSource", "unknown", status, 0);
+    RecordFinishedCall(*metrics_, "WatchSource", "unknown", status, 0, context->peer());
     return new RefusedServerStream(status);
   }
   return NewWatchReactor(engine_, metrics_, context, parsed);
@@ -53,7 +53,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifyService::ClassifySegments(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   vidclf::v1::ClassifySegmentsRequest parsed;
   if (absl::Status status = ParseRequest(*request, &parsed); !status.ok()) {
-    RecordFinishedCall(*metrics_, "ClassifySegments", "unknown", status, 0);
+    RecordFinishedCall(*metrics_, "ClassifySegments", "unknown", status, 0, context->peer());
     return new RefusedServerStream(status);
   }
   return NewSegmentsReactor(engine_, metrics_, context, std::move(parsed));

@@ -88,42 +88,43 @@ void CancellableCall::Cancel() {
 }
 
 std::shared_ptr<engine::Reservation> ClassifySubmitter::Reserve(
-    absl::string_view method, Clock::time_point start,
+    absl::string_view method, absl::string_view peer, Clock::time_point start,
     std::function<void(const grpc::Status&)> finish) const {
-  absl::StatusOr<std::shared_ptr<engine::Reservation>> reservation =
-      engine_->ReserveCall([this, method, start, finish](const absl::Status& status) {
-        finish(Refuse(method, nullptr, start, status));
+  absl::StatusOr<std::shared_ptr<engine::Reservation>> reservation = engine_->ReserveCall(
+      [this, method, peer = std::string(peer), start, finish](const absl::Status& status) {
+        finish(Refuse(method, peer, nullptr, start, status));
       });
   if (reservation.ok()) return *std::move(reservation);
-  finish(Refuse(method, nullptr, start, reservation.status()));
+  finish(Refuse(method, peer, nullptr, start, reservation.status()));
   return nullptr;
 }
 
 std::unique_ptr<engine::CallHandle> ClassifySubmitter::Submit(
-    absl::string_view method, engine::ClassifyInput input, Clock::time_point start,
-    vidclf::v1::ClassifyResponse* response, std::function<void(const grpc::Status&)> finish,
+    absl::string_view method, absl::string_view peer, engine::ClassifyInput input,
+    Clock::time_point start, vidclf::v1::ClassifyResponse* response,
+    std::function<void(const grpc::Status&)> finish,
     std::shared_ptr<engine::Reservation> reservation) const {
   const std::string model_label = ModelLabel(input.model);
   return engine_->Submit(
       std::move(input),
-      [this, method, start, response, model_label,
+      [this, method, peer = std::string(peer), start, response, model_label,
        finish = std::move(finish)](absl::StatusOr<engine::ClassifyResult> result) {
         if (result.ok()) FillResponse(*result, response);
         const double seconds = SecondsSince(start);
         metrics_->RecordInference(model_label, seconds, result.ok() ? &*result : nullptr);
-        RecordFinishedCall(*metrics_, method, model_label, result.status(), seconds);
+        RecordFinishedCall(*metrics_, method, model_label, result.status(), seconds, peer);
         finish(ToGrpcStatus(result.status()));
       },
       std::move(reservation));
 }
 
-grpc::Status ClassifySubmitter::Refuse(absl::string_view method,
+grpc::Status ClassifySubmitter::Refuse(absl::string_view method, absl::string_view peer,
                                        const vidclf::v1::ClassifyRequest* settings,
                                        Clock::time_point start, const absl::Status& status) const {
   const std::string model = settings != nullptr ? ModelLabel(settings->model()) : "unknown";
   const double seconds = SecondsSince(start);
   metrics_->RecordInference(model, seconds, nullptr);
-  RecordFinishedCall(*metrics_, method, model, status, seconds);
+  RecordFinishedCall(*metrics_, method, model, status, seconds, peer);
   return ToGrpcStatus(status);
 }
 

@@ -63,7 +63,7 @@ class ClassifySubmitter {
   // engine refuses it: `finish` has then ended the call with the refusal, and it does so later
   // if the reservation expires (the idle timeout).
   std::shared_ptr<engine::Reservation> Reserve(
-      absl::string_view method, Clock::time_point start,
+      absl::string_view method, absl::string_view peer, Clock::time_point start,
       std::function<void(const grpc::Status&)> finish) const;
 
   // Submits `input` to the engine, in the place of `reservation` when there is one. Once it is
@@ -71,15 +71,17 @@ class ClassifySubmitter {
   // the RPC with (on an engine thread, or on this one when the engine refuses the call at once,
   // and then the handle is null).
   std::unique_ptr<engine::CallHandle> Submit(
-      absl::string_view method, engine::ClassifyInput input, Clock::time_point start,
-      vidclf::v1::ClassifyResponse* response, std::function<void(const grpc::Status&)> finish,
+      absl::string_view method, absl::string_view peer, engine::ClassifyInput input,
+      Clock::time_point start, vidclf::v1::ClassifyResponse* response,
+      std::function<void(const grpc::Status&)> finish,
       std::shared_ptr<engine::Reservation> reservation = nullptr) const;
 
   // Records a call that ended before reaching the engine; returns the status to end it with.
   // `settings` null: the request has not arrived, so neither has the model's name ("unknown" in
   // the metrics).
-  grpc::Status Refuse(absl::string_view method, const vidclf::v1::ClassifyRequest* settings,
-                      Clock::time_point start, const absl::Status& status) const;
+  grpc::Status Refuse(absl::string_view method, absl::string_view peer,
+                      const vidclf::v1::ClassifyRequest* settings, Clock::time_point start,
+                      const absl::Status& status) const;
 
  private:
   // The metrics label for a requested model: the served model's name, never the raw request

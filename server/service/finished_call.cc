@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -14,14 +15,27 @@
 
 namespace vidclf::service {
 
+namespace {
+
+std::atomic<AccessLog> access_log{AccessLog::kErrors};
+
+}  // namespace
+
+void SetAccessLog(AccessLog mode) { access_log = mode; }
+
 void RecordFinishedCall(ServerMetrics& metrics, absl::string_view method, absl::string_view model,
-                        const absl::Status& status, double seconds) {
+                        const absl::Status& status, double seconds, absl::string_view peer) {
   const std::string code = absl::StatusCodeToString(status.code());
   metrics.RecordRequest(method, model, code, seconds);
-  if (!spdlog::should_log(spdlog::level::debug)) return;
+  const AccessLog mode = access_log.load(std::memory_order_relaxed);
+  const bool logged = mode == AccessLog::kAll || (mode == AccessLog::kErrors && !status.ok());
+  const spdlog::level::level_enum level = logged ? spdlog::level::info : spdlog::level::debug;
+  if (!spdlog::should_log(level)) return;
+  // Status messages are the server's own, with URIs' secrets redacted where they are made.
   const absl::string_view message = status.message();
-  spdlog::debug("{} model={} code={} seconds={:.3f}{}{}", std::string(method), std::string(model),
-                code, seconds, message.empty() ? "" : ": ", std::string(message));
+  spdlog::log(level, "{} model={} code={} seconds={:.3f} peer={}{}{}", std::string(method),
+              std::string(model), code, seconds, std::string(peer), message.empty() ? "" : ": ",
+              std::string(message));
 }
 
 grpc::ServerUnaryReactor* AnswerUnaryCall(ServerMetrics& metrics,
@@ -30,7 +44,7 @@ grpc::ServerUnaryReactor* AnswerUnaryCall(ServerMetrics& metrics,
                                           double seconds, const google::protobuf::Message& response,
                                           const absl::Status& status, grpc::ByteBuffer* out) {
   if (status.ok()) *out = SerializeMessage(response);
-  RecordFinishedCall(metrics, method, model, status, seconds);
+  RecordFinishedCall(metrics, method, model, status, seconds, context->peer());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -45,11 +59,11 @@ void RecordRefusedCall(ServerMetrics& metrics, absl::string_view path, const abs
     absl::string_view method = path;
     if (absl::ConsumePrefix(&method, absl::StrCat("/", service.full_name(), "/")) &&
         service.FindMethodByName(std::string(method)) != nullptr) {
-      RecordFinishedCall(metrics, method, "unknown", status, 0);
+      RecordFinishedCall(metrics, method, "unknown", status, 0, "unknown");
       return;
     }
   }
-  RecordFinishedCall(metrics, "unknown", "unknown", status, 0);
+  RecordFinishedCall(metrics, "unknown", "unknown", status, 0, "unknown");
 }
 
 }  // namespace vidclf::service

@@ -1,4 +1,4 @@
-// What the server keeps of every finished RPC: its metrics, and a log line at debug level.
+// What the server keeps of every finished RPC: its metrics, and its line in the access log.
 #ifndef VIDCLF_SERVER_SERVICE_FINISHED_CALL_H_
 #define VIDCLF_SERVER_SERVICE_FINISHED_CALL_H_
 
@@ -11,12 +11,18 @@
 
 namespace vidclf::service {
 
-// `model` is a served model's name or "unknown" (a bounded metrics label, never request text).
+// Which finished calls get a line at info (--access-log): none, those that did not end OK (the
+// default), or all. A call the mode leaves out still gets its line at debug. Thread-safe.
+enum class AccessLog { kOff, kErrors, kAll };
+void SetAccessLog(AccessLog mode);
+
+// `model` is a served model's name or "unknown" (a bounded metrics label, never request text);
+// `peer` the client's address as gRPC gives it ("ipv4:127.0.0.1:5678"), for the log only.
 void RecordFinishedCall(ServerMetrics& metrics, absl::string_view method, absl::string_view model,
-                        const absl::Status& status, double seconds);
+                        const absl::Status& status, double seconds, absl::string_view peer);
 
 // Ends a unary call of `method` about `model` that took `seconds` with `status`, and `response`
-// serialized into `out` when it is OK; records it as above.
+// serialized into `out` when it is OK; records it as above, from `context`'s peer.
 grpc::ServerUnaryReactor* AnswerUnaryCall(ServerMetrics& metrics,
                                           grpc::CallbackServerContext* context,
                                           absl::string_view method, absl::string_view model,
@@ -26,7 +32,7 @@ grpc::ServerUnaryReactor* AnswerUnaryCall(ServerMetrics& metrics,
 // A call refused on its headers, before it reached a handler: `path` is its method's full name
 // as the client sent it ("/vidclf.v1.VideoClassifier/Classify"); the metrics label is the name
 // of one of the methods of vidclf.v1.VideoClassifier or inference.GRPCInferenceService, or
-// "unknown".
+// "unknown". The gate sees no peer address: the log says "unknown".
 void RecordRefusedCall(ServerMetrics& metrics, absl::string_view path, const absl::Status& status);
 
 }  // namespace vidclf::service

@@ -44,7 +44,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     absl::StatusOr<InferRequestParts> parts =
         status.ok() ? ParseInferRequest(request_) : absl::StatusOr<InferRequestParts>(status);
     if (!parts.ok()) {
-      Finish(submitter->Refuse(kModelInfer, nullptr, start, parts.status()));
+      Finish(submitter->Refuse(kModelInfer, context->peer(), nullptr, start, parts.status()));
       return;
     }
     parts_ = *std::move(parts);
@@ -55,13 +55,14 @@ class InferReactor final : public grpc::ServerUnaryReactor {
         status.ok() ? InputFromSettings(parts_.settings, context->deadline())
                     : absl::StatusOr<engine::ClassifyInput>(status);
     if (!input.ok()) {
-      Finish(submitter->Refuse(kModelInfer, &parts_.settings, start, input.status()));
+      Finish(
+          submitter->Refuse(kModelInfer, context->peer(), &parts_.settings, start, input.status()));
       return;
     }
     // request_ and parts_ live until the call is done.
     input->source = parts_.settings.uri().empty() ? media::VideoSource::Bytes(parts_.video())
                                                   : media::VideoSource::Uri(parts_.settings.uri());
-    call_.Adopt(submitter->Submit(kModelInfer, *std::move(input), start, &answer_,
+    call_.Adopt(submitter->Submit(kModelInfer, context->peer(), *std::move(input), start, &answer_,
                                   [this](const grpc::Status& status) { Answer(status); }));
   }
 

@@ -338,7 +338,8 @@ class InferenceStreamReactor final
     const absl::Status status =
         cancelled_ ? absl::CancelledError("the stream was cancelled") : absl::OkStatus();
     RecordFinishedCall(*metrics_, kMethod, model_label_, status,
-                       std::chrono::duration<double>(Clock::now() - start_).count());
+                       std::chrono::duration<double>(Clock::now() - start_).count(),
+                       context_->peer());
     Finish(status.ok() ? grpc::Status::OK
                        : grpc::Status(grpc::StatusCode::CANCELLED, std::string(status.message())));
   }

@@ -85,8 +85,8 @@ grpc::ServerUnaryReactor* SourcesService::DeleteSource(grpc::CallbackServerConte
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* SourcesService::Subscribe(
-    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* request) {
-  return NewSubscribeReactor(registry_, metrics_, *request);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return NewSubscribeReactor(registry_, metrics_, context->peer(), *request);
 }
 
 }  // namespace vidclf::service

@@ -170,7 +170,8 @@ class StreamCall : public Reactor, public engine::StreamListener {
     if (finished_) return;
     finished_ = true;
     RecordFinishedCall(*metrics_, method_, model_label_, status,
-                       std::chrono::duration<double>(Clock::now() - start_).count());
+                       std::chrono::duration<double>(Clock::now() - start_).count(),
+                       context_->peer());
     this->Finish(ToGrpcStatus(status));
   }
 

@@ -23,9 +23,9 @@ using Clock = std::chrono::steady_clock;
 class SubscribeReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                                public sources::UpdateSubscriber {
  public:
-  SubscribeReactor(sources::SourceRegistry* registry, ServerMetrics* metrics,
+  SubscribeReactor(sources::SourceRegistry* registry, ServerMetrics* metrics, std::string peer,
                    const grpc::ByteBuffer& request)
-      : registry_(registry), metrics_(metrics), start_(Clock::now()) {
+      : registry_(registry), metrics_(metrics), peer_(std::move(peer)), start_(Clock::now()) {
     vidclf::v1::SubscribeRequest parsed;
     absl::Status status = ParseRequest(request, &parsed);
     if (status.ok()) {
@@ -125,12 +125,13 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>
     }
     finished_ = true;
     RecordFinishedCall(*metrics_, "Subscribe", "unknown", status,
-                       std::chrono::duration<double>(Clock::now() - start_).count());
+                       std::chrono::duration<double>(Clock::now() - start_).count(), peer_);
     Finish(ToGrpcStatus(status));
   }
 
   sources::SourceRegistry* const registry_;
   ServerMetrics* const metrics_;
+  const std::string peer_;
   const Clock::time_point start_;
   // Set in the constructor, read by the gRPC thread that runs OnCancel or OnDone.
   bool subscribed_ = false;
@@ -151,8 +152,9 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewSubscribeReactor(sources::SourceRegistry* registry,
                                                                 ServerMetrics* metrics,
+                                                                std::string peer,
                                                                 const grpc::ByteBuffer& request) {
-  return new SubscribeReactor(registry, metrics, request);
+  return new SubscribeReactor(registry, metrics, std::move(peer), request);
 }
 
 }  // namespace vidclf::service

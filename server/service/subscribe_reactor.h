@@ -9,6 +9,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <string>
+
 #include "server/metrics.h"
 #include "server/sources/source_registry.h"
 
@@ -16,10 +18,11 @@ namespace vidclf::service {
 
 inline constexpr size_t kMaxWaitingSourceUpdates = 4096;
 
-// A reactor for one Subscribe call; it deletes itself when the call is done. `registry` and
-// `metrics` must outlive it.
+// A reactor for one Subscribe call from `peer`; it deletes itself when the call is done.
+// `registry` and `metrics` must outlive it.
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewSubscribeReactor(sources::SourceRegistry* registry,
                                                                 ServerMetrics* metrics,
+                                                                std::string peer,
                                                                 const grpc::ByteBuffer& request);
 
 }  // namespace vidclf::service

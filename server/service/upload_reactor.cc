@@ -33,7 +33,7 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
             media::ByteStream::Bound::kTotalBytes,
             absl::ToChronoNanoseconds(submitter->engine().options().stream_idle_timeout))) {
     // The upload counts against the engine's bounds from here, before its settings arrive.
-    reservation_ = submitter->Reserve(kUploadMethod, start_,
+    reservation_ = submitter->Reserve(kUploadMethod, context_->peer(), start_,
                                       [this](const grpc::Status& status) { FinishOnce(status); });
     if (reservation_ != nullptr) StartRead(&buffer_);
   }
@@ -44,7 +44,7 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         stream_->Finish();
       } else {
         FinishOnce(submitter_->Refuse(
-            kUploadMethod, nullptr, start_,
+            kUploadMethod, context_->peer(), nullptr, start_,
             context_->IsCancelled() ? absl::CancelledError("the upload was cancelled")
                                     : absl::InvalidArgumentError("the upload had no message")));
       }
@@ -54,7 +54,7 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       if (submitted_) {
         stream_->Abort(parsed);  // the engine's answer ends the call
       } else {
-        FinishOnce(submitter_->Refuse(kUploadMethod, nullptr, start_, parsed));
+        FinishOnce(submitter_->Refuse(kUploadMethod, context_->peer(), nullptr, start_, parsed));
       }
       return;
     }
@@ -94,13 +94,14 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
           "ClassifyUpload's settings cannot carry a video or a uri: the video comes in chunks");
     }
     if (!input.ok()) {
-      FinishOnce(submitter_->Refuse(kUploadMethod, &settings, start_, input.status()));
+      FinishOnce(
+          submitter_->Refuse(kUploadMethod, context_->peer(), &settings, start_, input.status()));
       return false;
     }
     input->source = media::VideoSource::Stream(stream_);
     submitted_ = true;
     std::unique_ptr<engine::CallHandle> call = submitter_->Submit(
-        kUploadMethod, *std::move(input), start_, &response_,
+        kUploadMethod, context_->peer(), *std::move(input), start_, &response_,
         [this](const grpc::Status& status) {
           stream_->CloseReader();  // refuse the chunks still coming
           if (status.ok()) *response_buffer_ = SerializeMessage(response_);

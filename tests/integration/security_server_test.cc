@@ -10,7 +10,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -598,6 +601,37 @@ TEST_F(SecurityServerTest, RefusesToStartWithFilesItCannotUse) {
 }
 
 // FFmpeg's lines too: with --media-log-level debug, decoding logs some.
+TEST_F(SecurityServerTest, AccessLogSaysFailedCallsByDefaultAndEveryCallWhenAsked) {
+  testing::WriteFile(Path("not-a-video.mp4"), "not a video at all");
+  // What the server logged at info of a good call and a bad one, with `flags`.
+  auto logged = [&](std::vector<std::string> flags) {
+    auto server = StartServer(flags);
+    EXPECT_NE(server, nullptr);
+    if (server == nullptr) return std::vector<std::string>{};
+    int exit_code = -1;
+    std::string output = Client(*server, "classify " + Path("clip.mp4"), &exit_code);
+    EXPECT_EQ(exit_code, 0) << output;
+    output = Client(*server, "classify " + Path("not-a-video.mp4"), &exit_code);
+    EXPECT_EQ(exit_code, 1) << output;
+    EXPECT_EQ(server->Stop(), 0) << server->output();
+    std::vector<std::string> lines;
+    for (absl::string_view line : absl::StrSplit(server->output(), '\n', absl::SkipEmpty())) {
+      if (absl::StrContains(line, " info Classify model=")) lines.emplace_back(line);
+    }
+    return lines;
+  };
+  std::vector<std::string> lines = logged({});
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("Classify model=tiny code=INVALID_ARGUMENT seconds="));
+  EXPECT_THAT(lines[0], HasSubstr(" peer=ipv4:127.0.0.1:"));
+  EXPECT_THAT(lines[0], HasSubstr(": input is not a video container"));
+  lines = logged({"--access-log", "all"});
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("Classify model=tiny code=OK seconds="));
+  EXPECT_THAT(lines[1], HasSubstr("code=INVALID_ARGUMENT"));
+  EXPECT_TRUE(logged({"--access-log", "off"}).empty());
+}
+
 TEST_F(SecurityServerTest, JsonLogHoldsOneObjectPerLine) {
   auto server =
       StartServer({"--log-format", "json", "--log-level", "debug", "--media-log-level", "debug"});
