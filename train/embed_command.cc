@@ -1,9 +1,16 @@
 // vidclf-train embed: splits a data set and embeds every clip into the work directory's cache.
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "media/frame_sampler.h"
 #include "model/resnet18_archive.h"
 #include "model/torch_threads.h"
@@ -70,6 +77,47 @@ absl::StatusOr<std::unique_ptr<model::VideoModel>> EmbeddingBackbone(
   options.channels_last = true;
   options.backbone_kernels = *kernels;
   return model::VideoModel::Load(cache.backbone_dir(), options);
+}
+
+// Where `vidclf-train synth --output OUT` put the split lists of OUT/videos: OUT/splits, when
+// both lists are there.
+std::optional<fs::path> SynthSplitsBeside(const std::string& data) {
+  fs::path videos = fs::path(data).lexically_normal();
+  if (videos.filename().empty()) videos = videos.parent_path();  // "OUT/videos/"
+  const fs::path splits = videos.parent_path() / "splits";
+  if (fs::exists(splits / "trainlist01.txt") && fs::exists(splits / "testlist01.txt")) {
+    return splits;
+  }
+  return std::nullopt;
+}
+
+// Why `dataset` cannot go into a work directory whose earlier embed split it otherwise (`earlier`,
+// its dataset.json): fit, eval and export would mix runs of two splits. OK when it is the same.
+absl::Status SameSplit(const nlohmann::json& earlier, const Dataset& dataset) {
+  absl::StatusOr<Dataset> before = DatasetFromJson(earlier);
+  if (!before.ok()) return before.status();
+  if (before->classes != dataset.classes) {
+    std::vector<std::string> earlier_set = before->classes, now_set = dataset.classes;
+    std::sort(earlier_set.begin(), earlier_set.end());
+    std::sort(now_set.begin(), now_set.end());
+    return absl::FailedPreconditionError(earlier_set == now_set
+                                             ? "its classes come in another order (classInd.txt)"
+                                             : "its classes are not this data set's");
+  }
+  // Clips on another side, or in one split only.
+  std::map<std::string, Split> sides;
+  for (const Clip& clip : before->clips) sides[clip.path] = clip.split;
+  int64_t differ = 0;
+  for (const Clip& clip : dataset.clips) {
+    const auto side = sides.find(clip.path);
+    if (side == sides.end() || side->second != clip.split) ++differ;
+    if (side != sides.end()) sides.erase(side);
+  }
+  differ += static_cast<int64_t>(sides.size());
+  if (differ == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("its split (", before->split_source,
+                                                    ") and this one (", dataset.split_source,
+                                                    ") differ in ", differ, " clips"));
 }
 
 }  // namespace
@@ -144,6 +192,17 @@ int RunEmbed(const DataFlags& data, const EmbedFlags& flags) {
   options.train_list = data.train_list;
   options.test_list = data.test_list;
   options.class_index = data.class_index;
+  if (options.train_list.empty() && options.test_list.empty()) {
+    if (const std::optional<fs::path> splits = SynthSplitsBeside(data.data)) {
+      options.train_list = (*splits / "trainlist01.txt").string();
+      options.test_list = (*splits / "testlist01.txt").string();
+      if (options.class_index.empty() && fs::exists(*splits / "classInd.txt")) {
+        options.class_index = (*splits / "classInd.txt").string();
+      }
+      std::cout << "using the split lists beside the videos, in " << splits->string()
+                << " (--train-list and --test-list choose others)" << std::endl;
+    }
+  }
   options.test_fraction = data.test_fraction;
   options.validation_fraction = data.validation_fraction;
   options.seed = flags.seed;
@@ -164,6 +223,16 @@ int RunEmbed(const DataFlags& data, const EmbedFlags& flags) {
   if (!cache.ok()) {
     std::cerr << "vidclf-train embed: " << cache.status().message() << "\n";
     return kExitUsage;
+  }
+  if (fs::exists(DatasetPath(flags.work))) {
+    absl::StatusOr<nlohmann::json> earlier = ReadJsonFile(DatasetPath(flags.work));
+    const absl::Status same = earlier.ok() ? SameSplit(*earlier, *dataset) : earlier.status();
+    if (!same.ok()) {
+      std::cerr << "vidclf-train embed: " << flags.work
+                << " was embedded with another split: " << same.message()
+                << "; use a new --work directory, or the same split\n";
+      return kExitUsage;
+    }
   }
   if (auto status = WriteJsonFile(DatasetToJson(*dataset), DatasetPath(flags.work)); !status.ok()) {
     std::cerr << "vidclf-train embed: " << status.message() << "\n";

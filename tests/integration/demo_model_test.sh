@@ -31,6 +31,22 @@ start=$(date +%s)
 "$build_repository" "$bin_dir" "$dir/repo" "$dir/work" "$dir/samples"
 echo "demo model repository built in $(($(date +%s) - start)) s"
 
+# embed finds synth's split lists beside the videos by itself (the script names them), and
+# refuses a work directory that was embedded with another split: the same videos without their
+# lists, split by directory order.
+embed_output=$("$bin_dir/vidclf-train" embed --data "$dir/work/data/videos" \
+  --work "$dir/work/embeddings" 2>&1)
+grep -q "using the split lists beside the videos" <<<"$embed_output"
+grep -q "embedded 0 clips" <<<"$embed_output"
+mkdir "$dir/bare"
+ln -s "$dir/work/data/videos" "$dir/bare/videos"
+if embed_output=$("$bin_dir/vidclf-train" embed --data "$dir/bare/videos" \
+  --work "$dir/work/embeddings" 2>&1); then
+  echo "FAIL: embed re-split a work directory: $embed_output"
+  exit 1
+fi
+grep -q "was embedded with another split" <<<"$embed_output"
+
 failed=0
 for name in "${models[@]}"; do
   accuracy=$(/usr/bin/python3 -c 'import json, sys
