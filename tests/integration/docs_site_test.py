@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """The documentation site: `mkdocs build --strict` passes (a broken link between pages fails it,
 which the test shows on a copy with one), every page in docs/ is in mkdocs.yml's navigation, and
-every relative link of the README names a file that exists.
-Usage: docs_site_test.py SOURCE_DIR"""
+every relative link of the README names a file that exists, and the server's synopsis in
+docs/operations.md names every flag its --help has.
+Usage: docs_site_test.py SOURCE_DIR SERVER_BINARY"""
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ import unittest
 import yaml
 
 ROOT = None
+SERVER = None
 
 
 def build(root, site):
@@ -65,6 +67,17 @@ class DocsSiteTest(unittest.TestCase):
             self.assertTrue(os.path.exists(os.path.join(ROOT, link)), link)
 
 
+    def test_the_servers_synopsis_names_every_flag(self):
+        help_text = subprocess.run([SERVER, "--help"], capture_output=True, text=True,
+                                   check=True, timeout=60).stdout
+        flags = set(re.findall(r"^  (--[a-z0-9-]+)", help_text, re.M))
+        self.assertIn("--model-repository", flags)
+        with open(os.path.join(ROOT, "docs", "operations.md")) as page:
+            synopsis = page.read().split("## Flags", 1)[1].split("\n## ", 1)[0]
+        self.assertEqual(flags - set(re.findall(r"--[a-z0-9-]+", synopsis)), set(),
+                         "flags of vidclf-server --help missing from docs/operations.md")
+
+
 if __name__ == "__main__":
-    ROOT = os.path.abspath(sys.argv[1])
-    unittest.main(argv=sys.argv[:1] + sys.argv[2:])
+    ROOT, SERVER = os.path.abspath(sys.argv[1]), sys.argv[2]
+    unittest.main(argv=sys.argv[:1] + sys.argv[3:])
