@@ -68,10 +68,8 @@ int RunAll(AllFlags flags) {
     } else {
       std::cout << "using the synthetic data set already in " << root.string() << std::endl;
     }
+    // embed takes the split lists synth wrote beside the videos.
     flags.data.data = (root / "videos").string();
-    flags.data.train_list = (root / "splits" / "trainlist01.txt").string();
-    flags.data.test_list = (root / "splits" / "testlist01.txt").string();
-    flags.data.class_index = (root / "splits" / "classInd.txt").string();
   }
   if (int code = RunEmbed(flags.data, flags.embed); code != 0) return code;
   if (int code = RunFit(flags.fit); code != 0) return code;
