@@ -2,8 +2,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <mutex>
@@ -32,8 +32,11 @@ absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& 
 
 // Queues `answer` with `cors`'s headers besides its own.
 MHD_Result Queue(MHD_Connection* connection, const HttpResponse& answer, const HeaderList& cors) {
-  MHD_Response* response = MHD_create_response_from_buffer(
-      answer.body.size(), const_cast<char*>(answer.body.data()), MHD_RESPMEM_MUST_COPY);
+  MHD_Response* response =
+      answer.stream != nullptr
+          ? answer.stream->Respond(connection)
+          : MHD_create_response_from_buffer(
+                answer.body.size(), const_cast<char*>(answer.body.data()), MHD_RESPMEM_MUST_COPY);
   if (response == nullptr) return MHD_NO;
   MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, answer.content_type.c_str());
   if (answer.code == MHD_HTTP_UNAUTHORIZED) {
@@ -105,16 +108,6 @@ struct HttpServer::Exchange {
   std::function<void()> on_client_gone;  // taken when run
 };
 
-namespace {
-
-// Whether the peer of `socket` has closed its side (or the connection failed).
-bool PeerClosed(int socket) {
-  pollfd watched{socket, POLLRDHUP, 0};
-  return ::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
                                                               Handler handler) {
   sockaddr_in address{};
@@ -171,6 +164,17 @@ HttpServer::~HttpServer() {
     stop_watching_.notify_all();
     watcher_.join();
   }
+  // Streamed bodies end here: libmicrohttpd stops no daemon with connections suspended.
+  for (const std::weak_ptr<StreamedBody>& stream : streams_) {
+    if (const auto body = stream.lock()) body->Close();
+  }
+  // Their clients get the body's end, unless they do not read it within a second.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (std::chrono::steady_clock::now() < deadline &&
+         std::any_of(streams_.begin(), streams_.end(),
+                     [](const std::weak_ptr<StreamedBody>& stream) { return !stream.expired(); })) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
 }
 
@@ -191,7 +195,17 @@ void HttpServer::WatchWaitingClients() {
       still_waiting.push_back(exchange);
     }
     waiting_ = std::move(still_waiting);
+    std::vector<std::shared_ptr<StreamedBody>> streams;
+    std::vector<std::weak_ptr<StreamedBody>> still_streaming;
+    for (const std::weak_ptr<StreamedBody>& stream : streams_) {
+      if (auto body = stream.lock()) {
+        streams.push_back(std::move(body));
+        still_streaming.push_back(stream);
+      }
+    }
+    streams_ = std::move(still_streaming);
     lock.unlock();
+    for (const std::shared_ptr<StreamedBody>& body : streams) body->Watch();
     for (const std::function<void()>& cancel : cancels) cancel();
     lock.lock();
   }
@@ -276,7 +290,7 @@ MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char
   {
     std::lock_guard<std::mutex> lock(exchange->mutex);
     if (exchange->response.has_value()) {
-      return Queue(connection, *exchange->response, exchange->cors);
+      return server.QueueAnswer(connection, *exchange->response, exchange->cors);
     }
     if (exchange->handed_over) return MHD_YES;  // woken with no answer yet
     exchange->handed_over = true;
@@ -306,7 +320,7 @@ MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char
   {
     std::lock_guard<std::mutex> lock(exchange->mutex);
     if (exchange->response.has_value()) {
-      return Queue(connection, *exchange->response, exchange->cors);
+      return server.QueueAnswer(connection, *exchange->response, exchange->cors);
     }
     exchange->suspended = true;  // answered later: the connection waits until then
     MHD_suspend_connection(connection);
@@ -314,6 +328,15 @@ MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char
   std::lock_guard<std::mutex> lock(server.waiting_mutex_);
   server.waiting_.push_back(exchange);
   return MHD_YES;
+}
+
+MHD_Result HttpServer::QueueAnswer(MHD_Connection* connection, const HttpResponse& answer,
+                                   const HeaderList& cors) {
+  if (answer.stream != nullptr) {
+    std::lock_guard<std::mutex> lock(waiting_mutex_);
+    streams_.push_back(answer.stream);
+  }
+  return Queue(connection, answer, cors);
 }
 
 void HttpServer::Completed(void* /*self*/, MHD_Connection* /*connection*/, void** request_state,

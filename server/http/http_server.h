@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/http/cors.h"
+#include "server/http/streamed_body.h"
 #include "server/security/bearer_tokens.h"
 
 namespace vidclf::http {
@@ -48,6 +49,8 @@ struct HttpResponse {
   std::string content_type = "application/json";
   std::string body;
   HeaderList headers;
+  // When set, the body is this, written over time (server-sent events), and `body` is unused.
+  std::shared_ptr<StreamedBody> stream = nullptr;
 };
 
 // Answers a request, once, from any thread.
@@ -107,8 +110,12 @@ class HttpServer {
   // The first call for a request, on its headers: a refusal, or its exchange.
   MHD_Result Begin(MHD_Connection* connection, const char* url, const char* method,
                    void** request_state) const;
+  // Queues `answer` on `connection`, and keeps a streamed body for the watcher.
+  MHD_Result QueueAnswer(MHD_Connection* connection, const HttpResponse& answer,
+                         const HeaderList& cors);
   // Until the server stops: every few tenths of a second, the clients of suspended requests
-  // that have closed their connections get their on_client_gone.
+  // that have closed their connections get their on_client_gone, and streamed bodies are
+  // watched.
   void WatchWaitingClients();
 
   const HttpServerOptions options_;
@@ -121,6 +128,7 @@ class HttpServer {
 
   std::mutex waiting_mutex_;
   std::vector<std::shared_ptr<Exchange>> waiting_;  // suspended at some point; pruned by the watch
+  std::vector<std::weak_ptr<StreamedBody>> streams_;  // being sent; pruned by the watch
   std::condition_variable stop_watching_;
   bool stopping_ = false;  // under waiting_mutex_
   std::thread watcher_;

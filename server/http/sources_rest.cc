@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <set>
 #include <string>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/proto_json.h"
+#include "server/http/update_event_stream.h"
 #include "server/service/classify_submission.h"
 #include "server/service/finished_call.h"
 
@@ -18,6 +20,7 @@ namespace vidclf::http {
 namespace {
 
 constexpr char kCollection[] = "/v1/sources";
+constexpr char kSubscribe[] = "/v1/sources:subscribe";
 
 absl::Status FromJson(const std::string& body, google::protobuf::Message* message) {
   const auto parsed = google::protobuf::util::JsonStringToMessage(body, message);
@@ -36,7 +39,8 @@ std::string Query(const HttpRequest& request, const std::string& key) {
 }  // namespace
 
 bool SourcesRest::Serves(absl::string_view path) {
-  return path == kCollection || absl::StartsWith(path, absl::StrCat(kCollection, "/"));
+  return path == kCollection || path == kSubscribe ||
+         absl::StartsWith(path, absl::StrCat(kCollection, "/"));
 }
 
 void SourcesRest::Handle(HttpRequest request, Responder respond) const {
@@ -48,12 +52,14 @@ void SourcesRest::Handle(HttpRequest request, Responder respond) const {
   const std::string name = absl::StrCat("sources/", id);
   const std::string& method = request.method;
 
+  const bool subscribe = request.path == kSubscribe;
   std::string rpc;
+  if (subscribe && method == "GET") rpc = "Subscribe";
   if (collection && method == "POST") rpc = "CreateSource";
   if (collection && method == "GET") rpc = "ListSources";
-  if (!collection && method == "GET") rpc = "GetSource";
-  if (!collection && method == "PATCH") rpc = "UpdateSource";
-  if (!collection && method == "DELETE") rpc = "DeleteSource";
+  if (!collection && !subscribe && method == "GET") rpc = "GetSource";
+  if (!collection && !subscribe && method == "PATCH") rpc = "UpdateSource";
+  if (!collection && !subscribe && method == "DELETE") rpc = "DeleteSource";
   if (rpc.empty()) {
     return respond(JsonError(405, absl::StrCat(method, " is not a method of ", request.path)));
   }
@@ -61,6 +67,7 @@ void SourcesRest::Handle(HttpRequest request, Responder respond) const {
   absl::Status status = gate_->Check(absl::StrCat("/vidclf.v1.Sources/", rpc),
                                      header == request.headers.end() ? "" : header->second);
   std::string body;
+  if (status.ok() && rpc == "Subscribe") return Subscribe(request, start, std::move(respond));
   if (status.ok()) {
     if (rpc == "CreateSource") {
       vidclf::v1::CreateSourceRequest create;
@@ -112,6 +119,22 @@ void SourcesRest::Handle(HttpRequest request, Responder respond) const {
                               service::SecondsSince(start), request.peer);
   if (!status.ok()) return respond(JsonError(HttpCodeOf(status.code()), status.message()));
   respond(HttpResponse{200, "application/json", std::move(body), {}});
+}
+
+void SourcesRest::Subscribe(const HttpRequest& request, service::Clock::time_point start,
+                            Responder respond) const {
+  std::set<std::string> names;
+  for (absl::string_view name : absl::StrSplit(Query(request, "names"), ',', absl::SkipEmpty())) {
+    names.insert(std::string(name));
+  }
+  const absl::Status status = registry_->CheckRegistered({names.begin(), names.end()});
+  // The call's line is written when it opens: it ends when the client goes.
+  service::RecordFinishedCall(*metrics_, "HttpSubscribe", "unknown", status,
+                              service::SecondsSince(start), request.peer);
+  if (!status.ok()) return respond(JsonError(HttpCodeOf(status.code()), status.message()));
+  HttpResponse answer{200, "text/event-stream", "", {{"Cache-Control", "no-cache"}}};
+  answer.stream = UpdateEventStream::Start(&registry_->fanout(), metrics_, std::move(names));
+  respond(std::move(answer));
 }
 
 }  // namespace vidclf::http

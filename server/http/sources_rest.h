@@ -6,6 +6,8 @@
 //   GET    /v1/sources/ID
 //   PATCH  /v1/sources/ID?update_mask=a,b  UpdateSource, the body a Source
 //   DELETE /v1/sources/ID
+//   GET    /v1/sources:subscribe?names=sources/A,sources/B   Subscribe, as server-sent events
+//          (update_event_stream.h); no names: every source
 //
 // Tokens are checked here, by the call gate's rules for the gRPC methods they stand for (an
 // admin token to change sources), not by the HTTP server's inference-token check.
@@ -16,6 +18,7 @@
 #include "server/http/http_server.h"
 #include "server/metrics.h"
 #include "server/security/call_gate.h"
+#include "server/service/classify_submission.h"
 #include "server/sources/source_registry.h"
 
 namespace vidclf::http {
@@ -33,6 +36,9 @@ class SourcesRest {
   void Handle(HttpRequest request, Responder respond) const;
 
  private:
+  void Subscribe(const HttpRequest& request, service::Clock::time_point start,
+                 Responder respond) const;
+
   sources::SourceRegistry* const registry_;
   const security::CallGate* const gate_;
   ServerMetrics* const metrics_;

@@ -1,18 +1,15 @@
 #include "server/service/subscribe_reactor.h"
 
 #include <chrono>
-#include <deque>
-#include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "server/service/finished_call.h"
 #include "server/service/grpc_status.h"
 #include "server/service/raw_message.h"
+#include "server/sources/update_queue.h"
 #include "vidclf/v1/sources.pb.h"
 
 namespace vidclf::service {
@@ -43,22 +40,14 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>
   void Offer(const vidclf::v1::SourceUpdate& update, bool droppable) override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (finished_) return;
-    if (droppable) {
-      auto [waiting, inserted] = predictions_.try_emplace(update.name(), update);
-      if (!inserted) {
-        waiting->second = update;
-        ++dropped_;
-        metrics_->RecordDroppedPredictions(1);
-      } else {
-        prediction_order_.push_back(update.name());
-      }
-    } else {
-      if (updates_.size() >= kMaxWaitingSourceUpdates) {
-        FinishLocked(absl::ResourceExhaustedError(
-            "the subscriber fell too far behind: read faster, or subscribe to fewer sources"));
-        return;
-      }
-      updates_.push_back(update);
+    const sources::UpdateQueue::Offered offered = waiting_.Offer(update, droppable);
+    if (offered == sources::UpdateQueue::Offered::kTooFarBehind) {
+      FinishLocked(absl::ResourceExhaustedError(
+          "the subscriber fell too far behind: read faster, or subscribe to fewer sources"));
+      return;
+    }
+    if (offered == sources::UpdateQueue::Offered::kReplacedAPrediction) {
+      metrics_->RecordDroppedPredictions(1);
     }
     if (!writing_) WriteNextLocked();
   }
@@ -94,23 +83,9 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>
     subscribed_ = false;
   }
 
-  // Writes what waits: events and state changes first, then the predictions, one source after
-  // another. `mutex_` held.
+  // Writes what waits, if anything. `mutex_` held.
   void WriteNextLocked() {
-    if (!updates_.empty()) {
-      response_ = std::move(updates_.front());
-      updates_.pop_front();
-    } else if (!prediction_order_.empty()) {
-      const std::string name = std::move(prediction_order_.front());
-      prediction_order_.pop_front();
-      auto waiting = predictions_.find(name);
-      response_ = std::move(waiting->second);
-      predictions_.erase(waiting);
-    } else {
-      return;
-    }
-    response_.set_dropped_before(dropped_);
-    dropped_ = 0;
+    if (!waiting_.Next(&response_)) return;
     writing_ = true;
     wire_ = SerializeMessage(response_);
     StartWrite(&wire_);
@@ -140,10 +115,7 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>
   bool finished_ = false;
   bool writing_ = false;
   std::optional<absl::Status> end_status_;
-  std::deque<vidclf::v1::SourceUpdate> updates_;
-  std::map<std::string, vidclf::v1::SourceUpdate> predictions_;
-  std::deque<std::string> prediction_order_;
-  uint32_t dropped_ = 0;
+  sources::UpdateQueue waiting_;
   vidclf::v1::SourceUpdate response_;
   grpc::ByteBuffer wire_;
 };

@@ -85,6 +85,7 @@ void RegisteredSource::OpenSession() {
     if (cancel) (*session)->Cancel(absl::CancelledError("the source was let go of"));
     return;
   }
+  ReleaseEarlier();                        // this one cannot go on from it yet
   std::shared_ptr<RegisteredSource> keep;  // released after the lock
   absl::MutexLock lock(&mutex_);
   session_open_ = false;
@@ -177,6 +178,7 @@ bool RegisteredSource::Stop(const absl::Status& reason, absl::Duration timeout) 
 }
 
 void RegisteredSource::BeginStop(const absl::Status& reason) {
+  ReleaseEarlier();
   std::shared_ptr<engine::StreamSession> session;
   {
     absl::MutexLock lock(&mutex_);
@@ -187,10 +189,55 @@ void RegisteredSource::BeginStop(const absl::Status& reason) {
 }
 
 bool RegisteredSource::WaitStopped(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::shared_ptr<RegisteredSource> earlier;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (!mutex_.AwaitWithDeadline(absl::Condition(
+                                      +[](bool* open) { return !*open; }, &session_open_),
+                                  deadline)) {
+      return false;
+    }
+    earlier = earlier_;
+  }
+  return earlier == nullptr || earlier->WaitStopped(deadline - absl::Now());
+}
+
+void RegisteredSource::TakeOverFrom(std::shared_ptr<RegisteredSource> earlier) {
   absl::MutexLock lock(&mutex_);
-  return mutex_.AwaitWithTimeout(absl::Condition(
-                                     +[](bool* open) { return !*open; }, &session_open_),
-                                 timeout);
+  earlier_ = std::move(earlier);
+  release_earlier_by_ = absl::Now() + stall_timeout_;
+  resume_note_ =
+      "started cold (another model, attention or URI): took over from the session before it at "
+      "its first frame";
+}
+
+bool RegisteredSource::TakingOver() const {
+  absl::MutexLock lock(&mutex_);
+  return earlier_ != nullptr;
+}
+
+bool RegisteredSource::Connected() const {
+  absl::MutexLock lock(&mutex_);
+  return state_ == SourceStatus::LIVE || state_ == SourceStatus::STALLED;
+}
+
+void RegisteredSource::ReleaseEarlier() {
+  std::shared_ptr<RegisteredSource> earlier;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (earlier_ == nullptr || earlier_released_) return;
+    earlier_released_ = true;
+    earlier = earlier_;
+  }
+  // Silenced first: from now on only this one speaks for the source.
+  earlier->Silence();
+  earlier->BeginStop(absl::CancelledError("the source was updated"));
+}
+
+void RegisteredSource::Silence() {
+  absl::MutexLock lock(&mutex_);
+  silenced_ = true;
 }
 
 void RegisteredSource::InheritCounters(const RegisteredSource& earlier) {
@@ -205,15 +252,25 @@ void RegisteredSource::InheritCounters(const RegisteredSource& earlier) {
 
 void RegisteredSource::Tick() {
   bool reopen = false;
+  bool release = false;
+  std::shared_ptr<RegisteredSource> released;
   {
     absl::MutexLock lock(&mutex_);
     const absl::Time now = absl::Now();
+    release = earlier_ != nullptr && !earlier_released_ && now >= release_earlier_by_;
+    if (earlier_released_) released = earlier_;
     if (state_ == SourceStatus::LIVE && now - last_frame_time_ >= stall_timeout_) {
       SetState(
           SourceStatus::STALLED,
           absl::StrCat("no frame for ", absl::FormatDuration(stall_timeout_), " while connected"));
     }
     reopen = !stopping_ && !session_open_ && now >= reopen_at_;
+  }
+  if (release) ReleaseEarlier();
+  // An earlier registration whose session has ended is forgotten.
+  if (released != nullptr && released->WaitStopped(absl::ZeroDuration())) {
+    absl::MutexLock lock(&mutex_);
+    earlier_.reset();
   }
   if (reopen) OpenSession();
 }
@@ -265,6 +322,7 @@ void RegisteredSource::SetState(State state, std::string error) {
   if (!changed) return;
   state_ = state;
   state_time_ = absl::Now();
+  if (silenced_) return;
   vidclf::v1::SourceUpdate update;
   update.set_name(spec_.name());
   *update.mutable_status() = StatusLocked();
@@ -280,6 +338,7 @@ void RegisteredSource::OnPrediction(engine::StreamPrediction prediction) {
   message.set_latency_ms(1e3 * lag);  // as published, before any subscriber's queue
   {
     absl::MutexLock lock(&mutex_);
+    if (silenced_) return;
     lag_seconds_ = lag;
   }
   if (message.events_size() > 0) {
@@ -294,6 +353,8 @@ void RegisteredSource::OnPrediction(engine::StreamPrediction prediction) {
 }
 
 void RegisteredSource::OnSourceEvent(const engine::SourceEvent& event) {
+  // A new connection that drops cannot take over: a camera may allow one session only.
+  if (event.kind == engine::SourceEvent::Kind::kDropped) ReleaseEarlier();
   absl::MutexLock lock(&mutex_);
   if (event.kind == engine::SourceEvent::Kind::kConnected) {
     description_ = event.message;
@@ -306,21 +367,28 @@ void RegisteredSource::OnSourceEvent(const engine::SourceEvent& event) {
 void RegisteredSource::OnFrameDecoded(const engine::SourceFrame& frame) {
   const absl::Time now = absl::Now();
   const int64_t second = absl::ToUnixSeconds(now);
-  absl::MutexLock lock(&mutex_);
-  ++frames_;
-  const size_t slot = static_cast<size_t>(second % static_cast<int64_t>(counts_.size()));
-  if (count_seconds_[slot] != second) {
-    count_seconds_[slot] = second;
-    counts_[slot] = 0;
+  bool first_after_earlier = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    first_after_earlier = earlier_ != nullptr && !earlier_released_;
+    ++frames_;
+    const size_t slot = static_cast<size_t>(second % static_cast<int64_t>(counts_.size()));
+    if (count_seconds_[slot] != second) {
+      count_seconds_[slot] = second;
+      counts_[slot] = 0;
+    }
+    ++counts_[slot];
+    if (first_frame_time_ == absl::InfinitePast()) first_frame_time_ = now;
+    last_frame_seconds_ = frame.seconds;
+    last_frame_time_ = now;
+    if (state_ != SourceStatus::LIVE) SetState(SourceStatus::LIVE, last_error_);
   }
-  ++counts_[slot];
-  if (first_frame_time_ == absl::InfinitePast()) first_frame_time_ = now;
-  last_frame_seconds_ = frame.seconds;
-  last_frame_time_ = now;
-  if (state_ != SourceStatus::LIVE) SetState(SourceStatus::LIVE, last_error_);
+  // This one brings frames: the earlier registration is let go of, and heard no more.
+  if (first_after_earlier) ReleaseEarlier();
 }
 
 void RegisteredSource::OnEnd(const absl::Status& status) {
+  ReleaseEarlier();
   std::shared_ptr<RegisteredSource> keep;  // the last owner, maybe: released after the lock
   absl::MutexLock lock(&mutex_);
   session_open_ = false;

@@ -12,6 +12,10 @@
 // The session follows the source again after each drop by itself (engine::UriSource); this class
 // reopens the session only when the engine refused to open it (no room for another stream) or
 // the source ended (a file), and never after credentials were refused.
+//
+// A registration that replaces one whose head cannot go on (another model or attention, another
+// URI) may take over from it: the earlier one goes on predicting while this one connects, and is
+// let go of, and heard no more, at this one's first frame, so that the change leaves no gap.
 #ifndef VIDCLF_SERVER_SOURCES_REGISTERED_SOURCE_H_
 #define VIDCLF_SERVER_SOURCES_REGISTERED_SOURCE_H_
 
@@ -56,6 +60,13 @@ class RegisteredSource final : public engine::StreamListener,
   bool WaitStopped(absl::Duration timeout);
   // Takes the counters of the source this one replaces (an update).
   void InheritCounters(const RegisteredSource& earlier);
+  // Lets `earlier`, which follows the same source, go on until this one's first frame (or its
+  // first failure, or its stall timeout), then lets go of it. Before Start.
+  void TakeOverFrom(std::shared_ptr<RegisteredSource> earlier);
+  // Whether it still holds an earlier registration it takes over from.
+  bool TakingOver() const;
+  // Whether a session brings its frames (LIVE or STALLED).
+  bool Connected() const;
   // The first session goes on from this checkpoint (source_checkpoint.h) when it fits the model
   // and is recent enough; the status says whether it did. Before Start.
   void ResumeFrom(std::optional<std::string> checkpoint);
@@ -83,6 +94,10 @@ class RegisteredSource final : public engine::StreamListener,
   void OpenSession();
   // The stream's options, resuming from resume_from_ (once) when it fits.
   engine::StreamOptions SessionOptions();
+  // Lets go of the registration this one takes over from, once, and silences it.
+  void ReleaseEarlier();
+  // Publishes nothing more: a replacement speaks for the source.
+  void Silence();
   // Records a new state, and publishes the status when it changed.
   void SetState(State state, std::string error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   vidclf::v1::SourceStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -122,6 +137,12 @@ class RegisteredSource final : public engine::StreamListener,
   std::string resume_note_ ABSL_GUARDED_BY(mutex_) = "no checkpoint";
   std::optional<std::string> latest_checkpoint_ ABSL_GUARDED_BY(mutex_);
   bool checkpoint_saved_ ABSL_GUARDED_BY(mutex_) = true;
+  // The registration this one takes over from (TakeOverFrom), kept until its session has ended;
+  // whether it was let go of, and when it is at the latest.
+  std::shared_ptr<RegisteredSource> earlier_ ABSL_GUARDED_BY(mutex_);
+  bool earlier_released_ ABSL_GUARDED_BY(mutex_) = false;
+  absl::Time release_earlier_by_ ABSL_GUARDED_BY(mutex_) = absl::InfiniteFuture();
+  bool silenced_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace vidclf::sources

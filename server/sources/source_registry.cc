@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/thread_name.h"
+#include "model/heads/head_state_codec.h"
 #include "server/sources/source_fields.h"
 
 namespace vidclf::sources {
@@ -220,6 +221,11 @@ absl::StatusOr<vidclf::v1::Source> SourceRegistry::UpdateSource(
     CopyField(path, request.source(), &spec);
   }
   if (auto status = Check(spec); !status.ok()) return status;
+  // A head that cannot go on from where it was (another model or attention, another camera)
+  // loses nothing by starting while the earlier one still predicts: it takes over at its first
+  // frame. One that can go on waits for the earlier one's last checkpoint instead.
+  const bool take_over = !spec.paused() && earlier->Connected() && !earlier->TakingOver() &&
+                         (spec.uri() != earlier->spec().uri() || !SameHead(spec, earlier->spec()));
   replacement = std::make_shared<RegisteredSource>(std::move(spec), engine_, &fanout_);
   {
     absl::MutexLock lock(&mutex_);
@@ -229,6 +235,12 @@ absl::StatusOr<vidclf::v1::Source> SourceRegistry::UpdateSource(
       return status;
     }
   }
+  if (take_over) {
+    replacement->InheritCounters(*earlier);
+    replacement->TakeOverFrom(earlier);
+    replacement->Start();
+    return replacement->Snapshot();
+  }
   earlier->Stop(absl::CancelledError("the source was updated"), options_.stop_timeout);
   replacement->InheritCounters(*earlier);
   // The same camera goes on where its head had got to; another one starts afresh.
@@ -237,6 +249,16 @@ absl::StatusOr<vidclf::v1::Source> SourceRegistry::UpdateSource(
   }
   replacement->Start();
   return replacement->Snapshot();
+}
+
+bool SourceRegistry::SameHead(const vidclf::v1::Source& a, const vidclf::v1::Source& b) const {
+  const engine::StreamOptions first = StreamOptionsOf(a);
+  const engine::StreamOptions second = StreamOptionsOf(b);
+  const auto model_a = engine_->repository()->Find(first.model);
+  const auto model_b = engine_->repository()->Find(second.model);
+  if (!model_a.ok() || !model_b.ok()) return false;
+  return model::HeadStateFingerprint((*model_a)->config(), first.attention) ==
+         model::HeadStateFingerprint((*model_b)->config(), second.attention);
 }
 
 absl::Status SourceRegistry::DeleteSource(const std::string& name) {

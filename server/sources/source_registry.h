@@ -66,6 +66,9 @@ class SourceRegistry {
                  RegistryOptions options);
   // OK when `source` can be followed by this server: fields, allowlist, model and attention.
   absl::Status Check(const vidclf::v1::Source& source) const;
+  // Whether a head's state could go on from one registration to the other: the same model
+  // and attention.
+  bool SameHead(const vidclf::v1::Source& a, const vidclf::v1::Source& b) const;
   // Saves every registration; on failure the caller undoes its change.
   absl::Status Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Every 250 ms: stalls noticed, refused sessions opened again, new checkpoints saved.

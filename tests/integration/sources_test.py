@@ -372,6 +372,45 @@ class SourcesTest(unittest.TestCase):
         self.assertRefused(grpc.StatusCode.NOT_FOUND, "no source sources/none",
                            lambda: next(iter(self.client.subscribe(["sources/none"]))))
 
+    def test_a_model_change_takes_over_without_a_gap(self):
+        self.client.create("switched", CAMERA.uri(), config=VC.StreamConfig(
+            model="small", embed_stride=5))
+        self.client.wait_state("switched", "LIVE")
+        wait_sessions(CAMERA, 1)
+        updates = self.client.subscribe(["sources/switched"])
+        heard = []  # (model, arrival) of each prediction
+
+        def read():
+            try:
+                for update in updates:
+                    if update.HasField("prediction"):
+                        heard.append((update.prediction.model, time.monotonic()))
+            except grpc.RpcError:
+                pass  # cancelled below
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        wait_for(lambda: len(heard) >= 3, 20, "predictions of the first model")
+        updated = self.client.update(PB.Source(name="sources/switched", config=VC.StreamConfig(
+            model="causal", embed_stride=5)), ["config"])
+        self.assertIn("took over", updated.status.resume_note)
+        wait_for(lambda: sum(model == "causal" for model, _ in heard) >= 3, 30,
+                 "predictions of the new model")
+        updates.cancel()
+        reader.join(timeout=10)
+        models = [model for model, _ in heard]
+        switch = models.index("causal")
+        # The first model until the new one's first prediction, never the two interleaved.
+        self.assertEqual(set(models[:switch]), {"small"})
+        self.assertEqual(set(models[switch:]), {"causal"})
+        print(f"model change: {heard[switch][1] - heard[switch - 1][1]:.3f} s between the last "
+              "prediction of the first model and the first of the next", file=sys.stderr)
+        wait_sessions(CAMERA, 1)  # the earlier session's TEARDOWN
+        switched = self.client.get("switched")
+        self.assertEqual(switched.status.state, PB.SourceStatus.LIVE)
+        self.assertEqual(switched.config.model, "causal")
+        self.client.delete("switched")
+        wait_sessions(CAMERA, 0)
+
     def test_watch_over_tcp_sends_teardown_when_cancelled(self):
         watch = self.client.watch(CAMERA.uri(), input_options={"rtsp_transport": "tcp"})
         predictions = 0
@@ -551,6 +590,8 @@ class RestTest(unittest.TestCase):
             self.http_port = start_server.http_port
             source = {"uri": CAMERA.uri(), "config": {"embed_stride": 5},
                       "labels": {"door": "rest"}}
+            # Subscribe as server-sent events, with curl: every source, from before it exists.
+            events = self.subscribe_sse("", INFERENCE_TOKEN)
             code, answer = self.curl("POST", "/v1/sources?source_id=rest-cam", source,
                                      INFERENCE_TOKEN)
             self.assertEqual((code, "admin token" in answer["error"]), (403, True))
@@ -565,12 +606,33 @@ class RestTest(unittest.TestCase):
             self.assertEqual(code, 409)
             wait_for(lambda: self.curl("GET", "/v1/sources/rest-cam", token=INFERENCE_TOKEN)[1]
                      ["status"]["state"] == "LIVE", 30, "rest-cam to be LIVE")
+            states, predictions = [], 0
+            for update in self.read_sse(events):
+                self.assertEqual(update["name"], "sources/rest-cam")
+                if "status" in update:
+                    states.append(update["status"]["state"])
+                if "prediction" in update:
+                    predictions += 1
+                    self.assertTrue(update["prediction"]["top_k"])
+                if predictions >= 5:
+                    break
+            self.assertIn("LIVE", states)
+            events.kill()  # the client goes; the server goes on
+            events.wait()
+            events.stdout.close()
+            code, answer = self.curl("GET", "/v1/sources:subscribe?names=sources/nothing",
+                                     token=INFERENCE_TOKEN)
+            self.assertEqual((code, answer["error"]), (404, "no source sources/nothing"))
+            code, answer = self.curl("GET", "/v1/sources:subscribe")
+            self.assertEqual(code, 401)
             code, listed = self.curl("GET", "/v1/sources?filter=labels.door%3Drest",
                                      token=INFERENCE_TOKEN)
             self.assertEqual([s["name"] for s in listed["sources"]], ["sources/rest-cam"])
             code, paused = self.curl("PATCH", "/v1/sources/rest-cam?update_mask=paused",
                                      {"paused": True}, ADMIN_TOKEN)
             self.assertEqual((code, paused["status"]["state"]), (200, "PAUSED"))
+            # A paused source's subscriber, still open at the shutdown.
+            held_open = self.subscribe_sse("sources/rest-cam", INFERENCE_TOKEN)
             code, answer = self.curl("PATCH", "/v1/sources/rest-cam?update_mask=paused",
                                      {"pausd": True}, ADMIN_TOKEN)
             self.assertEqual(code, 400)
@@ -587,6 +649,27 @@ class RestTest(unittest.TestCase):
             self.assertEqual(code, 405)
         finally:
             stop_server(server)
+        # The drain ended the stream still open: curl saw its end, and nothing went wrong.
+        self.assertEqual(held_open.wait(timeout=30), 0)
+        held_open.stdout.close()
+
+    def subscribe_sse(self, names, token):
+        process = subprocess.Popen(
+            ["curl", "-sS", "-N", "-H", f"Authorization: Bearer {token}",
+             f"http://127.0.0.1:{self.http_port}/v1/sources:subscribe?names={names}"],
+            stdout=subprocess.PIPE, text=True)
+        self.assertEqual(process.stdout.readline(), ": subscribed\n")
+        return process
+
+    @staticmethod
+    def read_sse(process):
+        """The SourceUpdates of a text/event-stream, as dictionaries."""
+        event = None
+        for line in process.stdout:
+            if line.startswith("event: "):
+                event = line[len("event: "):].strip()
+            elif line.startswith("data: ") and event == "update":
+                yield json.loads(line[len("data: "):])
 
 
 class Broker:
