@@ -45,6 +45,18 @@ Segment SegmentTracker::SegmentOf(int label, const LabelState& state) const {
   return segment;
 }
 
+Segment SegmentTracker::EndOf(const OpenSegment& open) {
+  Segment segment;
+  segment.label = open.label;
+  segment.start_seconds = open.start;
+  segment.end_seconds = open.last_held;
+  segment.mean_score = open.held_seconds > 0
+                           ? static_cast<float>(open.weighted_score / open.held_seconds)
+                           : open.peak;
+  segment.peak_score = open.peak;
+  return segment;
+}
+
 std::vector<SegmentEvent> SegmentTracker::Add(double start_seconds, double end_seconds,
                                               absl::Span<const float> scores) {
   std::vector<SegmentEvent> starts;

@@ -72,6 +72,9 @@ class SegmentTracker {
     float peak = 0;
   };
   std::vector<OpenSegment> Open() const;
+  // The segment `open` is, ended where it last held: how a stream that cannot go on from a
+  // checkpoint ends the segments it had announced.
+  static Segment EndOf(const OpenSegment& open);
   // Takes over segments Open() returned, as though the spans that opened them had been added
   // here; INVALID_ARGUMENT for a label out of range or twice, or values that are not finite.
   absl::Status Restore(absl::Span<const OpenSegment> open);

@@ -11,7 +11,8 @@ bytes to the prediction; and the media time against the wall clock, per camera) 
 and every camera delivers at least 24 frames a second. In the same run: the decode-only limit of
 the same clip (the ffmpeg CLI on every core), the restart of a server with 24 registered cameras
 (SIGTERM, then the time until each predicts again), memory per registered and per live camera,
-and resident memory over a soak with kills and freezes injected. Writes docs/cameras-benchmark.md.
+and resident memory over a soak with kills and freezes injected, and per reconnect over a loop of
+kills (--parts reconnects). Writes docs/cameras-benchmark.md.
 Usage: run_benchmark.py --server BIN --repository DIR --output docs/cameras-benchmark.md
                         [--seconds S] [--soak-minutes M] [--levels-320 16,32,...]
 """
@@ -311,6 +312,39 @@ def soak(args, clip, count, model):
             "reconnects": reconnects, "freezes": (injected + 1) // 2, "kills": injected // 2}
 
 
+def reconnects(args, clip, count, model):
+    """`count` cameras, all killed for 3 s and back for 7 s, --reconnect-cycles times: resident
+    memory after each cycle, and its slope per reconnect over the last two thirds."""
+    camera = rtsp_camera.CameraProcess(loop=clip, cameras=count).start()
+    port = camera.port
+    server = Server(args.server, args.repository, port, "--max-streams", str(count + 4),
+                    *args.server_flag)
+    samples = []
+    try:
+        add_cameras(server, port, count, model)
+        time.sleep(20)
+        for _ in range(args.reconnect_cycles):
+            camera.kill()
+            time.sleep(3)
+            camera = rtsp_camera.CameraProcess(loop=clip, cameras=count, port=port).start()
+            time.sleep(7)
+            samples.append(server.resident_mib())
+        sources = server.call("ListSources", PB.ListSourcesRequest(page_size=1000),
+                              PB.ListSourcesResponse).sources
+        total = sum(source.status.reconnects for source in sources)
+    finally:
+        server.stop()
+        camera.kill()
+    tail = samples[len(samples) // 3:]
+    xs = range(len(tail))
+    mean_x, mean_r = statistics.mean(xs), statistics.mean(tail)
+    slope = (sum((x - mean_x) * (r - mean_r) for x, r in zip(xs, tail)) /
+             max(1e-9, sum((x - mean_x) ** 2 for x in xs)))
+    return {"cameras": count, "cycles": args.reconnect_cycles, "reconnects": total,
+            "first": samples[0], "third": tail[0], "last": samples[-1],
+            "per_reconnect_kib": 1024 * slope / count}
+
+
 def report(args, results):
     lines = [
         "# Registered cameras on one server",
@@ -377,6 +411,14 @@ def report(args, results):
                   f"cameras were LIVE and {s['failed']} FAILED, after {s['reconnects']} "
                   f"reconnects in all, for {s['kills']} kills of every camera and "
                   f"{s['freezes']} freezes of three."]
+    if "reconnects" in results:
+        c = results["reconnects"]
+        lines += ["", "## Reconnects", "",
+                  f"{c['cameras']} cameras killed for 3 s and back for 7 s, {c['cycles']} times "
+                  f"({c['reconnects']} reconnects): resident memory {c['first']:.0f} MiB after "
+                  f"the first cycle, {c['third']:.0f} after a third of them, {c['last']:.0f} "
+                  f"after the last; slope over the last two thirds "
+                  f"**{c['per_reconnect_kib']:.1f} KiB per reconnect**."]
     with open(args.output, "w") as out:
         out.write("\n".join(lines) + "\n")
 
@@ -394,6 +436,7 @@ def main():
     parser.add_argument("--models", default="demo,demo-causal")
     parser.add_argument("--restart-cameras", type=int, default=24)
     parser.add_argument("--soak-minutes", type=float, default=120)
+    parser.add_argument("--reconnect-cycles", type=int, default=30)
     parser.add_argument("--parts", default="levels,restart,memory,soak",
                         help="which sections to run and write, comma-separated")
     parser.add_argument("--server-flag", action="append", default=[],
@@ -428,6 +471,8 @@ def main():
         results["memory"] = memory(args, clip, args.restart_cameras, model)
     if "soak" in parts and args.soak_minutes > 0:
         results["soak"] = soak(args, clip, args.restart_cameras, model)
+    if "reconnects" in parts:
+        results["reconnects"] = reconnects(args, clip, 4, model)
     report(args, results)
 
 

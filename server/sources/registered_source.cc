@@ -136,11 +136,32 @@ engine::StreamOptions RegisteredSource::SessionOptions() {
                           " frames stepped, from a checkpoint ", absl::FormatDuration(age), " old");
       options.resume = std::move(saved->checkpoint);
     }
+    if (saved.ok() && !options.resume.has_value()) EndAnnouncedSegments(*saved);
   }
   absl::MutexLock lock(&mutex_);
   resumed_ = options.resume.has_value();
   resume_note_ = note;
   return options;
+}
+
+void RegisteredSource::EndAnnouncedSegments(const SavedCheckpoint& saved) {
+  vidclf::v1::SourceUpdate update;
+  update.set_name(spec_.name());
+  const auto& open = saved.checkpoint.open_segments;
+  for (size_t i = 0; i < open.size(); ++i) {
+    if (!open[i].announced) continue;
+    const pipeline::Segment segment = pipeline::SegmentTracker::EndOf(open[i]);
+    vidclf::v1::SegmentEvent* event = update.mutable_events()->add_events();
+    event->set_kind(vidclf::v1::SegmentEvent::SEGMENT_END);
+    event->set_label(i < saved.open_segment_labels.size() ? saved.open_segment_labels[i] : "");
+    event->set_start_seconds(segment.start_seconds);
+    event->set_end_seconds(segment.end_seconds);
+    event->set_mean_score(segment.mean_score);
+    event->set_peak_score(segment.peak_score);
+  }
+  // Published with the first frame, once the publishers (MQTT) hear the registry.
+  absl::MutexLock lock(&mutex_);
+  if (update.events().events_size() > 0) ended_before_ = std::move(update);
 }
 
 void RegisteredSource::ResumeFrom(std::optional<std::string> checkpoint) {
@@ -166,7 +187,11 @@ void RegisteredSource::OnCheckpoint(engine::StreamCheckpoint checkpoint) {
     absl::MutexLock lock(&mutex_);
     counters = {frames_, reconnects_};
   }
-  std::string bytes = EncodeCheckpoint(checkpoint, counters, absl::Now());
+  std::vector<std::string> labels;
+  if (const auto model = engine_->repository()->Find(StreamOptionsOf(spec_).model); model.ok()) {
+    labels = (*model)->config().labels;
+  }
+  std::string bytes = EncodeCheckpoint(checkpoint, counters, labels, absl::Now());
   absl::MutexLock lock(&mutex_);
   latest_checkpoint_ = std::move(bytes);
   checkpoint_saved_ = false;
@@ -368,9 +393,11 @@ void RegisteredSource::OnFrameDecoded(const engine::SourceFrame& frame) {
   const absl::Time now = absl::Now();
   const int64_t second = absl::ToUnixSeconds(now);
   bool first_after_earlier = false;
+  std::optional<vidclf::v1::SourceUpdate> ended_before;
   {
     absl::MutexLock lock(&mutex_);
     first_after_earlier = earlier_ != nullptr && !earlier_released_;
+    ended_before.swap(ended_before_);
     ++frames_;
     const size_t slot = static_cast<size_t>(second % static_cast<int64_t>(counts_.size()));
     if (count_seconds_[slot] != second) {
@@ -385,6 +412,7 @@ void RegisteredSource::OnFrameDecoded(const engine::SourceFrame& frame) {
   }
   // This one brings frames: the earlier registration is let go of, and heard no more.
   if (first_after_earlier) ReleaseEarlier();
+  if (ended_before.has_value()) fanout_->Publish(*ended_before, /*droppable=*/false);
 }
 
 void RegisteredSource::OnEnd(const absl::Status& status) {

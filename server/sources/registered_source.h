@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/engine/classify_engine.h"
+#include "server/sources/source_checkpoint.h"
 #include "server/sources/update_fanout.h"
 #include "vidclf/v1/sources.pb.h"
 
@@ -92,8 +93,10 @@ class RegisteredSource final : public engine::StreamListener,
   using State = vidclf::v1::SourceStatus::State;
   // Opens the engine's session, or says why not and when to try again.
   void OpenSession();
-  // The stream's options, resuming from resume_from_ (once) when it fits.
+  // The stream's options, resuming from resume_from_ (once) when it fits; when it does not, the
+  // segments it had announced end where they last held.
   engine::StreamOptions SessionOptions();
+  void EndAnnouncedSegments(const SavedCheckpoint& saved);
   // Lets go of the registration this one takes over from, once, and silences it.
   void ReleaseEarlier();
   // Publishes nothing more: a replacement speaks for the source.
@@ -136,6 +139,8 @@ class RegisteredSource final : public engine::StreamListener,
   bool resumed_ ABSL_GUARDED_BY(mutex_) = false;
   std::string resume_note_ ABSL_GUARDED_BY(mutex_) = "no checkpoint";
   std::optional<std::string> latest_checkpoint_ ABSL_GUARDED_BY(mutex_);
+  // The ends of the segments a checkpoint it could not go on from had announced, to publish.
+  std::optional<vidclf::v1::SourceUpdate> ended_before_ ABSL_GUARDED_BY(mutex_);
   bool checkpoint_saved_ ABSL_GUARDED_BY(mutex_) = true;
   // The registration this one takes over from (TakeOverFrom), kept until its session has ended;
   // whether it was let go of, and when it is at the latest.

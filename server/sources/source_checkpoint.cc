@@ -14,16 +14,21 @@ constexpr int kVersion = 1;
 }  // namespace
 
 std::string EncodeCheckpoint(const engine::StreamCheckpoint& checkpoint,
-                             const SourceCounters& counters, absl::Time taken) {
+                             const SourceCounters& counters, const std::vector<std::string>& labels,
+                             absl::Time taken) {
   nlohmann::json open_segments = nlohmann::json::array();
   for (const pipeline::SegmentTracker::OpenSegment& segment : checkpoint.open_segments) {
-    open_segments.push_back({{"label", segment.label},
-                             {"announced", segment.announced},
-                             {"start", segment.start},
-                             {"last_held", segment.last_held},
-                             {"weighted_score", segment.weighted_score},
-                             {"held_seconds", segment.held_seconds},
-                             {"peak", segment.peak}});
+    open_segments.push_back(
+        {{"label", segment.label},
+         {"announced", segment.announced},
+         {"start", segment.start},
+         {"last_held", segment.last_held},
+         {"weighted_score", segment.weighted_score},
+         {"held_seconds", segment.held_seconds},
+         {"peak", segment.peak},
+         {"name", segment.label >= 0 && segment.label < static_cast<int>(labels.size())
+                      ? labels[static_cast<size_t>(segment.label)]
+                      : ""}});
   }
   const nlohmann::json header = {{"version", kVersion},
                                  {"fingerprint", checkpoint.fingerprint},
@@ -64,6 +69,7 @@ absl::StatusOr<SavedCheckpoint> DecodeCheckpoint(absl::string_view bytes,
            segment.at("start").get<double>(), segment.at("last_held").get<double>(),
            segment.at("weighted_score").get<double>(), segment.at("held_seconds").get<double>(),
            segment.at("peak").get<float>()});
+      saved.open_segment_labels.push_back(segment.value("name", ""));
     }
   } catch (const nlohmann::json::exception& error) {
     return absl::InvalidArgumentError("the checkpoint's header is incomplete");

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -21,14 +22,18 @@ struct SourceCounters {
 
 struct SavedCheckpoint {
   engine::StreamCheckpoint checkpoint;
+  // The label of each of checkpoint.open_segments, by name ("" in older checkpoints): a source
+  // that starts cold under another model still ends them by name.
+  std::vector<std::string> open_segment_labels;
   SourceCounters counters;
   absl::Time taken;
 };
 
-// A JSON line (version, fingerprint, counts, open segments, time) and then
-// model::EncodeHeadState's bytes.
+// A JSON line (version, fingerprint, counts, open segments with their labels' names from
+// `labels`, time) and then model::EncodeHeadState's bytes.
 std::string EncodeCheckpoint(const engine::StreamCheckpoint& checkpoint,
-                             const SourceCounters& counters, absl::Time taken);
+                             const SourceCounters& counters, const std::vector<std::string>& labels,
+                             absl::Time taken);
 // What EncodeCheckpoint wrote, the head state's tensors on `device`; INVALID_ARGUMENT for
 // bytes of another version or that are not a checkpoint.
 absl::StatusOr<SavedCheckpoint> DecodeCheckpoint(absl::string_view bytes,

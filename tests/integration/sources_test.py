@@ -792,6 +792,38 @@ class MqttTest(unittest.TestCase):
             broker.stop()
 
 
+    def test_a_cold_start_ends_the_segments_announced_before(self):
+        broker = Broker().start()
+        camera = make_camera("/mqtt").start()
+        state_dir = tempfile.mkdtemp(dir=TMP.name)
+        flags = ("--mqtt-url", f"mqtt://127.0.0.1:{broker.port}", "--state-dir", state_dir)
+        server, port = start_server(*flags)
+        subscriber, lines = broker.subscribe("vidclf/gate/events")
+        try:
+            Client(port).create("gate", camera.uri(), max_resume_gap_seconds=1,
+                                config=VC.StreamConfig(
+                                    embed_stride=5, segment_events=VC.SegmentEventOptions(
+                                        threshold=0.01, hysteresis=0.005, min_seconds=0.2)))
+            started = first_on(lines, {"vidclf/gate/events": lambda events: any(
+                event["kind"] == "SEGMENT_START" for event in events["events"])})[
+                "vidclf/gate/events"]["events"]
+            stop_server(server)
+            time.sleep(2)  # past max_resume_gap_seconds: the head starts cold
+            server, port = start_server(*flags)
+            announced = [event for event in started if event["kind"] == "SEGMENT_START"][0]
+            ended = first_on(lines, {"vidclf/gate/events": lambda events: any(
+                event["kind"] == "SEGMENT_END" and event["label"] == announced["label"] and
+                event.get("start_seconds", 0) == announced.get("start_seconds", 0)
+                for event in events["events"])})
+            self.assertTrue(ended)
+            self.assertIn("started cold", Client(port).get("gate").status.resume_note)
+        finally:
+            stop_subscriber(subscriber)
+            stop_server(server)
+            camera.kill()
+            broker.stop()
+
+
 def process_figures(pid):
     """The threads and resident memory (MiB) of process `pid`."""
     figures = {}
