@@ -348,6 +348,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     http.max_body_bytes = options.engine.decode.max_input_bytes + (1 << 20);
     http.body_timeout_seconds = options.http.body_timeout_seconds;
     http.allowed_origins = options.http.allowed_origins;
+    http.on_refused = [metrics = &parts->metrics](const http::HttpRequest& request,
+                                                  const absl::Status& refusal) {
+      service::RecordFinishedCall(*metrics, "HttpRefused", "unknown", refusal, 0, request.peer);
+    };
     absl::StatusOr<std::unique_ptr<http::HttpServer>> http_server = http::HttpServer::Start(
         http, [rest = parts->rest.get(), sources_rest = parts->sources_rest.get(), page](
                   http::HttpRequest request, http::Responder respond) {

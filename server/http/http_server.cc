@@ -227,11 +227,11 @@ MHD_Result HttpServer::Begin(MHD_Connection* connection, const char* url, const 
   if (request.method == "OPTIONS" && request.headers.count("access-control-request-method") != 0) {
     const HeaderList allowed = cors_.PreflightHeadersFor(from);
     if (allowed.empty()) {
-      return Queue(connection,
-                   JsonError(MHD_HTTP_FORBIDDEN,
-                             absl::StrCat("pages from ", from.substr(0, 128),
-                                          " may not call this server (--http-allow-origin)")),
-                   {});
+      return Refuse(connection, request,
+                    absl::PermissionDeniedError(
+                        absl::StrCat("pages from ", from.substr(0, 128),
+                                     " may not call this server (--http-allow-origin)")),
+                    {});
     }
     return Queue(connection, HttpResponse{MHD_HTTP_NO_CONTENT, "text/plain", "", {}}, allowed);
   }
@@ -239,20 +239,17 @@ MHD_Result HttpServer::Begin(MHD_Connection* connection, const char* url, const 
   int64_t declared = 0;
   if (length != request.headers.end() && absl::SimpleAtoi(length->second, &declared) &&
       declared > options_.max_body_bytes) {
-    return Queue(
-        connection,
-        JsonError(MHD_HTTP_CONTENT_TOO_LARGE,
-                  absl::StrCat("the body of ", declared, " bytes is over this server's limit of ",
-                               options_.max_body_bytes, " bytes")),
-        exchange->cors);
+    return Refuse(connection, request,
+                  absl::ResourceExhaustedError(absl::StrCat(
+                      "the body of ", declared, " bytes is over this server's limit of ",
+                      options_.max_body_bytes, " bytes")),
+                  exchange->cors);
   }
   if (options_.tokens != nullptr && !(options_.open_to_all && options_.open_to_all(request.path))) {
     const auto authorization = request.headers.find("authorization");
     const absl::Status allowed =
         options_.tokens->Check(authorization != request.headers.end() ? authorization->second : "");
-    if (!allowed.ok()) {
-      return Queue(connection, JsonError(MHD_HTTP_UNAUTHORIZED, allowed.message()), exchange->cors);
-    }
+    if (!allowed.ok()) return Refuse(connection, request, allowed, exchange->cors);
   }
   exchange->headers_received = std::chrono::steady_clock::now();
   const MHD_ConnectionInfo* socket =
@@ -296,11 +293,11 @@ MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char
     exchange->handed_over = true;
   }
   if (exchange->too_large) {
-    return Queue(connection,
-                 JsonError(MHD_HTTP_CONTENT_TOO_LARGE,
-                           absl::StrCat("the body is over this server's limit of ",
-                                        server.options_.max_body_bytes, " bytes")),
-                 exchange->cors);
+    return server.Refuse(
+        connection, exchange->request,
+        absl::ResourceExhaustedError(absl::StrCat("the body is over this server's limit of ",
+                                                  server.options_.max_body_bytes, " bytes")),
+        exchange->cors);
   }
   exchange->request.on_client_gone = [exchange](std::function<void()> cancel) {
     std::lock_guard<std::mutex> lock(exchange->mutex);
@@ -328,6 +325,15 @@ MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char
   std::lock_guard<std::mutex> lock(server.waiting_mutex_);
   server.waiting_.push_back(exchange);
   return MHD_YES;
+}
+
+MHD_Result HttpServer::Refuse(MHD_Connection* connection, const HttpRequest& request,
+                              const absl::Status& refusal, const HeaderList& cors) const {
+  if (options_.on_refused) options_.on_refused(request, refusal);
+  const unsigned int code = refusal.code() == absl::StatusCode::kResourceExhausted
+                                ? MHD_HTTP_CONTENT_TOO_LARGE
+                                : HttpCodeOf(refusal.code());
+  return Queue(connection, JsonError(code, refusal.message()), cors);
 }
 
 MHD_Result HttpServer::QueueAnswer(MHD_Connection* connection, const HttpResponse& answer,

@@ -80,6 +80,9 @@ struct HttpServerOptions {
   int body_timeout_seconds = 0;
   // Origins whose pages may call with fetch (cors.h); none by default.
   std::vector<std::string> allowed_origins;
+  // Hears each request refused before a handler saw it (no token, a body too large, an origin
+  // not allowed), for the access log; from the server's thread, must not block.
+  std::function<void(const HttpRequest& request, const absl::Status& refusal)> on_refused;
 };
 
 class HttpServer {
@@ -110,6 +113,9 @@ class HttpServer {
   // The first call for a request, on its headers: a refusal, or its exchange.
   MHD_Result Begin(MHD_Connection* connection, const char* url, const char* method,
                    void** request_state) const;
+  // Answers a request refused before any handler, and tells options_.on_refused.
+  MHD_Result Refuse(MHD_Connection* connection, const HttpRequest& request,
+                    const absl::Status& refusal, const HeaderList& cors) const;
   // Queues `answer` on `connection`, and keeps a streamed body for the watcher.
   MHD_Result QueueAnswer(MHD_Connection* connection, const HttpResponse& answer,
                          const HeaderList& cors);

@@ -632,6 +632,28 @@ TEST_F(SecurityServerTest, AccessLogSaysFailedCallsByDefaultAndEveryCallWhenAske
   EXPECT_TRUE(logged({"--access-log", "off"}).empty());
 }
 
+// A request the HTTP door refuses before any handler (no token, a body over the limit) gets its
+// line too, with its client's address.
+TEST_F(SecurityServerTest, AccessLogSaysHttpRefusals) {
+  testing::WriteFile(Path("tokens"), absl::StrCat(kToken, "\n"));
+  auto server = StartServer({"--http-port", "0", "--token-file", Path("tokens")});
+  ASSERT_NE(server, nullptr);
+  const std::string listening = "HTTP listening on 127.0.0.1:";
+  const size_t at = server->output().find(listening);
+  ASSERT_NE(at, std::string::npos) << server->output();
+  const std::string port = server->output().substr(at + listening.size(), 5);
+  const std::string digits = port.substr(0, port.find_first_not_of("0123456789"));
+  int exit_code = 0;
+  const std::string answer = testing::RunCommand(
+      absl::StrCat("curl -sS --max-time 20 -w '\\nstatus %{http_code}' -X POST --data-binary @",
+                   Path("clip.mp4"), " http://127.0.0.1:", digits, "/v2/models/tiny/classify 2>&1"),
+      &exit_code);
+  EXPECT_THAT(answer, HasSubstr("status 401"));
+  EXPECT_EQ(server->Stop(), 0) << server->output();
+  EXPECT_THAT(server->output(), HasSubstr("info HttpRefused model=unknown code=UNAUTHENTICATED"));
+  EXPECT_THAT(server->output(), HasSubstr("peer=ipv4:127.0.0.1:"));
+}
+
 TEST_F(SecurityServerTest, JsonLogHoldsOneObjectPerLine) {
   auto server =
       StartServer({"--log-format", "json", "--log-level", "debug", "--media-log-level", "debug"});
