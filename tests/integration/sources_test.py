@@ -792,6 +792,48 @@ class MqttTest(unittest.TestCase):
             broker.stop()
 
 
+    def test_publishes_over_tls_with_credentials(self):
+        # A CA, and a certificate for 127.0.0.1 it signed, for the broker.
+        tls = tempfile.mkdtemp(dir=TMP.name)
+        ca, key, cert = (os.path.join(tls, name) for name in ("ca.pem", "key.pem", "cert.pem"))
+        for command in (
+                ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                 "-subj", "/CN=test CA", "-keyout", os.path.join(tls, "ca.key"), "-out", ca],
+                ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+                 "-keyout", key, "-out", os.path.join(tls, "broker.csr")],
+                ["openssl", "x509", "-req", "-in", os.path.join(tls, "broker.csr"), "-CA", ca,
+                 "-CAkey", os.path.join(tls, "ca.key"), "-CAcreateserial", "-days", "1",
+                 "-extfile", "/dev/stdin", "-out", cert]):
+            subprocess.run(command, check=True, capture_output=True,
+                           input=b"subjectAltName=IP:127.0.0.1\n")
+        passwords = os.path.join(tls, "passwords")
+        subprocess.run(["mosquitto_passwd", "-c", "-b", passwords, "vidclf", "broker-secret"],
+                       check=True, capture_output=True)
+        broker = Broker()
+        # Started as root, mosquitto would read its files as the mosquitto user: it stays root.
+        with open(broker.config, "w") as out:
+            out.write(f"listener {broker.port} 127.0.0.1\ncafile {ca}\ncertfile {cert}\n"
+                      f"keyfile {key}\nallow_anonymous false\npassword_file {passwords}\n"
+                      "persistence false\nuser root\n")
+        broker.start()
+        subscriber = subprocess.Popen(
+            ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(broker.port), "--cafile", ca,
+             "-u", "vidclf", "-P", "broker-secret", "-t", "vidclf/+/state", "-v", "-C", "1"],
+            stdout=subprocess.PIPE, text=True)
+        server, port = start_server(
+            "--mqtt-url", f"mqtts://vidclf:broker-secret@127.0.0.1:{broker.port}", "--mqtt-ca", ca)
+        try:
+            Client(port).create("tls-cam", CAMERA.uri(), paused=True)
+            out, _ = subscriber.communicate(timeout=30)
+            topic, _, payload = out.strip().partition(" ")
+            self.assertEqual(topic, "vidclf/tls-cam/state")
+            self.assertEqual(json.loads(payload)["state"], "PAUSED")
+            Client(port).delete("tls-cam")
+        finally:
+            subscriber.kill()
+            stop_server(server)
+            broker.stop()
+
     def test_a_cold_start_ends_the_segments_announced_before(self):
         broker = Broker().start()
         camera = make_camera("/mqtt").start()
