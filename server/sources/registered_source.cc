@@ -111,6 +111,7 @@ engine::StreamOptions RegisteredSource::SessionOptions() {
   }
   if (!candidate.has_value()) return options;
   std::string note = "started cold: the model is not served";
+  std::optional<vidclf::v1::SourceUpdate> ends;
   absl::StatusOr<std::shared_ptr<const model::VideoModel>> model =
       engine_->repository()->Find(options.model);
   if (model.ok()) {
@@ -136,15 +137,18 @@ engine::StreamOptions RegisteredSource::SessionOptions() {
                           " frames stepped, from a checkpoint ", absl::FormatDuration(age), " old");
       options.resume = std::move(saved->checkpoint);
     }
-    if (saved.ok() && !options.resume.has_value()) EndAnnouncedSegments(*saved);
+    if (saved.ok() && !options.resume.has_value()) ends = EndsOfAnnounced(*saved);
   }
   absl::MutexLock lock(&mutex_);
+  // Published with the first frame, once the publishers (MQTT) hear the registry.
+  ended_before_ = std::move(ends);
   resumed_ = options.resume.has_value();
   resume_note_ = note;
   return options;
 }
 
-void RegisteredSource::EndAnnouncedSegments(const SavedCheckpoint& saved) {
+std::optional<vidclf::v1::SourceUpdate> RegisteredSource::EndsOfAnnounced(
+    const SavedCheckpoint& saved) const {
   vidclf::v1::SourceUpdate update;
   update.set_name(spec_.name());
   const auto& open = saved.checkpoint.open_segments;
@@ -159,9 +163,8 @@ void RegisteredSource::EndAnnouncedSegments(const SavedCheckpoint& saved) {
     event->set_mean_score(segment.mean_score);
     event->set_peak_score(segment.peak_score);
   }
-  // Published with the first frame, once the publishers (MQTT) hear the registry.
-  absl::MutexLock lock(&mutex_);
-  if (update.events().events_size() > 0) ended_before_ = std::move(update);
+  if (update.events().events_size() == 0) return std::nullopt;
+  return update;
 }
 
 void RegisteredSource::ResumeFrom(std::optional<std::string> checkpoint) {
@@ -292,8 +295,15 @@ void RegisteredSource::Tick() {
     reopen = !stopping_ && !session_open_ && now >= reopen_at_;
   }
   if (release) ReleaseEarlier();
-  // An earlier registration whose session has ended is forgotten.
+  // An earlier registration whose session has ended is forgotten, once the segments it had
+  // announced have ended (its last checkpoint says which).
   if (released != nullptr && released->WaitStopped(absl::ZeroDuration())) {
+    if (std::optional<std::string> last = released->LatestCheckpoint(); last.has_value()) {
+      absl::StatusOr<SavedCheckpoint> saved = DecodeCheckpoint(*last, torch::kCPU);
+      if (saved.ok()) {
+        if (auto ends = EndsOfAnnounced(*saved)) fanout_->Publish(*ends, /*droppable=*/false);
+      }
+    }
     absl::MutexLock lock(&mutex_);
     earlier_.reset();
   }

@@ -94,9 +94,10 @@ class RegisteredSource final : public engine::StreamListener,
   // Opens the engine's session, or says why not and when to try again.
   void OpenSession();
   // The stream's options, resuming from resume_from_ (once) when it fits; when it does not, the
-  // segments it had announced end where they last held.
+  // segments it had announced end where they last held (ended_before_).
   engine::StreamOptions SessionOptions();
-  void EndAnnouncedSegments(const SavedCheckpoint& saved);
+  // The SEGMENT_ENDs of the segments `saved` had announced, if any.
+  std::optional<vidclf::v1::SourceUpdate> EndsOfAnnounced(const SavedCheckpoint& saved) const;
   // Lets go of the registration this one takes over from, once, and silences it.
   void ReleaseEarlier();
   // Publishes nothing more: a replacement speaks for the source.

@@ -373,28 +373,41 @@ class SourcesTest(unittest.TestCase):
                            lambda: next(iter(self.client.subscribe(["sources/none"]))))
 
     def test_a_model_change_takes_over_without_a_gap(self):
+        events = VC.SegmentEventOptions(threshold=0.01, hysteresis=0.005, min_seconds=0.2)
         self.client.create("switched", CAMERA.uri(), config=VC.StreamConfig(
-            model="small", embed_stride=5))
+            model="small", embed_stride=5, segment_events=events))
         self.client.wait_state("switched", "LIVE")
         wait_sessions(CAMERA, 1)
         updates = self.client.subscribe(["sources/switched"])
         heard = []  # (model, arrival) of each prediction
+        # (label, start) of the segments announced before the update, and of those ended.
+        starts, ends = set(), set()
+        updating = threading.Event()
 
         def read():
             try:
                 for update in updates:
                     if update.HasField("prediction"):
                         heard.append((update.prediction.model, time.monotonic()))
+                    for event in update.events.events:
+                        segment = (event.label, round(event.start_seconds, 3))
+                        if event.kind == VC.SegmentEvent.SEGMENT_START and not updating.is_set():
+                            starts.add(segment)
+                        if event.kind == VC.SegmentEvent.SEGMENT_END:
+                            ends.add(segment)
             except grpc.RpcError:
                 pass  # cancelled below
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        wait_for(lambda: len(heard) >= 3, 20, "predictions of the first model")
+        wait_for(lambda: len(heard) >= 3 and starts, 20, "predictions and segments of the first")
+        updating.set()
         updated = self.client.update(PB.Source(name="sources/switched", config=VC.StreamConfig(
-            model="causal", embed_stride=5)), ["config"])
+            model="causal", embed_stride=5, segment_events=events)), ["config"])
         self.assertIn("took over", updated.status.resume_note)
         wait_for(lambda: sum(model == "causal" for model, _ in heard) >= 3, 30,
                  "predictions of the new model")
+        # Every segment the first model announced ends, those open at the switch too.
+        wait_for(lambda: starts <= ends, 10, f"ends of {starts - ends}")
         updates.cancel()
         reader.join(timeout=10)
         models = [model for model, _ in heard]
