@@ -34,15 +34,8 @@ SegmentTracker::SegmentTracker(int num_labels, const SegmentOptions& options)
     : options_(options), labels_(static_cast<size_t>(std::max(num_labels, 0))) {}
 
 Segment SegmentTracker::SegmentOf(int label, const LabelState& state) const {
-  Segment segment;
-  segment.label = label;
-  segment.start_seconds = state.start;
-  segment.end_seconds = state.last_held;
-  segment.mean_score = state.held_seconds > 0
-                           ? static_cast<float>(state.weighted_score / state.held_seconds)
-                           : state.peak;
-  segment.peak_score = state.peak;
-  return segment;
+  return EndOf({label, state.announced, state.start, state.last_held, state.weighted_score,
+                state.held_seconds, state.peak});
 }
 
 Segment SegmentTracker::EndOf(const OpenSegment& open) {

@@ -69,17 +69,22 @@ vidclf::v1::StreamPrediction ToMessage(const engine::StreamPrediction& predictio
   message.set_frames_seen(prediction.frames_seen);
   message.set_frames_embedded(prediction.frames_embedded);
   for (const auto& [event, label] : prediction.events) {
-    vidclf::v1::SegmentEvent* out = message.add_events();
-    out->set_kind(event.kind == pipeline::SegmentEvent::Kind::kStart
-                      ? vidclf::v1::SegmentEvent::SEGMENT_START
-                      : vidclf::v1::SegmentEvent::SEGMENT_END);
-    out->set_label(label);
-    out->set_start_seconds(event.segment.start_seconds);
-    out->set_end_seconds(event.segment.end_seconds);
-    out->set_mean_score(event.segment.mean_score);
-    out->set_peak_score(event.segment.peak_score);
+    *message.add_events() = ToMessage(event, label);
   }
   return message;
+}
+
+vidclf::v1::SegmentEvent ToMessage(const pipeline::SegmentEvent& event, const std::string& label) {
+  vidclf::v1::SegmentEvent out;
+  out.set_kind(event.kind == pipeline::SegmentEvent::Kind::kStart
+                   ? vidclf::v1::SegmentEvent::SEGMENT_START
+                   : vidclf::v1::SegmentEvent::SEGMENT_END);
+  out.set_label(label);
+  out.set_start_seconds(event.segment.start_seconds);
+  out.set_end_seconds(event.segment.end_seconds);
+  out.set_mean_score(event.segment.mean_score);
+  out.set_peak_score(event.segment.peak_score);
+  return out;
 }
 
 vidclf::v1::SourceEvent ToMessage(const engine::SourceEvent& event) {

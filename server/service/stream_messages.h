@@ -5,6 +5,7 @@
 #define VIDCLF_SERVER_SERVICE_STREAM_MESSAGES_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "server/engine/stream_session.h"
@@ -25,6 +26,7 @@ absl::StatusOr<engine::StreamOptions> StreamOptionsFromConfig(
 
 vidclf::v1::StreamPrediction ToMessage(const engine::StreamPrediction& prediction);
 vidclf::v1::SourceEvent ToMessage(const engine::SourceEvent& event);
+vidclf::v1::SegmentEvent ToMessage(const pipeline::SegmentEvent& event, const std::string& label);
 
 }  // namespace vidclf::service
 

@@ -154,14 +154,10 @@ std::optional<vidclf::v1::SourceUpdate> RegisteredSource::EndsOfAnnounced(
   const auto& open = saved.checkpoint.open_segments;
   for (size_t i = 0; i < open.size(); ++i) {
     if (!open[i].announced) continue;
-    const pipeline::Segment segment = pipeline::SegmentTracker::EndOf(open[i]);
-    vidclf::v1::SegmentEvent* event = update.mutable_events()->add_events();
-    event->set_kind(vidclf::v1::SegmentEvent::SEGMENT_END);
-    event->set_label(i < saved.open_segment_labels.size() ? saved.open_segment_labels[i] : "");
-    event->set_start_seconds(segment.start_seconds);
-    event->set_end_seconds(segment.end_seconds);
-    event->set_mean_score(segment.mean_score);
-    event->set_peak_score(segment.peak_score);
+    const pipeline::SegmentEvent end{pipeline::SegmentEvent::Kind::kEnd,
+                                     pipeline::SegmentTracker::EndOf(open[i])};
+    *update.mutable_events()->add_events() = service::ToMessage(
+        end, i < saved.open_segment_labels.size() ? saved.open_segment_labels[i] : "");
   }
   if (update.events().events_size() == 0) return std::nullopt;
   return update;

@@ -638,6 +638,13 @@ class RestTest(unittest.TestCase):
             self.assertEqual((code, answer["error"]), (404, "no source sources/nothing"))
             code, answer = self.curl("GET", "/v1/sources:subscribe")
             self.assertEqual(code, 401)
+            # Hostile names are refused naming the field, the echo bounded.
+            for names in ("cam", "sources/a/b", "sources/" + "x" * 10000, "sources/%00"):
+                code, answer = self.curl("GET", f"/v1/sources:subscribe?names={names}",
+                                         token=INFERENCE_TOKEN)
+                self.assertEqual(code, 400, answer)
+                self.assertTrue(answer["error"].startswith("names"), answer)
+                self.assertLess(len(answer["error"]), 300)
             code, listed = self.curl("GET", "/v1/sources?filter=labels.door%3Drest",
                                      token=INFERENCE_TOKEN)
             self.assertEqual([s["name"] for s in listed["sources"]], ["sources/rest-cam"])
