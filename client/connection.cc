@@ -134,7 +134,8 @@ ConnectionOptions WithoutDeadline() {
 
 void AddConnectionOptions(CLI::App* command, ConnectionOptions* options) {
   command->add_option("--server", options->server, "Server address, host:port.")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->envname("VIDCLF_SERVER");
   command->add_option("--timeout-seconds", options->timeout_seconds, "Deadline of each call.")
       ->capture_default_str();
   command->add_flag("--tls", options->tls,

@@ -160,10 +160,14 @@ int main(int argc, char** argv) {
 
   ConnectionOptions health_connection;
   std::string health_service;
+  bool health_wait = false;
   CLI::App* health = app.add_subcommand(
       "health", "Ask the server's gRPC health service; exit 0 only when it is SERVING.");
   health->add_option("--service", health_service,
                      "Service to ask about (vidclf.v1.VideoClassifier; default: the server).");
+  health->add_flag("--wait", health_wait,
+                   "Ask again until the server is SERVING, up to --timeout-seconds: for scripts "
+                   "that have just started one.");
   AddConnectionOptions(health, &health_connection);
 
   BenchOptions bench_options;
@@ -212,7 +216,7 @@ int main(int argc, char** argv) {
   if (*segments) return RunSegments(segments_source, segments_options);
   if (*sources) return RunSources(*sources, sources_options);
   if (*models) return RunModels(model_name, models_json, models_connection, models_protocol);
-  if (*health) return RunHealth(health_service, health_connection);
+  if (*health) return RunHealth(health_service, health_wait, health_connection);
   bench_options.json = bench_options.classify.json;
   return RunBench(bench_options);
 }

@@ -8,12 +8,17 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
 namespace vidclf::client {
 namespace {
+
+// How often `health --wait` asks again while the server is up but not yet SERVING.
+constexpr absl::Duration kHealthPoll = absl::Milliseconds(200);
 
 std::string Json(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
@@ -134,19 +139,30 @@ int RunModels(const std::string& name, bool json, const ConnectionOptions& conne
   return 0;
 }
 
-int RunHealth(const std::string& service, const ConnectionOptions& connection) {
+int RunHealth(const std::string& service, bool wait, const ConnectionOptions& connection) {
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(connection);
   if (!channel.ok()) return FailBeforeCalling(channel.status());
   auto stub = grpc::health::v1::Health::NewStub(*channel);
-  grpc::ClientContext context;
-  SetDeadline(context, connection);
+  const absl::Time deadline = absl::Now() + absl::Seconds(connection.timeout_seconds);
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(service);
-  grpc::health::v1::HealthCheckResponse response;
-  const grpc::Status status = stub->Check(&context, request, &response);
-  if (!status.ok()) return Fail(status, connection);
-  std::cout << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()) << "\n";
-  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
+  while (true) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    // A server still starting refuses connections: waiting for ready rides that out.
+    context.set_wait_for_ready(wait);
+    grpc::health::v1::HealthCheckResponse response;
+    const grpc::Status status = stub->Check(&context, request, &response);
+    const bool serving =
+        status.ok() && response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+    if (serving || !wait || absl::Now() + kHealthPoll >= deadline) {
+      if (!status.ok()) return Fail(status, connection);
+      std::cout << grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status())
+                << "\n";
+      return serving ? 0 : 1;
+    }
+    absl::SleepFor(kHealthPoll);
+  }
 }
 
 }  // namespace vidclf::client

@@ -16,7 +16,7 @@ int RunModels(const std::string& name, bool json, const ConnectionOptions& conne
 
 // Prints the health service's answer for `service` ("": the server as a whole); exit code 0 only
 // for SERVING.
-int RunHealth(const std::string& service, const ConnectionOptions& connection);
+int RunHealth(const std::string& service, bool wait, const ConnectionOptions& connection);
 
 }  // namespace vidclf::client
 

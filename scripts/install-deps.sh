@@ -37,6 +37,8 @@ build_packages=(
   prometheus-cpp-dev libmicrohttpd-dev
   # MQTT publishing of the registered sources' updates
   libmosquitto-dev
+  # the server's allocator (server/heap.h)
+  libjemalloc-dev
 )
 
 test_packages=(

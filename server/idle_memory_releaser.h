@@ -1,8 +1,8 @@
 // Hands freed heap memory back to the system once the server falls idle after a load, or once a
 // burst of large calls has gone while others go on.
 //
-// glibc keeps what a load freed in its arenas; trimming once idle, from one arena, returned the
-// most of the allocators and settings tried (docs/code-measurements.md, "Heap after a load").
+// Allocators keep what a load freed for the next; handing it back once idle (server/heap.h)
+// returned the most of the settings tried (docs/code-measurements.md, "Heap after a load").
 #ifndef VIDCLF_SERVER_IDLE_MEMORY_RELEASER_H_
 #define VIDCLF_SERVER_IDLE_MEMORY_RELEASER_H_
 
@@ -22,26 +22,19 @@ class IdleMemoryReleaser {
     int64_t held_bytes = 0;  // what the calls in flight hold (payloads, decoded frames)
   };
 
-  // Polls `load` every `poll`. Once it has been busy and then not, trims the heap at each of the
-  // next kTrims idle polls. While busy, trims once whenever the bytes held have fallen by
-  // kBurstBytes from their peak since the last trim: a server that never falls idle would
+  // Polls `load` every `poll`. Once it has been busy and then not, releases free heap memory at
+  // each of the next kReleases idle polls. While busy, releases it once whenever the bytes held have
+  // fallen by kBurstBytes from their peak since the last release: a server that never falls idle would
   // otherwise keep a burst's memory for good (in a 3-minute bench/soak/run_soak.py trial with a
-  // small model, a burst of 100 10 MB calls left 1107 MB resident, 449 MB with this trim).
+  // small model, a burst of 100 10 MB calls left 1107 MB resident, 449 MB with this release).
   IdleMemoryReleaser(std::function<Load()> load, absl::Duration poll);
   ~IdleMemoryReleaser();
 
-  // Makes every thread allocate from glibc's main arena (it makes up to 8 per core), the one
-  // arena whose free top malloc_trim hands back. Call before the threads that allocate start.
-  static void UseOneArena();
-
-  // Trims the heap once, now: after loading the models, whose preparation (the fused backbone's
-  // folding) frees temporaries that glibc would otherwise keep until the first load ends.
-  static void TrimNow();
   IdleMemoryReleaser(const IdleMemoryReleaser&) = delete;
   IdleMemoryReleaser& operator=(const IdleMemoryReleaser&) = delete;
 
  private:
-  static constexpr int kTrims = 3;
+  static constexpr int kReleases = 3;
   static constexpr int64_t kBurstBytes = int64_t{256} << 20;
 
   absl::Notification stop_;

@@ -13,6 +13,7 @@
 #include "common/version.h"
 #include "media/libav_settings.h"
 #include "model/library_settings.h"
+#include "server/heap.h"
 #include "server/logging.h"
 #include "server/server.h"
 #include "server/server_flags.h"
@@ -45,7 +46,8 @@ int main(int argc, char** argv) {
   app.set_version_flag(
       "--version", vidclf::VersionText("vidclf-server", {{"LibTorch", TORCH_VERSION},
                                                          {"FFmpeg", vidclf::media::LibavVersion()},
-                                                         {"gRPC", grpc::Version()}}));
+                                                         {"gRPC", grpc::Version()},
+                                                         {"heap", vidclf::heap::Describe()}}));
   CLI11_PARSE(app, argc, argv);
   vidclf::ConfigureLogging(
       flags.log_format == "json" ? vidclf::LogFormat::kJson : vidclf::LogFormat::kText,

@@ -22,10 +22,10 @@
 #include "media/nvdec_device.h"
 #include "media/uri_redaction.h"
 #include "model/onednn_resnet18.h"
-#include "model/tensor_heap.h"
 #include "model/thread_affinity.h"
 #include "model/torch_threads.h"
 #include "server/engine/model_repository.h"
+#include "server/heap.h"
 #include "server/http/inference_rest.h"
 #include "server/http/sources_rest.h"
 #include "server/http/web_page.h"
@@ -220,9 +220,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (!device.ok()) return device.status();
   inference.device = *device;
   parts->options.inference = inference;  // for Reload
-  IdleMemoryReleaser::UseOneArena();
-  model::TuneHeapForTensors();
-  spdlog::info("{}", model::ConfigureTorchThreads(options.engine.cores));
+  heap::Prepare();
+  spdlog::info("{}; heap: {}", model::ConfigureTorchThreads(options.engine.cores),
+               heap::Describe());
   spdlog::info("models run on {} in {}, {}, {}", device->str(),
                inference.precision == model::Precision::kAuto
                    ? "the precision each bundle's evaluation allows (--precision auto)"
@@ -244,7 +244,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       ModelRepository::Load(options.model_repository, options.default_model, inference);
   if (!repository.ok()) return repository.status();
   LogModels(**repository);
-  IdleMemoryReleaser::TrimNow();
+  // Preparing the models (folding the fused backbones) freed temporaries the heap would keep.
+  heap::ReleaseFree();
 
   absl::StatusOr<std::unique_ptr<security::BearerTokens>> tokens =
       LoadTokens("--token-file", options.token_file);

@@ -14,7 +14,8 @@ the same clip (the ffmpeg CLI on every core), the restart of a server with 24 re
 and resident memory over a soak with kills and freezes injected, and per reconnect over a loop of
 kills (--parts reconnects). Writes docs/cameras-benchmark.md.
 Usage: run_benchmark.py --server BIN --repository DIR --output docs/cameras-benchmark.md
-                        [--seconds S] [--soak-minutes M] [--levels-320 16,32,...]
+                        [--seconds S] [--soak-minutes M] [--soak-embed-stride N]
+                        [--levels-320 16,32,...]
 """
 import argparse
 import importlib.util
@@ -116,11 +117,18 @@ class Server:
                                          response_deserializer=PB.SourceUpdate.FromString)
         return stub(PB.SubscribeRequest())
 
-    def resident_mib(self):
-        page = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+    def metrics(self):
+        return urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
                                       timeout=10).read()
-        match = re.search(rb"^process_resident_memory_bytes (\S+)", page, re.M)
+
+    def resident_mib(self):
+        match = re.search(rb"^process_resident_memory_bytes (\S+)", self.metrics(), re.M)
         return float(match.group(1)) / (1 << 20)
+
+    def largest_lag_seconds(self):
+        """The largest lag of a camera's media time behind the wall clock, now."""
+        lags = re.findall(rb"^vidclf_source_lag_seconds{[^}]*} (\S+)", self.metrics(), re.M)
+        return max((float(lag) for lag in lags), default=0.0)
 
     def stop(self, sig=signal.SIGTERM):
         self.channel.close()
@@ -128,13 +136,13 @@ class Server:
         self.process.wait(timeout=60)
 
 
-def add_cameras(server, camera_port, count, model, paused=False):
+def add_cameras(server, camera_port, count, model, paused=False, embed_stride=5):
     for number in range(count):
         server.call("CreateSource", PB.CreateSourceRequest(
             source_id=f"cam{number}", source=PB.Source(
                 uri=f"rtsp://127.0.0.1:{camera_port}/cam{number}", paused=paused,
                 input_options={"rtsp_transport": "tcp"},
-                config=VC.StreamConfig(model=model, embed_stride=5))), PB.Source)
+                config=VC.StreamConfig(model=model, embed_stride=embed_stride))), PB.Source)
 
 
 def listen(server, seconds_total, warmup):
@@ -266,19 +274,21 @@ def memory(args, clip, count, model):
 
 def soak(args, clip, count, model):
     """`count` cameras for --soak-minutes, a freeze of three cameras for 20 s or a kill of every
-    camera for 10 s every two minutes, in turn; resident memory every 10 s."""
+    camera for 10 s every two minutes, in turn; resident memory every 10 s, and the largest lag
+    just before each fault (when every camera has been back for a while)."""
     camera = rtsp_camera.CameraProcess(loop=clip, cameras=count).start()
     port = camera.port
     server = Server(args.server, args.repository, port, "--max-streams", str(count + 4),
                     *args.server_flag)
-    samples, injected, started = [], 0, time.monotonic()
+    samples, lags, injected, started = [], [], 0, time.monotonic()
     try:
-        add_cameras(server, port, count, model)
+        add_cameras(server, port, count, model, embed_stride=args.soak_embed_stride)
         next_fault = started + 120
         while time.monotonic() - started < args.soak_minutes * 60:
             time.sleep(10)
             samples.append((time.monotonic() - started, server.resident_mib()))
             if time.monotonic() >= next_fault:
+                lags.append(server.largest_lag_seconds())
                 injected += 1
                 if injected % 2:
                     for number in range(3):
@@ -309,7 +319,9 @@ def soak(args, clip, count, model):
     return {"cameras": count, "minutes": args.soak_minutes, "faults": injected,
             "first": samples[0][1], "last": samples[-1][1], "peak": max(r for _, r in samples),
             "slope_per_hour": slope * 3600, "live": live, "failed": failed,
-            "reconnects": reconnects, "freezes": (injected + 1) // 2, "kills": injected // 2}
+            "reconnects": reconnects, "freezes": (injected + 1) // 2, "kills": injected // 2,
+            "embed_stride": args.soak_embed_stride, "lag_median": statistics.median(lags),
+            "lag_max": max(lags)}
 
 
 def reconnects(args, clip, count, model):
@@ -403,14 +415,17 @@ def report(args, results):
     if "soak" in results:
         s = results["soak"]
         lines += ["", "## Soak", "",
-                  f"{s['cameras']} cameras for {s['minutes']} minutes, {s['faults']} faults "
-                  "injected (in turn: three cameras frozen for 20 s; every camera killed for "
+                  f"{s['cameras']} cameras for {s['minutes']} minutes, every "
+                  f"{s['embed_stride']}th frame embedded, {s['faults']} faults injected (in "
+                  "turn: three cameras frozen for 20 s; every camera killed for "
                   f"10 s): resident memory {s['first']:.0f} MiB at the first sample, "
                   f"{s['last']:.0f} at the last, {s['peak']:.0f} at its peak; slope over the "
                   f"second half **{s['slope_per_hour']:.1f} MiB/hour**. At the end {s['live']} "
                   f"cameras were LIVE and {s['failed']} FAILED, after {s['reconnects']} "
                   f"reconnects in all, for {s['kills']} kills of every camera and "
-                  f"{s['freezes']} freezes of three."]
+                  f"{s['freezes']} freezes of three. The largest lag behind the wall clock, "
+                  f"just before each fault: median {s['lag_median']:.2f} s, at most "
+                  f"{s['lag_max']:.2f} s."]
     if "reconnects" in results:
         c = results["reconnects"]
         lines += ["", "## Reconnects", "",
@@ -436,6 +451,9 @@ def main():
     parser.add_argument("--models", default="demo,demo-causal")
     parser.add_argument("--restart-cameras", type=int, default=24)
     parser.add_argument("--soak-minutes", type=float, default=120)
+    parser.add_argument("--soak-embed-stride", type=int, default=5,
+                        help="embed every Nth frame in the soak (a machine that cannot keep up "
+                             "with the cameras at 5 fps would measure its backlog)")
     parser.add_argument("--reconnect-cycles", type=int, default=30)
     parser.add_argument("--parts", default="levels,restart,memory,soak",
                         help="which sections to run and write, comma-separated")

@@ -107,7 +107,7 @@ int Run() {
   int cores = absl::GetFlag(FLAGS_cores);
   if (cores <= 0) cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   vidclf::model::ConfigureTorchThreads(cores);
-  vidclf::model::TuneHeapForTensors();  // as the server does
+  vidclf::model::TuneHeapForTensors();  // as the server does on glibc (server/heap.h)
   vidclf::media::LibavSettings libav;
   libav.log_level = AV_LOG_ERROR;
   vidclf::media::ConfigureLibav(libav);

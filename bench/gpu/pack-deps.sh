@@ -12,14 +12,15 @@ output=${1:?usage: bench/gpu/pack-deps.sh OUTPUT.tar.xz}
 
 # Those CMakeLists.txt finds, what their CMake packages look for in turn (c-ares, RE2, zlib,
 # OpenSSL, civetweb and curl), libmicrohttpd (/metrics) with the packages its pkg-config file
-# requires (GnuTLS and those GnuTLS's requires), pkg-config itself, and libmosquitto (MQTT).
+# requires (GnuTLS and those GnuTLS's requires), pkg-config itself, libmosquitto (MQTT) and
+# jemalloc (the server's allocator).
 dev_packages=(
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libc-ares-dev libre2-dev zlib1g-dev libssl-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   libfmt-dev prometheus-cpp-dev libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
   libswresample-dev libcivetweb-dev civetweb libcurl4-openssl-dev libmicrohttpd-dev pkgconf
   libgnutls28-dev nettle-dev libidn2-dev libp11-kit-dev libtasn1-6-dev pkgconf-bin libpkgconf3
-  libmosquitto-dev
+  libmosquitto-dev libjemalloc-dev
 )
 arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 list=$(mktemp)

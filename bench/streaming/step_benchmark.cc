@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   vidclf::model::RestartWithOpenBlasKernelsForThisCpu(argv);
   absl::ParseCommandLine(argc, argv);
   std::cerr << vidclf::model::ConfigureTorchThreads(absl::GetFlag(FLAGS_threads)) << "\n";
-  vidclf::model::TuneHeapForTensors();  // as the server does
+  vidclf::model::TuneHeapForTensors();  // as the server does on glibc (server/heap.h)
   torch::NoGradGuard no_grad;
   torch::manual_seed(0);
   const std::unique_ptr<VideoModel> gru = Make("gru", "softmax");

@@ -5,6 +5,7 @@ the stubs the build generates from proto/ (build/python/).
     PYTHONPATH=build/python python3 client/python/classify_grpc.py build/samples/fade_in.mp4
 """
 import argparse
+import os
 
 import grpc
 from vidclf.v1 import video_classifier_pb2 as vidclf
@@ -14,7 +15,8 @@ from vidclf.v1 import video_classifier_pb2_grpc as vidclf_grpc
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("video")
-    parser.add_argument("--server", default="localhost:50051")
+    parser.add_argument("--server", default=os.environ.get("VIDCLF_SERVER", "localhost:50051"),
+                        help="host:port (default: $VIDCLF_SERVER, as for the vidclf client)")
     parser.add_argument("--top-k", type=int, default=3)
     args = parser.parse_args()
     with open(args.video, "rb") as video, grpc.insecure_channel(args.server) as channel:

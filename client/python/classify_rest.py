@@ -6,6 +6,7 @@ the file's bytes in the body of POST /v2/models/NAME/classify, JSON back.
 """
 import argparse
 import json
+import os
 import urllib.error
 import urllib.request
 
@@ -13,7 +14,8 @@ import urllib.request
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("video")
-    parser.add_argument("--url", default="http://localhost:8000")
+    parser.add_argument("--url", default=os.environ.get("VIDCLF_HTTP_URL", "http://localhost:8000"),
+                        help="the HTTP door (default: $VIDCLF_HTTP_URL)")
     parser.add_argument("--model", default="demo")
     parser.add_argument("--top-k", type=int, default=3)
     args = parser.parse_args()

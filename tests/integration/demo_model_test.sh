@@ -3,12 +3,14 @@
 # promises of it: every model's recorded test accuracy is at least 0.9, and a real server on the
 # repository, asked through the real client, classifies at least 9 of the 10 sample clips (one
 # per class) right with each model, with the backbone in fp32, and in bf16 and int8 where the CPU
-# has their instructions.
+# has their instructions. With KEEP_DIR, the repository and samples are left there (KEEP_DIR/repo,
+# KEEP_DIR/samples) for the docs test to serve, as `make serve` would.
 #
-# usage: demo_model_test.sh BUILD_REPOSITORY_SCRIPT BIN_DIR
+# usage: demo_model_test.sh BUILD_REPOSITORY_SCRIPT BIN_DIR [KEEP_DIR]
 set -euo pipefail
 build_repository=$1
 bin_dir=$2
+keep_dir=${3:-}
 models=(demo demo-transformer demo-causal)
 labels=(fade_in fade_out hue_forward hue_backward zoom_in zoom_out flicker_slow flicker_fast
   focus_in focus_out)
@@ -138,3 +140,8 @@ print(answer["model"], answer["top_k"][0]["label"], answer["top_k"][0]["score"])
 done
 echo "demo model test took $(($(date +%s) - start)) s"
 if [ "$failed" -ne 0 ]; then exit 1; fi
+if [ -n "$keep_dir" ]; then
+  rm -rf "$keep_dir"
+  mkdir -p "$keep_dir"
+  mv "$dir/repo" "$dir/samples" "$keep_dir/"
+fi

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """`--version` on every executable: its name, the project's version and commit, and the
 libraries it runs on, the FFmpeg and gRPC versions being those the process loaded (checked
-against the ffmpeg command's and Python grpcio's, Debian's same builds).
+against the ffmpeg command's and Python grpcio's, Debian's same builds), and the server's heap,
+jemalloc.
 Usage: version_test.py SERVER CLIENT TRAIN"""
 import re
 import subprocess
@@ -25,7 +26,7 @@ class VersionTest(unittest.TestCase):
     def test_every_executable_says_its_version_and_libraries(self):
         ffmpeg = re.match(r"ffmpeg version (\S+)", subprocess.run(
             ["ffmpeg", "-version"], capture_output=True, text=True, check=True).stdout).group(1)
-        expected = {"vidclf-server": {"LibTorch", "FFmpeg", "gRPC"},
+        expected = {"vidclf-server": {"LibTorch", "FFmpeg", "gRPC", "heap"},
                     "vidclf": {"FFmpeg", "gRPC"}, "vidclf-train": {"LibTorch", "FFmpeg"}}
         for name, binary in BINARIES.items():
             with self.subTest(name=name):
@@ -36,6 +37,8 @@ class VersionTest(unittest.TestCase):
                 self.assertEqual(libraries["FFmpeg"], ffmpeg)
                 if "gRPC" in libraries:
                     self.assertEqual(libraries["gRPC"], grpc.__version__)
+                if "heap" in libraries:  # the default build's allocator (server/heap.h)
+                    self.assertRegex(libraries["heap"], r"^jemalloc \d+\.\d+\.\d+")
                 if "LibTorch" in libraries:
                     self.assertRegex(libraries["LibTorch"], r"^\d+\.\d+\.\d+")
 

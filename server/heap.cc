@@ -1,0 +1,52 @@
+#include "server/heap.h"
+
+#include <malloc.h>
+
+#include "model/tensor_heap.h"
+
+#ifdef VIDCLF_JEMALLOC
+#include <jemalloc/jemalloc.h>
+
+#define VIDCLF_STRINGIFY_(x) #x
+#define VIDCLF_STRINGIFY(x) VIDCLF_STRINGIFY_(x)
+
+// jemalloc reads this when it starts. Its background thread purges pages freed for a while (10 s,
+// the default decay) without waiting for the next allocation, so a server that stays busy at a
+// steady load still hands a burst's memory back. MALLOC_CONF in the environment overrides it.
+extern "C" {
+// NOLINTNEXTLINE(readability-identifier-naming): the name jemalloc looks for.
+const char* malloc_conf = "background_thread:true";
+}
+#endif
+
+namespace vidclf::heap {
+
+#ifdef VIDCLF_JEMALLOC
+
+void Prepare() {}
+
+void ReleaseFree() {
+  mallctl("arena." VIDCLF_STRINGIFY(MALLCTL_ARENAS_ALL) ".purge", nullptr, nullptr, nullptr, 0);
+}
+
+std::string Describe() {
+  const char* version = nullptr;
+  size_t size = sizeof(version);
+  if (mallctl("version", &version, &size, nullptr, 0) != 0) return "jemalloc";
+  return std::string("jemalloc ") + version;
+}
+
+#else
+
+void Prepare() {
+  mallopt(M_ARENA_MAX, 1);
+  model::TuneHeapForTensors();
+}
+
+void ReleaseFree() { malloc_trim(0); }
+
+std::string Describe() { return "glibc"; }
+
+#endif
+
+}  // namespace vidclf::heap
