@@ -1,9 +1,5 @@
 #include "server/heap.h"
 
-#include <malloc.h>
-
-#include "model/tensor_heap.h"
-
 #ifdef VIDCLF_JEMALLOC
 #include <jemalloc/jemalloc.h>
 
@@ -17,6 +13,10 @@ extern "C" {
 // NOLINTNEXTLINE(readability-identifier-naming): the name jemalloc looks for.
 const char* malloc_conf = "background_thread:true";
 }
+#else
+#include <malloc.h>
+
+#include "model/tensor_heap.h"
 #endif
 
 namespace vidclf::heap {

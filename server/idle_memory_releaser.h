@@ -23,10 +23,11 @@ class IdleMemoryReleaser {
   };
 
   // Polls `load` every `poll`. Once it has been busy and then not, releases free heap memory at
-  // each of the next kReleases idle polls. While busy, releases it once whenever the bytes held have
-  // fallen by kBurstBytes from their peak since the last release: a server that never falls idle would
-  // otherwise keep a burst's memory for good (in a 3-minute bench/soak/run_soak.py trial with a
-  // small model, a burst of 100 10 MB calls left 1107 MB resident, 449 MB with this release).
+  // each of the next kReleases idle polls. While busy, releases it once whenever the bytes held
+  // have fallen by kBurstBytes from their peak since the last release: a server that never falls
+  // idle would otherwise keep a burst's memory for good (in a 3-minute bench/soak/run_soak.py trial
+  // with a small model, a burst of 100 10 MB calls left 1107 MB resident, 449 MB with this
+  // release).
   IdleMemoryReleaser(std::function<Load()> load, absl::Duration poll);
   ~IdleMemoryReleaser();
 
