@@ -89,6 +89,12 @@ def tearDownModule():
     TMP.cleanup()
 
 
+# Every wait is for something that happens: a busy machine (the other suites beside this one,
+# the camera's encoder starved) only makes it come later, so each may take this many times the
+# seconds it names before it fails.
+PATIENCE = 4
+
+
 def wait_sessions(camera, count):
     """Waits for the camera to hold `count` sessions: it handles a TEARDOWN a moment after the
     server has sent it."""
@@ -96,8 +102,9 @@ def wait_sessions(camera, count):
 
 
 def wait_for(predicate, timeout=30, what="the condition"):
-    """Polls `predicate` until it returns something true; returns it."""
-    deadline = time.monotonic() + timeout
+    """Polls `predicate` until it returns something true, for up to PATIENCE * `timeout` seconds;
+    returns it."""
+    deadline = time.monotonic() + PATIENCE * timeout
     while True:
         value = predicate()
         if value:
@@ -163,6 +170,14 @@ class Client:
                         timeout, f"{source_id} to be {state} (it is {self.state(source_id)})")
 
 
+def forget_sources(client):
+    """Deletes what a test left registered (one that failed before its own delete), so that the
+    next test finds the shared camera as the suite found it: no source, no session."""
+    for source in client.list().sources:
+        client.delete(source.name.removeprefix("sources/"))
+    wait_sessions(CAMERA, 0)
+
+
 def start_server(*flags):
     """Starts a server that may pull every test camera; returns it and its gRPC port, and keeps
     its metrics port and its HTTP port (when it has one) as attributes of this function."""
@@ -186,6 +201,9 @@ class SourcesTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         stop_server(cls.server)
+
+    def setUp(self):
+        self.addCleanup(forget_sources, self.client)
 
     def assertRefused(self, code, fragment, call, *args, **kwargs):
         with self.assertRaises(grpc.RpcError) as raised:
@@ -374,10 +392,9 @@ class SourcesTest(unittest.TestCase):
 
     def test_a_model_change_takes_over_without_a_gap(self):
         events = VC.SegmentEventOptions(threshold=0.01, hysteresis=0.005, min_seconds=0.2)
-        self.client.create("switched", CAMERA.uri(), config=VC.StreamConfig(
+        # Paused until its subscriber listens, which then hears the first segments start.
+        self.client.create("switched", CAMERA.uri(), paused=True, config=VC.StreamConfig(
             model="small", embed_stride=5, segment_events=events))
-        self.client.wait_state("switched", "LIVE")
-        wait_sessions(CAMERA, 1)
         updates = self.client.subscribe(["sources/switched"])
         heard = []  # (model, arrival) of each prediction
         # (label, start) of the segments announced before the update, and of those ended.
@@ -399,6 +416,9 @@ class SourcesTest(unittest.TestCase):
                 pass  # cancelled below
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
+        self.client.update(PB.Source(name="sources/switched", paused=False), ["paused"])
+        self.client.wait_state("switched", "LIVE")
+        wait_sessions(CAMERA, 1)
         wait_for(lambda: len(heard) >= 3 and starts, 20, "predictions and segments of the first")
         updating.set()
         updated = self.client.update(PB.Source(name="sources/switched", config=VC.StreamConfig(
@@ -426,14 +446,16 @@ class SourcesTest(unittest.TestCase):
 
     def test_watch_over_tcp_sends_teardown_when_cancelled(self):
         watch = self.client.watch(CAMERA.uri(), input_options={"rtsp_transport": "tcp"})
-        predictions = 0
-        for response in watch:
-            if response.HasField("prediction"):
-                predictions += 1
-            if predictions >= 5:
-                break
-        wait_sessions(CAMERA, 1)
-        watch.cancel()
+        try:
+            predictions = 0
+            for response in watch:
+                if response.HasField("prediction"):
+                    predictions += 1
+                if predictions >= 5:
+                    break
+            wait_sessions(CAMERA, 1)
+        finally:
+            watch.cancel()
         wait_sessions(CAMERA, 0)
 
     def test_watch_retries_a_path_not_found(self):
@@ -475,6 +497,9 @@ class ClientTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         stop_server(cls.server)
+
+    def setUp(self):
+        self.addCleanup(forget_sources, Client(self.port))
 
     def vidclf(self, *args, timeout=60):
         return subprocess.run([CLIENT, *args, "--server", f"127.0.0.1:{self.port}"],
@@ -743,7 +768,7 @@ def first_on(lines, wanted, timeout=40):
     """{topic: the first payload on it that its predicate takes} for each topic of `wanted`
     ({topic: predicate}), in whatever order they come."""
     found = {}
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + PATIENCE * timeout
     while len(found) < len(wanted) and time.monotonic() < deadline:
         try:
             name, payload = lines.get(timeout=max(0.1, deadline - time.monotonic()))
@@ -753,7 +778,7 @@ def first_on(lines, wanted, timeout=40):
             found[name] = payload
     missing = set(wanted) - set(found)
     if missing:
-        raise AssertionError(f"nothing on {sorted(missing)} in {timeout} s")
+        raise AssertionError(f"nothing on {sorted(missing)} in {PATIENCE * timeout} s")
     return found
 
 
