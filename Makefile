@@ -11,7 +11,7 @@ JOBS ?= $(shell nproc)
 
 .PHONY: deps configure build model-repository serve test sanitize bench-attention bench-backbone \
   bench-media bench-e2e bench-gpu bench-serving bench-protocols bench-segments bench-soak \
-  bench-streaming bench-timelines bench-training bench-precision-heads bench-cameras clean
+  bench-streaming bench-timelines bench-training bench-precision-heads bench-cameras up down clean
 
 deps:
 	./scripts/install-deps.sh
@@ -159,6 +159,14 @@ bench-attention: build
 	/usr/bin/python3 bench/attention/report.py $(BUILD_DIR)/attention-benchmark.csv \
 	  $(BUILD_DIR)/attention-benchmark.log docs/attention-benchmark.md docs/attention-benchmark.png \
 	  "make bench-attention"
+
+# The compose stack (docker-compose.yml: vidclf, Prometheus, Grafana) built and started in the
+# background, once the Docker daemon is checked; `make down` stops it. Offline: docs/deploy.md.
+up:
+	./scripts/compose.sh up --build -d
+
+down:
+	./scripts/compose.sh down
 
 clean:
 	rm -rf $(BUILD_DIR)

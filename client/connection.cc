@@ -1,6 +1,7 @@
 #include "client/connection.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -132,10 +133,18 @@ ConnectionOptions WithoutDeadline() {
   return options;
 }
 
+// The environment gives the defaults before parsing, not CLI11's envname: CLI11 2.1 also applies
+// an envname to the options of subcommands that were not given, and `vidclf sources`'
+// subcommands share one ConnectionOptions, so the environment overwrote a --server given.
 void AddConnectionOptions(CLI::App* command, ConnectionOptions* options) {
-  command->add_option("--server", options->server, "Server address, host:port.")
-      ->capture_default_str()
-      ->envname("VIDCLF_SERVER");
+  if (const char* server = std::getenv("VIDCLF_SERVER"); server != nullptr && *server != '\0') {
+    options->server = server;
+  }
+  if (const char* token = std::getenv("VIDCLF_TOKEN_FILE"); token != nullptr && *token != '\0') {
+    options->token_file = token;
+  }
+  command->add_option("--server", options->server, "Server address, host:port ($VIDCLF_SERVER).")
+      ->capture_default_str();
   command->add_option("--timeout-seconds", options->timeout_seconds, "Deadline of each call.")
       ->capture_default_str();
   command->add_flag("--tls", options->tls,
@@ -147,11 +156,10 @@ void AddConnectionOptions(CLI::App* command, ConnectionOptions* options) {
   command->add_option("--tls-key", options->tls_key, "PEM private key of --tls-cert.");
   command->add_option("--tls-server-name", options->tls_server_name,
                       "Name the server's certificate must hold, when not --server's host.");
-  command
-      ->add_option("--token-file", options->token_file,
-                   "File holding the bearer token to send (the first word of its first line that "
-                   "is not a comment).")
-      ->envname("VIDCLF_TOKEN_FILE");
+  command->add_option(
+      "--token-file", options->token_file,
+      "File holding the bearer token to send (the first word of its first line that "
+      "is not a comment; $VIDCLF_TOKEN_FILE).");
 }
 
 void AddProtocolOption(CLI::App* command, std::string* protocol) {

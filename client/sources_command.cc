@@ -78,6 +78,7 @@ absl::StatusOr<Source> SourceFrom(const SourcesOptions& options) {
   source.set_stall_timeout_seconds(options.stall_timeout_seconds);
   source.set_max_reconnects(static_cast<uint32_t>(std::max(0, options.max_reconnects)));
   source.set_paused(options.paused);
+  source.set_realtime(options.realtime);
   return source;
 }
 
@@ -196,9 +197,18 @@ int Subscribe(SourcesClient& client, const SourcesOptions& options) {
   std::unique_ptr<grpc::ClientReader<vidclf::v1::SourceUpdate>> reader =
       client.stub().Subscribe(&context, request);
   vidclf::v1::SourceUpdate update;
-  while (reader->Read(&update)) PrintUpdate(update, options.follow);
+  int heard = 0;
+  while (reader->Read(&update)) {
+    PrintUpdate(update, options.follow);
+    // --count: as `mosquitto_sub -C`, for scripts that want a few updates and an exit status.
+    if (++heard == options.count) {
+      context.TryCancel();
+      break;
+    }
+  }
   const grpc::Status status = reader->Finish();
   if (signals.signalled()) return kInterruptedExit;
+  if (options.count > 0 && heard == options.count) return 0;  // cancelled by us
   if (!status.ok()) return Fail(status, options.follow.connection);
   return 0;
 }
@@ -232,6 +242,9 @@ CLI::App* AddSourcesCommand(CLI::App& app, SourcesOptions* options) {
   AddFollowOptions(add, &options->follow);
   add_fields(add);
   add->add_flag("--paused", options->paused, "Register it without pulling it yet.");
+  add->add_flag("--realtime", options->realtime,
+                "Hand on frames no faster than their media times pass: a recorded file played "
+                "as a camera.");
 
   CLI::App* list = sources->add_subcommand("list", "List the sources, their state and health.");
   AddConnectionOptions(list, &options->follow.connection);
@@ -265,6 +278,8 @@ CLI::App* AddSourcesCommand(CLI::App& app, SourcesOptions* options) {
       "Print the predictions, segment events and state changes of sources as they "
       "come, until interrupted.");
   subscribe->add_option("ids", options->ids, "The sources to hear (default: all).");
+  subscribe->add_option("--count", options->count, "Exit (0) after this many updates.")
+      ->check(CLI::PositiveNumber);
   AddFollowOptions(subscribe, &options->follow);
   return sources;
 }

@@ -23,13 +23,16 @@ struct SourcesOptions {
   double stall_timeout_seconds = 0;
   int max_reconnects = 0;
   bool paused = false;
+  // add: frames handed on at the pace of their media times.
+  bool realtime = false;
   // update: --pause or --resume.
   bool pause = false;
   bool resume = false;
   // list.
   std::string filter;
-  // subscribe: ids; none for all.
+  // subscribe: ids, none for all; exit after `count` updates (0: never).
   std::vector<std::string> ids;
+  int count = 0;
 };
 
 // Adds `vidclf sources` and its subcommands to `app`; returns the command.

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The CPU image, built and run. No registry is reachable, so the base image is made from Debian's
-# packages with debootstrap; deploy/docker/Dockerfile's runtime stage is built over the
-# executables `make build` made (BINARIES=prebuilt); then the server runs in a container with a
-# read-only root filesystem. Its HEALTHCHECK turns healthy, a call from the host is answered,
-# /metrics counts it, it runs as uid 10001, its log is one JSON object per line, and
-# `docker stop` drains it to exit 0.
+# The CPU image, built and run, then the compose stack. No registry is reachable, so the base
+# image is made from Debian's packages with debootstrap (scripts/make-base-image.sh);
+# deploy/docker/Dockerfile's runtime stage is built over the executables `make build` made
+# (BINARIES=prebuilt); then the server runs in a container with a read-only root filesystem. Its
+# HEALTHCHECK turns healthy, a call from the host is answered, /metrics counts it, it runs as uid
+# 10001, its log is one JSON object per line, and `docker stop` drains it to exit 0. Last,
+# docker-compose (Debian's 1.29) brings up docker-compose.yml's vidclf and Prometheus, the latter
+# built from Debian's package (deploy/docker/Dockerfile.prometheus), and Prometheus scrapes the
+# server. Grafana, which has no Debian package, is only validated (scripts/check-deploy.sh).
 #
 #   container_test.sh BUILD_DIR
 #
@@ -17,16 +20,30 @@ BUILD_DIR="$(cd "$1" && pwd)"
 DOCKER=/usr/bin/docker
 BASE_IMAGE=vidclf-base:bookworm
 IMAGE=vidclf-server:container-test
+PROMETHEUS_IMAGE=vidclf-prometheus:container-test
 CONTAINER="vidclf-container-test-$$"
+PROJECT="vidclf-container-test-$$"
 WORK="$(mktemp -d)"
 DOCKERD_PID=""
+compose() { docker-compose -p "$PROJECT" --project-directory "$ROOT" -f "$WORK/compose.yml" "$@"; }
 cleanup() {
   "$DOCKER" rm -f "$CONTAINER" >/dev/null 2>&1 || true
+  [ -f "$WORK/compose.yml" ] && compose down -v -t 5 >/dev/null 2>&1 || true
   if [ -n "$DOCKERD_PID" ]; then kill "$DOCKERD_PID" 2>/dev/null && wait "$DOCKERD_PID" || true; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 fail() { echo "container_test: FAIL: $*" >&2; exit 1; }
+# Prints the health of container $1 once it is healthy, or after 90 s.
+wait_healthy() {
+  local health=""
+  for _ in $(seq 90); do
+    health="$("$DOCKER" inspect -f '{{.State.Health.Status}}' "$1")"
+    [ "$health" = healthy ] && break
+    sleep 1
+  done
+  echo "$health"
+}
 
 # ---- a container engine: the running one, or a dockerd started for the test
 if ! "$DOCKER" info >/dev/null 2>&1; then
@@ -45,13 +62,7 @@ if ! "$DOCKER" info >/dev/null 2>&1; then
 fi
 
 # ---- the base image, from Debian's packages (kept between runs)
-if ! "$DOCKER" image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
-  echo "container_test: debootstrap bookworm into $BASE_IMAGE"
-  debootstrap --variant=minbase bookworm "$WORK/rootfs" http://deb.debian.org/debian \
-    >"$WORK/debootstrap.log" 2>&1 || { tail -20 "$WORK/debootstrap.log"; fail "debootstrap"; }
-  tar -C "$WORK/rootfs" -c . | "$DOCKER" import - "$BASE_IMAGE" >/dev/null
-  rm -rf "$WORK/rootfs"
-fi
+DOCKER="$DOCKER" "$ROOT/scripts/make-base-image.sh" "$BASE_IMAGE" || fail "the base image"
 
 # ---- the image: the Dockerfile's runtime stage over this build's executables and a small model
 context="$WORK/context"
@@ -73,12 +84,7 @@ DOCKER_BUILDKIT=1 "$DOCKER" build --progress plain -f "$ROOT/deploy/docker/Docke
   -p 127.0.0.1::9464 "$IMAGE" --cores 1 >/dev/null
 grpc="$("$DOCKER" port "$CONTAINER" 50051/tcp | head -n1)"
 metrics="$("$DOCKER" port "$CONTAINER" 9464/tcp | head -n1)"
-health=""
-for _ in $(seq 90); do
-  health="$("$DOCKER" inspect -f '{{.State.Health.Status}}' "$CONTAINER")"
-  [ "$health" = healthy ] && break
-  sleep 1
-done
+health="$(wait_healthy "$CONTAINER")"
 [ "$health" = healthy ] || { "$DOCKER" logs "$CONTAINER"; fail "HEALTHCHECK: $health after 90 s"; }
 
 output="$("$BUILD_DIR/bin/vidclf" classify "$sample" --json --server "$grpc")" \
@@ -110,3 +116,55 @@ EOF
 size="$("$DOCKER" image inspect -f '{{.Size}}' "$IMAGE")"
 echo "container_test: ok: healthy, answered, counted, uid 10001, read-only, JSON log, drained" \
   "to exit 0; image $((size / 1000000)) MB"
+
+# ---- the compose stack: docker-compose.yml's vidclf and Prometheus as the file writes them, but
+# for the images (this test's, through the file's own variables) and the host ports (ephemeral,
+# on loopback: the fixed ones may be taken on a machine that runs tests)
+"$DOCKER" build -q -f "$ROOT/deploy/docker/Dockerfile.prometheus" \
+  --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$PROMETHEUS_IMAGE" "$ROOT/deploy/docker" \
+  >"$WORK/prometheus-build.log" 2>&1 \
+  || { tail -20 "$WORK/prometheus-build.log"; fail "the Prometheus image"; }
+VIDCLF_IMAGE="$IMAGE" PROMETHEUS_IMAGE="$PROMETHEUS_IMAGE" \
+  docker-compose --project-directory "$ROOT" -f "$ROOT/docker-compose.yml" config \
+  >"$WORK/resolved.yml" || fail "docker-compose config"
+/usr/bin/python3 - "$WORK/resolved.yml" "$WORK/compose.yml" <<'PY'
+import sys, yaml
+config = yaml.safe_load(open(sys.argv[1]))
+config["services"] = {name: config["services"][name] for name in ("vidclf", "prometheus")}
+for service in config["services"].values():
+    service.pop("build", None)
+    service["ports"] = [f"127.0.0.1::{port['target']}" for port in service["ports"]]
+config["volumes"] = {"prometheus-data": {}}
+yaml.safe_dump(config, open(sys.argv[2], "w"))
+PY
+compose up -d --no-build >"$WORK/compose-up.log" 2>&1 \
+  || { cat "$WORK/compose-up.log"; fail "docker-compose up"; }
+server="$(compose ps -q vidclf)"
+health="$(wait_healthy "$server")"
+[ "$health" = healthy ] || { compose logs; fail "compose's vidclf: $health after 90 s"; }
+grpc="$(compose port vidclf 50051)"
+prometheus="$(compose port prometheus 9090)"
+"$BUILD_DIR/bin/vidclf" classify "$sample" --server "$grpc" >/dev/null \
+  || fail "classify through compose's vidclf at $grpc"
+# Prometheus finds the server by compose's DNS and scrapes it every 15 s (its prometheus.yml).
+/usr/bin/python3 - "$prometheus" <<'PY' || { compose logs prometheus | tail -20; fail "no scrape"; }
+import json, sys, time, urllib.parse, urllib.request
+query = 'vidclf_requests_total{job="vidclf",method="Classify",code="OK"}'
+url = f"http://{sys.argv[1]}/api/v1/query?" + urllib.parse.urlencode({"query": query})
+deadline = time.monotonic() + 120
+while True:
+    try:
+        result = json.load(urllib.request.urlopen(url, timeout=5))["data"]["result"]
+    except OSError:
+        result = []
+    if result and float(result[0]["value"][1]) == 1:
+        break
+    if time.monotonic() > deadline:
+        sys.exit(f"Prometheus answers {query} with {result} after 120 s")
+    time.sleep(1)
+PY
+compose stop -t 40 vidclf >/dev/null 2>&1
+code="$("$DOCKER" inspect -f '{{.State.ExitCode}}' "$server")"
+[ "$code" = 0 ] || { compose logs vidclf; fail "compose's vidclf exited $code when stopped"; }
+echo "container_test: ok: docker-compose $(docker-compose version --short) brought up vidclf and" \
+  "Prometheus, Prometheus scraped the call, vidclf drained to exit 0"

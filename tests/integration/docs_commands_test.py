@@ -7,16 +7,16 @@ next one are its shown output; in an `sh` block every line is a command. The com
 run in order, in one working directory of its own that holds `build` (the executables, the demo
 models and samples, the Python stubs) and the source tree's folders, against one server started
 as `make serve` starts it, on free ports. The ports 50051, 8000 and 9464, and those of second
-servers and sources (50052, 50053, 18081), after `localhost:`, `127.0.0.1:` or a `-port` flag
-in a command or its output are rewritten to free ones; the clients find the server through
+servers and sources (50052, 50053, 8002, 18081), after `localhost:`, `127.0.0.1:` or a `-port`
+flag in a command or its output are rewritten to free ones; the clients find the server through
 VIDCLF_SERVER and VIDCLF_HTTP_URL. A command ending in `&` is left running until its page is
 done. A block marked `<!-- runnable; the last command exits N -->` shows a failure: its last
 command must exit with N.
 
-A command fails the test when it exits with another status than that, 0 by default, or when a line of its shown
-output has no line like it in what it printed: alike when equal once every number, commit and
-label of the demo models is masked and `...` stands for anything (timings, scores and which
-label wins change from machine to machine; the shape of the output does not).
+A command fails the test when it exits with another status than that, 0 by default, or when a
+line of its shown output has no line like it in what it printed: alike when equal once every
+number, commit and label of the demo models is masked and `...` stands for anything (timings,
+scores and which label wins change from machine to machine; the shape of the output does not).
 
 Usage: docs_commands_test.py SOURCE_DIR BIN_DIR PYTHON_STUBS DEMO_DIR
 (DEMO_DIR holding repo/ and samples/, as the demo_model test leaves them)"""
@@ -175,9 +175,10 @@ class DocsCommandsTest(unittest.TestCase):
     def setUpClass(cls):
         cls.server, grpc_port, metrics_port, http_port = server_fixture.start_server(
             os.path.join(BIN, "vidclf-server"), os.path.join(DEMO, "repo"), "--http-port", "0")
-        # Second servers (the training page's, the watch demo's) and the dropping source.
+        # Second servers (the training page's, the watch demo's, the sources page's) and the
+        # dropping source.
         cls.ports = {"50051": grpc_port, "8000": http_port, "9464": metrics_port,
-                     **{port: free_port() for port in ("50052", "50053", "18081")}}
+                     **{port: free_port() for port in ("50052", "50053", "8002", "18081")}}
         cls.labels = demo_labels()
 
     @classmethod

@@ -502,17 +502,21 @@ class ClientTest(unittest.TestCase):
         self.addCleanup(forget_sources, Client(self.port))
 
     def vidclf(self, *args, timeout=60):
+        # --server wins over VIDCLF_SERVER, which names nothing here, in every subcommand.
         return subprocess.run([CLIENT, *args, "--server", f"127.0.0.1:{self.port}"],
-                              capture_output=True, text=True, timeout=timeout)
+                              capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ, VIDCLF_SERVER="127.0.0.1:1"))
 
     def test_sources_subcommands(self):
         added = self.vidclf("sources", "add", "from-cli", CAMERA.uri(), "--label", "by=cli",
-                            "--input-option", "rtsp_transport=tcp", "--embed-stride", "5")
+                            "--input-option", "rtsp_transport=tcp", "--embed-stride", "5",
+                            "--realtime")
         self.assertEqual(added.returncode, 0, added.stderr)
         self.assertIn("from-cli", added.stdout)
         client = Client(self.port)
         live = client.wait_state("from-cli", "LIVE")
         self.assertEqual(dict(live.input_options), {"rtsp_transport": "tcp"})
+        self.assertTrue(live.realtime)
         listed = self.vidclf("sources", "list", "--json", "--filter", "labels.by=cli")
         self.assertEqual(listed.returncode, 0, listed.stderr)
         lines = [json.loads(line) for line in listed.stdout.splitlines()]
@@ -538,6 +542,10 @@ class ClientTest(unittest.TestCase):
 
     def test_subscribe_prints_updates(self):
         Client(self.port).create("sub-cli", CAMERA.uri())
+        counted = self.vidclf("sources", "subscribe", "sub-cli", "--json", "--count", "2")
+        self.assertEqual(counted.returncode, 0, counted.stderr)
+        self.assertEqual([json.loads(line)["name"] for line in counted.stdout.splitlines()],
+                         ["sources/sub-cli"] * 2)
         subscriber = subprocess.Popen(
             [CLIENT, "sources", "subscribe", "sub-cli", "--json", "--server",
              f"127.0.0.1:{self.port}"], stdout=subprocess.PIPE, text=True)
