@@ -11,8 +11,8 @@ namespace vidclf::model {
 // (docs/streaming-benchmark.md). This keeps blocks of up to kTensorHeapMmapBytes in the heap and
 // up to kTensorHeapTrimBytes free at its top. A long-running process should still hand freed
 // memory back when idle (malloc_trim; the server's IdleMemoryReleaser). Call at start-up, before
-// the threads that allocate. jemalloc, the server's default heap (server/heap.h), keeps freed
-// blocks for reuse by itself and needs none of this.
+// the threads that allocate. jemalloc, the server's default heap, is set up for the same
+// tensors in server/heap.cc.
 void TuneHeapForTensors();
 
 inline constexpr int kTensorHeapMmapBytes = 32 << 20;
