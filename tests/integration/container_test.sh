@@ -45,6 +45,15 @@ wait_healthy() {
   echo "$health"
 }
 
+# ---- `make up`'s checks (scripts/compose.sh), which need no daemon: one that cannot be reached
+# is named as not running, not answered with docker-compose's traceback
+if message="$(DOCKER_HOST=unix://"$WORK/no-daemon.sock" "$ROOT/scripts/compose.sh" config -q 2>&1)"
+then
+  fail "compose.sh went on without a daemon"
+fi
+grep -q "the Docker daemon is not running: start it" <<<"$message" \
+  || fail "compose.sh without a daemon said: $message"
+
 # ---- a container engine: the running one, or a dockerd started for the test
 if ! "$DOCKER" info >/dev/null 2>&1; then
   if [ "$(id -u)" -ne 0 ] || ! command -v dockerd >/dev/null; then
