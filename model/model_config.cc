@@ -145,6 +145,7 @@ void ReadHead(const nlohmann::json& json, ModelConfig* config, absl::Status* err
   ObjectReader reader(json, "head.", error);
   reader.ReadName("type", &config->head, &ParseHeadType, /*required=*/true);
   if (!error->ok()) return;
+  reader.Read("frame_differences", &config->frame_differences);
   if (config->head == HeadType::kGru) {
     GruHeadConfig& g = config->gru;
     reader.Read("hidden_size", &g.hidden_size);
@@ -284,6 +285,13 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
       config.streaming.stride_frames > config.streaming.window_frames) {
     return Invalid("streaming needs 1 <= stride_frames <= window_frames");
   }
+  if (config.segmentation.has_value() &&
+      !(config.segmentation->frames_per_second > 0 &&
+        config.segmentation->frames_per_second <= kMaxSegmentationFramesPerSecond)) {
+    return Invalid(absl::StrCat(
+        "segmentation.frames_per_second must be in (0, ", kMaxSegmentationFramesPerSecond,
+        "], a rate the server samples at; got ", config.segmentation->frames_per_second));
+  }
   if (config.head == HeadType::kBagOfFrames) return absl::OkStatus();
   if (config.head == HeadType::kGru) {
     if (config.gru.hidden_size < 1 || config.gru.num_layers < 1 || config.gru.mlp_hidden_size < 1) {
@@ -324,6 +332,12 @@ absl::StatusOr<ModelConfig> ModelConfigFromJson(const nlohmann::json& json) {
     reader.Read("stride_frames", &config.streaming.stride_frames);
     reader.Finish();
   }
+  if (const nlohmann::json* segmentation = root.Object("segmentation")) {
+    ObjectReader reader(*segmentation, "segmentation.", &error);
+    reader.Read("frames_per_second", &config.segmentation.emplace().frames_per_second,
+                /*required=*/true);
+    reader.Finish();
+  }
   root.Read("metrics", &config.metrics);
   root.Read("provenance", &config.provenance);
   root.Finish();
@@ -352,7 +366,9 @@ nlohmann::json ModelConfigToJson(const ModelConfig& config) {
     head["attention"] = AttentionOptionsToJson(t.attention);
     head["attention_substitutions"] = t.attention_substitutions;
   }
-  return {
+  // Written only when set, so that a bundle that does not use them reads as it did before.
+  if (config.frame_differences) head["frame_differences"] = true;
+  nlohmann::json json = {
       {"name", config.name},
       {"version", config.version},
       {"labels", config.labels},
@@ -370,6 +386,10 @@ nlohmann::json ModelConfigToJson(const ModelConfig& config) {
       {"metrics", config.metrics},
       {"provenance", config.provenance},
   };
+  if (config.segmentation.has_value()) {
+    json["segmentation"] = {{"frames_per_second", config.segmentation->frames_per_second}};
+  }
+  return json;
 }
 
 }  // namespace vidclf::model

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,16 @@ struct TransformerHeadConfig {
   std::vector<std::string> attention_substitutions;
 };
 
+// A segmentation model's head answers per frame (TemporalHead::forward_frames): it was trained
+// on every frame sampled at frames_per_second, each labelled with what happens then.
+struct SegmentationConfig {
+  double frames_per_second = 4;
+};
+
+// The highest rate a segmentation model may be trained and served at, as ClassifySegments's own
+// limit on frames_per_second.
+constexpr double kMaxSegmentationFramesPerSecond = 1000;
+
 struct ModelConfig {
   std::string name;
   std::string version;
@@ -82,8 +93,12 @@ struct ModelConfig {
   HeadType head = HeadType::kGru;
   GruHeadConfig gru;
   TransformerHeadConfig transformer;
+  // Any head: it sees each frame's change from the one before (TemporalHead::frame_differences).
+  bool frame_differences = false;
   // How heads without a recurrent step follow a live stream (heads/head_stream.h).
   SlidingWindowOptions streaming;
+  // Set for a segmentation model; a classification model (one answer per clip) has none.
+  std::optional<SegmentationConfig> segmentation;
   // Held-out metrics of the weights (vidclf-train writes its evaluation); free-form, shown to
   // users.
   nlohmann::json metrics = nlohmann::json::object();

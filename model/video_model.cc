@@ -21,7 +21,7 @@ constexpr char kBackboneFile[] = "backbone.pt";
 constexpr char kHeadFile[] = "head.pt";
 
 // Throws c10::Error when the head's options are inconsistent.
-std::shared_ptr<TemporalHead> MakeHead(const ModelConfig& config) {
+std::shared_ptr<TemporalHead> MakeHeadOfType(const ModelConfig& config) {
   const auto num_classes = static_cast<int64_t>(config.labels.size());
   if (config.head == HeadType::kTransformer) {
     const TransformerHeadConfig& t = config.transformer;
@@ -48,6 +48,12 @@ std::shared_ptr<TemporalHead> MakeHead(const ModelConfig& config) {
                      .mlp_hidden_size(config.gru.mlp_hidden_size)
                      .input_dropout(config.gru.input_dropout))
       .ptr();
+}
+
+std::shared_ptr<TemporalHead> MakeHead(const ModelConfig& config) {
+  std::shared_ptr<TemporalHead> head = MakeHeadOfType(config);
+  head->set_frame_differences(config.frame_differences);
+  return head;
 }
 
 // torch::load replaces each tensor wholesale, shape included, so a file written for another

@@ -19,17 +19,23 @@ torch::Tensor BagOfFramesHeadImpl::forward(const torch::Tensor& embeddings,
   return classifier((x * mask).sum(1) / mask.sum(1));
 }
 
+torch::Tensor BagOfFramesHeadImpl::forward_frames(const torch::Tensor& embeddings,
+                                                  const torch::Tensor& lengths) {
+  const torch::Tensor x = CheckAndStandardise(embeddings, lengths, "bag-of-frames head");
+  const torch::Tensor counts = torch::arange(1, x.size(1) + 1, x.options()).view({1, -1, 1});
+  return classifier(x.cumsum(1) / counts);
+}
+
 std::pair<torch::Tensor, HeadState> BagOfFramesHeadImpl::step(const torch::Tensor& embeddings,
                                                               const HeadState& state) {
-  const torch::Tensor x = CheckAndStandardise(embeddings, "bag-of-frames head");
-  TORCH_CHECK(x.size(1) >= 1, "bag-of-frames head step needs at least one new frame");
-  torch::Tensor sum = x.sum(1);
-  if (!state.tensors.empty()) {
-    TORCH_CHECK(state.tensors.size() == 1 && state.tensors[0].sizes() == sum.sizes(),
+  const StepInput input = PrepareStep(embeddings, state, "bag-of-frames head");
+  torch::Tensor sum = input.x.sum(1);
+  if (!input.own.empty()) {
+    TORCH_CHECK(input.own.size() == 1 && input.own[0].sizes() == sum.sizes(),
                 "bag-of-frames head state must hold one sum shaped ", sum.sizes());
-    sum = sum + state.tensors[0];
+    sum = sum + input.own[0];
   }
-  HeadState next{state.frames_seen + x.size(1), {sum}};
+  HeadState next = NextState(state, input.x.size(1), {sum}, input);
   return {classifier(sum / static_cast<double>(next.frames_seen)), std::move(next)};
 }
 

@@ -20,9 +20,14 @@ class BagOfFramesHeadImpl : public TemporalHead {
 
   // See TemporalHead::forward.
   torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& lengths) override;
+  // The classifier on each prefix's mean.
+  torch::Tensor forward_frames(const torch::Tensor& embeddings,
+                               const torch::Tensor& lengths) override;
 
-  // Recurrent: the state holds the running sum of the standardised embeddings [B, input_size].
-  bool has_recurrent_step() const override { return true; }
+  // Recurrent: the state holds the running sum of the standardised embeddings (or of their
+  // differences, and then the last frame seen) [B, input_size].
+  bool causal() const override { return true; }
+  bool steps_frame_differences() const override { return true; }
   std::pair<torch::Tensor, HeadState> step(const torch::Tensor& embeddings,
                                            const HeadState& state) override;
 

@@ -34,16 +34,23 @@ torch::Tensor GruHeadImpl::forward(const torch::Tensor& embeddings, const torch:
   return fc2(torch::relu(fc1(final_state)));
 }
 
+torch::Tensor GruHeadImpl::forward_frames(const torch::Tensor& embeddings,
+                                          const torch::Tensor& lengths) {
+  const torch::Tensor x = CheckAndStandardise(embeddings, lengths, "GRU head");
+  const torch::Tensor outputs = std::get<0>(gru->forward(DropInput(x)));  // [B, T, hidden]
+  return fc2(torch::relu(fc1(outputs)));
+}
+
 std::pair<torch::Tensor, HeadState> GruHeadImpl::step(const torch::Tensor& embeddings,
                                                       const HeadState& state) {
-  const torch::Tensor x = CheckAndStandardise(embeddings, "GRU head");
-  TORCH_CHECK(x.size(1) >= 1, "GRU head step needs at least one new frame");
+  const StepInput input = PrepareStep(embeddings, state, "GRU head");
+  const torch::Tensor& x = input.x;
   std::tuple<torch::Tensor, torch::Tensor> result;
-  if (state.tensors.empty()) {
+  if (input.own.empty()) {
     result = gru->forward(x);
   } else {
-    const torch::Tensor& hidden = state.tensors.front();
-    TORCH_CHECK(state.tensors.size() == 1 && hidden.dim() == 3 &&
+    const torch::Tensor& hidden = input.own.front();
+    TORCH_CHECK(input.own.size() == 1 && hidden.dim() == 3 &&
                     hidden.size(0) == options.num_layers() && hidden.size(1) == x.size(0) &&
                     hidden.size(2) == options.hidden_size(),
                 "GRU head state must be one hidden state [", options.num_layers(), ", ", x.size(0),
@@ -52,12 +59,19 @@ std::pair<torch::Tensor, HeadState> GruHeadImpl::step(const torch::Tensor& embed
   }
   const auto& [outputs, hidden] = result;
   const torch::Tensor logits = fc2(torch::relu(fc1(outputs.select(1, -1))));
-  return {logits, HeadState{state.frames_seen + x.size(1), {hidden}}};
+  return {logits, NextState(state, x.size(1), {hidden}, input)};
 }
 
 std::pair<torch::Tensor, std::vector<HeadState>> GruHeadImpl::StepEach(
     const torch::Tensor& embeddings, const std::vector<HeadState>& states) {
   CheckOneStatePerSequence(embeddings, states, "GRU head");
+  if (frame_differences()) {
+    // Joined, a fresh state would count as a last frame of zeros.
+    return StepEachAlone(embeddings, states,
+                         [this](const torch::Tensor& frames, const HeadState& state) {
+                           return step(frames, state);
+                         });
+  }
   auto [logits, next] =
       step(embeddings, HeadState{0, JoinStates(states, /*batch_dim=*/1, "GRU head")});
   return {logits, SplitStates(next.tensors, /*batch_dim=*/1, states, embeddings.size(1))};

@@ -37,9 +37,14 @@ class GruHeadImpl : public TemporalHead {
 
   // See TemporalHead::forward.
   torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& lengths) override;
+  // The classifier on every step's output.
+  torch::Tensor forward_frames(const torch::Tensor& embeddings,
+                               const torch::Tensor& lengths) override;
 
-  // Recurrent: the state holds the GRU's hidden state [num_layers, B, hidden_size].
-  bool has_recurrent_step() const override { return true; }
+  // Causal, with a recurrent step: the state holds the GRU's hidden state [num_layers, B,
+  // hidden_size], and over frame differences the last frame seen.
+  bool causal() const override { return true; }
+  bool steps_frame_differences() const override { return true; }
   std::pair<torch::Tensor, HeadState> step(const torch::Tensor& embeddings,
                                            const HeadState& state) override;
   // One step of the GRU over the sequences' hidden states joined.

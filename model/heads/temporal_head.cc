@@ -92,7 +92,17 @@ std::vector<HeadState> TemporalHead::SplitStates(const std::vector<torch::Tensor
 torch::Tensor TemporalHead::CheckAndStandardise(const torch::Tensor& embeddings,
                                                 const torch::Tensor& lengths,
                                                 const char* head_name) const {
-  torch::Tensor standardised = CheckAndStandardise(embeddings, head_name);
+  TORCH_CHECK(embeddings.dim() == 3 && embeddings.size(2) == input_size_, head_name,
+              " expects embeddings shaped [B, T, ", input_size_, "]; got ", embeddings.sizes());
+  torch::Tensor standardised = (embeddings - embedding_mean) / embedding_std;
+  if (frame_differences_ && standardised.size(1) > 0) {
+    // Padding after a sequence's last frame gets differences too; like padding, they change
+    // nothing of it.
+    const torch::Tensor before = torch::cat(
+        {standardised.narrow(1, 0, 1), standardised.narrow(1, 0, standardised.size(1) - 1)},
+        /*dim=*/1);
+    standardised = standardised - before;
+  }
   TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == embeddings.size(0), head_name,
               " expects one length per sequence; got lengths ", lengths.sizes(), " for embeddings ",
               embeddings.sizes());
@@ -102,10 +112,47 @@ torch::Tensor TemporalHead::CheckAndStandardise(const torch::Tensor& embeddings,
   return standardised;
 }
 
+TemporalHead::StepInput TemporalHead::PrepareStep(const torch::Tensor& embeddings,
+                                                  const HeadState& state,
+                                                  const char* head_name) const {
+  TORCH_CHECK(embeddings.dim() == 3 && embeddings.size(2) == input_size_, head_name,
+              " expects embeddings shaped [B, T, ", input_size_, "]; got ", embeddings.sizes());
+  TORCH_CHECK(embeddings.size(1) >= 1, head_name, " step needs at least one new frame");
+  StepInput input;
+  input.x = (embeddings - embedding_mean) / embedding_std;
+  input.own = state.tensors;
+  if (!frame_differences_) return input;
+  torch::Tensor before;
+  if (state.tensors.empty()) {
+    before = input.x.narrow(1, 0, 1);  // a fresh sequence's first frame has no change
+  } else {
+    const torch::Tensor& last = state.tensors.back();
+    TORCH_CHECK(last.dim() == 3 && last.size(0) == 1 && last.size(1) == embeddings.size(0) &&
+                    last.size(2) == input_size_,
+                head_name,
+                " over frame differences needs its state's last tensor to be the last "
+                "frame seen [1, ",
+                embeddings.size(0), ", ", input_size_, "]; got ", last.sizes());
+    before = last.transpose(0, 1);  // [B, 1, input_size]
+    input.own.pop_back();
+  }
+  input.last_frame = input.x.narrow(1, input.x.size(1) - 1, 1).transpose(0, 1).contiguous();
+  input.x = input.x - torch::cat({before, input.x.narrow(1, 0, input.x.size(1) - 1)}, 1);
+  return input;
+}
+
+HeadState TemporalHead::NextState(const HeadState& before, int64_t frames,
+                                  std::vector<torch::Tensor> own, const StepInput& input) {
+  if (input.last_frame.defined()) own.push_back(input.last_frame);
+  return HeadState{before.frames_seen + frames, std::move(own)};
+}
+
 torch::Tensor TemporalHead::CheckAndStandardise(const torch::Tensor& embeddings,
                                                 const char* head_name) const {
   TORCH_CHECK(embeddings.dim() == 3 && embeddings.size(2) == input_size_, head_name,
               " expects embeddings shaped [B, T, ", input_size_, "]; got ", embeddings.sizes());
+  TORCH_CHECK(!frame_differences_, head_name,
+              " over frame differences has no step yet; stream it over a sliding window");
   return (embeddings - embedding_mean) / embedding_std;
 }
 

@@ -27,9 +27,33 @@ class TemporalHead : public torch::nn::Module {
   // its output. Returns logits [B, num_classes].
   virtual torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& lengths) = 0;
 
+  // Per-frame logits [B, T, num_classes] for the same input: what the head says of each frame,
+  // the output of a segmentation model (heads trained per frame). Frames past a sequence's length
+  // get logits that mean nothing. For a causal() head, frame t's are forward() over frames 0..t,
+  // so a stream stepped frame by frame gets them one at a time; other heads see the whole
+  // sequence on both sides of each frame.
+  virtual torch::Tensor forward_frames(const torch::Tensor& embeddings,
+                                       const torch::Tensor& lengths) = 0;
+
+  // True when each frame's output depends only on the frames up to it, in a form that a step can
+  // continue (the GRU, the bag of frames; a transformer with causal-linear attention).
+  virtual bool causal() const { return false; }
+
   // True when step() continues a sequence exactly, at a cost per new frame that does not grow with
-  // the frames seen before (the GRU; a transformer with causal-linear attention).
-  virtual bool has_recurrent_step() const { return false; }
+  // the frames seen before: a causal head, over frame differences where it can step them.
+  bool has_recurrent_step() const {
+    return causal() && (!frame_differences_ || steps_frame_differences());
+  }
+
+  // With frame differences the head sees each frame's change from the one before (standardised
+  // x_t - x_{t-1}; 0 for a sequence's first frame) instead of the frame: what moves rather than
+  // what is there. Segmentation heads, whose segments each have a texture of their own, learn far
+  // better from it (docs/results.md, "Segmentation"). Off by default; the model's configuration
+  // sets it (ModelConfig::frame_differences).
+  void set_frame_differences(bool on) { frame_differences_ = on; }
+  bool frame_differences() const { return frame_differences_; }
+  // Whether step() takes frame differences (through PrepareStep), keeping the last frame seen.
+  virtual bool steps_frame_differences() const { return false; }
 
   // embeddings: [B, T, input_size], T >= 1 new frames of B sequences whose earlier frames produced
   // `state`. Returns the logits [B, num_classes] of each sequence extended by these frames, equal
@@ -61,10 +85,27 @@ class TemporalHead : public torch::nn::Module {
   explicit TemporalHead(int64_t input_size);
 
   // Checks the shapes above (throws c10::Error naming what was expected) and returns the
-  // standardised embeddings. The second form is for step(), which has no lengths.
+  // standardised embeddings, or their frame differences. The second form is for step(), which
+  // has no lengths; it throws with frame differences (heads that step them use PrepareStep).
   torch::Tensor CheckAndStandardise(const torch::Tensor& embeddings, const torch::Tensor& lengths,
                                     const char* head_name) const;
   torch::Tensor CheckAndStandardise(const torch::Tensor& embeddings, const char* head_name) const;
+
+  // step()'s input, for heads that step frame differences. With them, a state's last tensor is
+  // the last standardised frame it saw ([1, B, input_size]: batch in dimension 1, as JoinStates
+  // may join it), from which the first new frame's change is taken; a fresh state's first frame
+  // has no change.
+  struct StepInput {
+    torch::Tensor x;                 // [B, T, input_size]: standardised, or their differences
+    std::vector<torch::Tensor> own;  // the state's tensors but that frame: the head's own
+    torch::Tensor last_frame;        // with frame differences, to keep in the next state
+  };
+  StepInput PrepareStep(const torch::Tensor& embeddings, const HeadState& state,
+                        const char* head_name) const;
+  // The state after a step of `frames` frames from `before`: the head's `own` tensors, then the
+  // last frame `input` saw (with frame differences).
+  static HeadState NextState(const HeadState& before, int64_t frames,
+                             std::vector<torch::Tensor> own, const StepInput& input);
 
   // For StepEach: the k-th tensors of `states` (one sequence each) joined along `batch_dim`, a
   // fresh state counting as zeros shaped like the others' (which a fresh step equals); empty when
@@ -79,6 +120,7 @@ class TemporalHead : public torch::nn::Module {
 
  private:
   int64_t input_size_;
+  bool frame_differences_ = false;
 };
 
 // Throws c10::Error, naming `who`, unless embeddings are [B, T, D] with B = states.size() >= 1.

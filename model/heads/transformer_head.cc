@@ -9,13 +9,24 @@
 
 namespace vidclf::model {
 
-std::string PoolingName(Pooling pooling) { return pooling == Pooling::kCls ? "cls" : "mean"; }
+std::string PoolingName(Pooling pooling) {
+  switch (pooling) {
+    case Pooling::kCls:
+      return "cls";
+    case Pooling::kLast:
+      return "last";
+    case Pooling::kMean:
+      break;
+  }
+  return "mean";
+}
 
 absl::StatusOr<Pooling> ParsePooling(absl::string_view name) {
   if (name == "mean") return Pooling::kMean;
   if (name == "cls") return Pooling::kCls;
+  if (name == "last") return Pooling::kLast;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown pooling \"", name, "\"; known: mean, cls"));
+      absl::StrCat("unknown pooling \"", name, "\"; known: mean, cls, last"));
 }
 
 namespace {
@@ -210,7 +221,7 @@ TransformerHeadImpl::TransformerHeadImpl(const TransformerHeadOptions& options_)
   TORCH_CHECK(
       !(attention::IsCausal(**spec, options.attention()) && options.pooling() == Pooling::kCls),
       "a class token placed first cannot see the frames through causal attention; use "
-      "\"mean\" pooling with ",
+      "\"mean\" or \"last\" pooling with ",
       options.attention().type);
   if (options.input_size() != options.d_model()) {
     input_projection = register_module("input_projection",
@@ -238,8 +249,8 @@ TransformerHeadImpl::TransformerHeadImpl(const TransformerHeadOptions& options_)
       register_module("classifier", torch::nn::Linear(options.d_model(), options.num_classes()));
 }
 
-torch::Tensor TransformerHeadImpl::forward(const torch::Tensor& embeddings,
-                                           const torch::Tensor& lengths) {
+std::pair<torch::Tensor, torch::Tensor> TransformerHeadImpl::Encode(const torch::Tensor& embeddings,
+                                                                    const torch::Tensor& lengths) {
   torch::Tensor x = CheckAndStandardise(embeddings, lengths, "transformer head");
   if (!input_projection.is_empty()) x = input_projection(x);
   const int64_t batch = x.size(0);
@@ -256,18 +267,44 @@ torch::Tensor TransformerHeadImpl::forward(const torch::Tensor& embeddings,
   }
   for (const auto& layer : *layers) x = layer->as<EncoderLayer>()->forward(x, mask);
   if (!final_norm.is_empty()) x = final_norm(x);
+  return {x, mask};
+}
 
+torch::Tensor TransformerHeadImpl::forward(const torch::Tensor& embeddings,
+                                           const torch::Tensor& lengths) {
+  const auto [x, mask] = Encode(embeddings, lengths);
   torch::Tensor pooled;
-  if (class_token.defined()) {
-    pooled = x.select(1, 0);
-  } else {
-    const torch::Tensor weights = mask.to(x.dtype()).unsqueeze(2);  // [B, T, 1]
-    pooled = (x * weights).sum(1) / weights.sum(1);
+  switch (options.pooling()) {
+    case Pooling::kCls:
+      pooled = x.select(1, 0);
+      break;
+    case Pooling::kLast: {
+      const torch::Tensor last = lengths.to(torch::kLong).to(x.device()) - 1;
+      pooled = x.gather(1, last.view({-1, 1, 1}).expand({-1, 1, x.size(2)})).squeeze(1);
+      break;
+    }
+    case Pooling::kMean: {
+      const torch::Tensor weights = mask.to(x.dtype()).unsqueeze(2);  // [B, T, 1]
+      pooled = (x * weights).sum(1) / weights.sum(1);
+      break;
+    }
   }
   return classifier(pooled);
 }
 
-bool TransformerHeadImpl::has_recurrent_step() const {
+torch::Tensor TransformerHeadImpl::forward_frames(const torch::Tensor& embeddings,
+                                                  const torch::Tensor& lengths) {
+  auto [x, mask] = Encode(embeddings, lengths);
+  if (class_token.defined()) x = x.narrow(1, 1, x.size(1) - 1);
+  if (causal() && options.pooling() == Pooling::kMean) {
+    // Each prefix's mean: padding comes after the valid frames, so it never enters one.
+    const torch::Tensor counts = torch::arange(1, x.size(1) + 1, x.options()).view({1, -1, 1});
+    x = x.cumsum(1) / counts;
+  }
+  return classifier(x);
+}
+
+bool TransformerHeadImpl::causal() const {
   for (const auto& layer : *layers) {
     if (!layer->as<EncoderLayer>()->self_attention->mechanism->has_recurrent_form()) return false;
   }
@@ -276,7 +313,7 @@ bool TransformerHeadImpl::has_recurrent_step() const {
 
 std::pair<torch::Tensor, HeadState> TransformerHeadImpl::step(const torch::Tensor& embeddings,
                                                               const HeadState& state) {
-  TORCH_CHECK(has_recurrent_step(), "a transformer head with ", options.attention().type,
+  TORCH_CHECK(causal(), "a transformer head with ", options.attention().type,
               " attention has no recurrent step (its mechanism has no recurrent form); stream it "
               "over a sliding window");
   const torch::Tensor x = CheckAndStandardise(embeddings, "transformer head");
@@ -370,25 +407,20 @@ std::pair<torch::Tensor, std::vector<HeadState>> TransformerHeadImpl::StepOneFra
     }
   }
   if (!final_norm.is_empty()) x = AddAndNormalise(*final_norm, x);
-  const torch::Tensor frame = x.squeeze(1);  // [B, d_model]
   std::vector<torch::Tensor> sums;
   std::vector<double> frames_seen;
   for (size_t b = 0; b < states.size(); ++b) {
-    torch::Tensor sum = frame.narrow(0, static_cast<int64_t>(b), 1);
-    if (states[b].tensors.empty()) {
-      sum = sum.clone();  // a view would keep every stream's frame alive
-    } else {
-      const torch::Tensor& before = states[b].tensors.back();
-      TORCH_CHECK(before.sizes() == sum.sizes(), "transformer head state's pooled sum has shape ",
-                  before.sizes(), "; this batch needs ", sum.sizes());
-      sum = sum + before;
-    }
+    torch::Tensor sum =
+        PooledState(x.narrow(0, static_cast<int64_t>(b), 1),
+                    states[b].tensors.empty() ? torch::Tensor() : states[b].tensors.back());
     next[b].tensors.push_back(sum);
     sums.push_back(std::move(sum));
     frames_seen.push_back(static_cast<double>(next[b].frames_seen));
   }
-  const torch::Tensor pooled =
-      torch::cat(sums) / torch::tensor(frames_seen, torch::kDouble).to(x.dtype()).unsqueeze(1);
+  torch::Tensor pooled = torch::cat(sums);
+  if (options.pooling() == Pooling::kMean) {
+    pooled = pooled / torch::tensor(frames_seen, torch::kDouble).to(x.dtype()).unsqueeze(1);
+  }
   return {step_linears_(*classifier, pooled), std::move(next)};
 }
 
@@ -413,15 +445,21 @@ std::pair<torch::Tensor, std::vector<torch::Tensor>> TransformerHeadImpl::StepSt
     next.push_back(layer_next.z);
   }
   if (!final_norm.is_empty()) x = final_norm(x);
+  torch::Tensor pooled = PooledState(x, state.empty() ? torch::Tensor() : state.back());
+  next.push_back(pooled);
+  if (options.pooling() == Pooling::kMean) pooled = pooled / frames_seen;
+  return {ApplyLinear(*classifier, pooled), std::move(next)};
+}
+
+torch::Tensor TransformerHeadImpl::PooledState(const torch::Tensor& x,
+                                               const torch::Tensor& before) const {
+  // A copy: a view would keep every frame of x alive in the state.
+  if (options.pooling() == Pooling::kLast) return x.select(1, -1).clone();
   torch::Tensor sum = x.sum(/*dim=*/1);
-  if (!state.empty()) {
-    TORCH_CHECK(state.back().sizes() == sum.sizes(),
-                "transformer head state's pooled sum has shape ", state.back().sizes(),
-                "; this batch needs ", sum.sizes());
-    sum = sum + state.back();
-  }
-  next.push_back(sum);
-  return {ApplyLinear(*classifier, sum / frames_seen), std::move(next)};
+  if (!before.defined()) return sum;
+  TORCH_CHECK(before.sizes() == sum.sizes(), "transformer head state's pooled sum has shape ",
+              before.sizes(), "; this batch needs ", sum.sizes());
+  return sum + before;
 }
 
 }  // namespace vidclf::model

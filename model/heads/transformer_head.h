@@ -30,9 +30,12 @@ namespace vidclf::model {
 enum class Pooling {
   kMean,  // masked mean over the valid frames
   kCls,   // a learned class token placed first
+  // The last valid frame's output: with causal attention, what the newest frame makes of those
+  // before it, so that a stream's answer follows its recent frames (online segmentation).
+  kLast,
 };
 
-// "mean" or "cls".
+// "mean", "cls" or "last".
 std::string PoolingName(Pooling pooling);
 // INVALID_ARGUMENT for any other name.
 absl::StatusOr<Pooling> ParsePooling(absl::string_view name);
@@ -147,11 +150,16 @@ class TransformerHeadImpl : public TemporalHead {
 
   // See TemporalHead::forward.
   torch::Tensor forward(const torch::Tensor& embeddings, const torch::Tensor& lengths) override;
+  // The classifier on every frame's output, or with a recurrent step on each prefix's pooled
+  // vector (the running mean, or the frame's own output with "last" pooling).
+  torch::Tensor forward_frames(const torch::Tensor& embeddings,
+                               const torch::Tensor& lengths) override;
 
-  // Recurrent when every layer's mechanism has a recurrent form (causal-linear, which implies
-  // mean pooling): the state holds each layer's (S, Z) and the running sum of the last layer's
-  // outputs, whose mean is the pooled vector. Positions continue from the frames seen.
-  bool has_recurrent_step() const override;
+  // Causal, with a recurrent step, when every layer's mechanism has a recurrent form
+  // (causal-linear, which implies mean or last pooling): the state holds each layer's (S, Z) and
+  // the running sum of the last layer's outputs, whose mean is the pooled vector (with last
+  // pooling, the newest output). Positions continue from the frames seen.
+  bool causal() const override;
   std::pair<torch::Tensor, HeadState> step(const torch::Tensor& embeddings,
                                            const HeadState& state) override;
   // One step over the sequences' states, each sequence at its own positions: joined, or for one
@@ -197,6 +205,13 @@ class TransformerHeadImpl : public TemporalHead {
       const std::vector<HeadState>& states);
   // Whether every layer's mechanism has_one_frame_step() (causal-linear).
   bool EveryLayerStepsOneFrame() const;
+  // The encoder's outputs [B, T', d_model] (T' = T + 1 with a class token, first) and which of
+  // them are valid [B, T'].
+  std::pair<torch::Tensor, torch::Tensor> Encode(const torch::Tensor& embeddings,
+                                                 const torch::Tensor& lengths);
+  // What a step keeps of the last layer's outputs x [B, T, d_model] to pool: their sum added to
+  // `before`'s (mean pooling), or the newest (last pooling).
+  torch::Tensor PooledState(const torch::Tensor& x, const torch::Tensor& before) const;
 
   StepLinears step_linears_;
 };

@@ -127,5 +127,30 @@ TEST(ModelConfigTest, OneValidationGuardsCreateSaveAndLoad) {
   EXPECT_FALSE(std::filesystem::exists(dir / "model.json"));
 }
 
+// A segmentation model says so, with the rate it was trained at; a classification model writes no
+// key, so that bundles written before segmentation models existed read as what they are.
+TEST(ModelConfigTest, SegmentationIsOptionalStrictAndBounded) {
+  ModelConfig config = Small(HeadType::kGru);
+  EXPECT_FALSE(ModelConfigToJson(config).contains("segmentation"));
+  config.segmentation = SegmentationConfig{2.5};
+  const nlohmann::json json = ModelConfigToJson(config);
+  absl::StatusOr<ModelConfig> read = ModelConfigFromJson(json);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_TRUE(read->segmentation.has_value());
+  EXPECT_EQ(read->segmentation->frames_per_second, 2.5);
+
+  nlohmann::json bad = json;
+  bad["segmentation"]["fps"] = 4;
+  EXPECT_THAT(ErrorOf(bad), HasSubstr("unknown key \"segmentation.fps\""));
+  bad = json;
+  bad["segmentation"].erase("frames_per_second");
+  EXPECT_THAT(ErrorOf(bad), HasSubstr("segmentation.frames_per_second is required"));
+  for (const double rate : {0.0, -1.0, 1001.0}) {
+    bad["segmentation"]["frames_per_second"] = rate;
+    EXPECT_THAT(ErrorOf(bad), HasSubstr("segmentation.frames_per_second must be in (0, 1000]"))
+        << rate;
+  }
+}
+
 }  // namespace
 }  // namespace vidclf::model
