@@ -29,9 +29,13 @@ struct SynthFlags {
   double max_segment_seconds = 16;
 };
 
-// Where the clips are and how they are split.
+// Where the clips are and how they are split: a data set in the UCF101 layout (data), or
+// timelines by their truth files, one per split (truth: training; timeline_dataset.h).
 struct DataFlags {
   std::string data;
+  std::string truth;
+  std::string validation_truth;
+  std::string test_truth;
   std::string train_list;
   std::string test_list;
   std::string class_index;
@@ -44,7 +48,7 @@ struct EmbedFlags {
   uint64_t seed = 1;  // the split and the backbone's random weights
   int num_frames = 16;
   std::string sampling = "uniform";
-  double frames_per_second = 1.0;
+  double frames_per_second = 0;  // 0: 1 for clips, 4 for timelines
   int crop_size = 112;
   int resize_shorter_side = 128;
   int jobs = 0;  // 0: one per core
@@ -76,6 +80,12 @@ struct FitFlags {
   double gradient_clip_norm = 1.0;
   int patience = 15;
   bool class_weighted_loss = true;
+  // "frames", "differences" (model::ModelConfig::frame_differences) or "auto": differences for
+  // timelines, frames for clips.
+  std::string head_input = "auto";
+  // Timelines only (trained per frame): see model::HeadTrainingOptions.
+  int64_t window_frames = 64;
+  double smoothing_weight = 0.15;
 };
 
 // The attention mechanisms fit can train, as their registry describes them.

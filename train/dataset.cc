@@ -48,25 +48,6 @@ std::string ListedPath(const std::string& line) {
   return path;
 }
 
-absl::Status ReadClassIndex(const std::string& path, std::vector<std::string>* classes) {
-  absl::StatusOr<std::vector<std::pair<int, std::string>>> lines = ReadLines(path);
-  if (!lines.ok()) return lines.status();
-  std::map<int64_t, std::string> by_index;
-  for (const auto& [number, line] : *lines) {
-    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    int64_t index = 0;
-    if (fields.size() != 2 || !absl::SimpleAtoi(fields[0], &index) || index < 1 ||
-        !by_index.emplace(index, fields[1]).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ":", number, ": expected \"<index> <class>\" with a new index from 1; got \"", line,
-          "\""));
-    }
-  }
-  classes->clear();
-  for (const auto& [index, name] : by_index) classes->push_back(name);
-  return absl::OkStatus();
-}
-
 // Every video under root/<class>/, by class, paths relative to the root, in byte order.
 absl::StatusOr<std::map<std::string, std::vector<std::string>>> ScanRoot(const std::string& root) {
   std::error_code error;
@@ -111,7 +92,7 @@ absl::Status SplitByLists(const DatasetOptions& options,
         return absl::InvalidArgumentError(
             absl::StrCat(list, ":", number, ": ", path, " is listed twice"));
       }
-      dataset->clips.push_back({path, label->second, split});
+      dataset->clips.push_back({path, label->second, split, {}});
     }
   }
   dataset->split_source = absl::StrCat("lists ", fs::path(options.train_list).filename().string(),
@@ -128,8 +109,10 @@ void SplitStratified(const DatasetOptions& options,
     std::shuffle(files.begin(), files.end(), rng);
     const int64_t test = ShareOf(static_cast<int64_t>(files.size()), options.test_fraction);
     for (size_t i = 0; i < files.size(); ++i) {
-      dataset->clips.push_back({files[i], label_of.at(name),
-                                static_cast<int64_t>(i) < test ? Split::kTest : Split::kTrain});
+      dataset->clips.push_back({files[i],
+                                label_of.at(name),
+                                static_cast<int64_t>(i) < test ? Split::kTest : Split::kTrain,
+                                {}});
     }
   }
   dataset->split_source =
@@ -231,10 +214,43 @@ absl::StatusOr<Dataset> LoadDataset(const DatasetOptions& options) {
   return dataset;
 }
 
+absl::Status ReadClassIndex(const std::string& path, std::vector<std::string>* classes) {
+  absl::StatusOr<std::vector<std::pair<int, std::string>>> lines = ReadLines(path);
+  if (!lines.ok()) return lines.status();
+  std::map<int64_t, std::string> by_index;
+  for (const auto& [number, line] : *lines) {
+    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int64_t index = 0;
+    if (fields.size() != 2 || !absl::SimpleAtoi(fields[0], &index) || index < 1 ||
+        !by_index.emplace(index, fields[1]).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ":", number, ": expected \"<index> <class>\" with a new index from 1; got \"", line,
+          "\""));
+    }
+  }
+  classes->clear();
+  for (const auto& [index, name] : by_index) classes->push_back(name);
+  return absl::OkStatus();
+}
+
+bool Dataset::HasTimelines() const {
+  return std::any_of(clips.begin(), clips.end(),
+                     [](const Clip& clip) { return !clip.segments.empty(); });
+}
+
 nlohmann::json DatasetToJson(const Dataset& dataset) {
   nlohmann::json clips = nlohmann::json::array();
   for (const Clip& clip : dataset.clips) {
-    clips.push_back({{"path", clip.path}, {"label", clip.label}, {"split", SplitName(clip.split)}});
+    nlohmann::json item = {
+        {"path", clip.path}, {"label", clip.label}, {"split", SplitName(clip.split)}};
+    if (!clip.segments.empty()) {
+      nlohmann::json segments = nlohmann::json::array();
+      for (const ClipSegment& segment : clip.segments) {
+        segments.push_back({segment.label, segment.start_seconds, segment.end_seconds});
+      }
+      item["segments"] = std::move(segments);
+    }
+    clips.push_back(std::move(item));
   }
   return {{"root", dataset.root},
           {"classes", dataset.classes},
@@ -262,7 +278,17 @@ absl::StatusOr<Dataset> DatasetFromJson(const nlohmann::json& json) {
       } else {
         return absl::InvalidArgumentError(absl::StrCat("unknown split \"", split, "\""));
       }
-      if (clip.label < 0 || clip.label >= static_cast<int64_t>(dataset.classes.size())) {
+      const auto num_classes = static_cast<int64_t>(dataset.classes.size());
+      if (item.contains("segments")) {
+        for (const nlohmann::json& segment : item.at("segments")) {
+          clip.segments.push_back({segment.at(0).get<int64_t>(), segment.at(1).get<double>(),
+                                   segment.at(2).get<double>()});
+          if (clip.segments.back().label < 0 || clip.segments.back().label >= num_classes) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(clip.path, " has a segment outside the class list"));
+          }
+        }
+      } else if (clip.label < 0 || clip.label >= num_classes) {
         return absl::InvalidArgumentError(
             absl::StrCat(clip.path, " has label ", clip.label, " outside the class list"));
       }

@@ -17,10 +17,20 @@ enum class Split { kTrain, kValidation, kTest };
 // "train", "validation" or "test".
 const char* SplitName(Split split);
 
+// What happens in a part of a long video (a timeline), in seconds from its start.
+struct ClipSegment {
+  int64_t label = 0;  // index into Dataset::classes
+  double start_seconds = 0;
+  double end_seconds = 0;
+};
+
 struct Clip {
   std::string path;   // relative to the data set's root: "<class>/<file>"
-  int64_t label = 0;  // index into Dataset::classes
+  int64_t label = 0;  // index into Dataset::classes; -1 for a timeline
   Split split = Split::kTrain;
+  // A timeline's segments, in time order, without overlaps (timeline_dataset.h); empty for a
+  // clip of one class.
+  std::vector<ClipSegment> segments;
 };
 
 struct Dataset {
@@ -33,6 +43,8 @@ struct Dataset {
   std::string split_source;
 
   std::vector<Clip> ClipsOf(Split split) const;
+  // Whether its videos are timelines, labelled per segment: heads train on it per frame.
+  bool HasTimelines() const;
 };
 
 struct DatasetOptions {
@@ -49,6 +61,10 @@ struct DatasetOptions {
   double validation_fraction = 0.15;
   uint64_t seed = 1;
 };
+
+// A classInd.txt ("<1-based index> <class>" lines) as the class names in index order;
+// INVALID_ARGUMENT naming the line that is not one.
+absl::Status ReadClassIndex(const std::string& path, std::vector<std::string>* classes);
 
 // Files with these extensions are taken as videos; anything else under a class directory (a
 // README, a thumbnail) is ignored.

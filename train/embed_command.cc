@@ -17,6 +17,7 @@
 #include "model/video_model.h"
 #include "train/commands.h"
 #include "train/embedding_cache.h"
+#include "train/timeline_dataset.h"
 #include "train/work_dir.h"
 
 namespace vidclf::train {
@@ -123,9 +124,16 @@ absl::Status SameSplit(const nlohmann::json& earlier, const Dataset& dataset) {
 }  // namespace
 
 void AddDataFlags(CLI::App* app, DataFlags* flags) {
-  app->add_option("--data", flags->data,
-                  "Data set root in the UCF101 layout: DATA/<class>/<video>.")
-      ->required();
+  CLI::Option* data = app->add_option("--data", flags->data,
+                                      "Data set root in the UCF101 layout: DATA/<class>/<video>.");
+  app->add_option("--truth", flags->truth,
+                  "Instead of --data: timelines to train per frame (segmentation), as the truth "
+                  "file of `vidclf-train synth --timeline` names them (truth.json, the videos "
+                  "beside it). Sampled with fps sampling, every sampled frame kept.")
+      ->excludes(data);
+  app->add_option("--validation-truth", flags->validation_truth,
+                  "With --truth: timelines that choose the epoch.");
+  app->add_option("--test-truth", flags->test_truth, "With --truth: timelines that eval scores.");
   app->add_option("--train-list", flags->train_list,
                   "UCF101 train split list (\"<class>/<file> <label>\" lines); needs --test-list.");
   app->add_option("--test-list", flags->test_list,
@@ -158,9 +166,10 @@ void AddEmbedFlags(CLI::App* app, EmbedFlags* flags, bool with_work) {
                   "frame of long clips).")
       ->capture_default_str()
       ->check(CLI::IsMember({"uniform", "fps"}));
-  app->add_option("--frames-per-second", flags->frames_per_second, "Rate of fps sampling.")
+  app->add_option("--frames-per-second", flags->frames_per_second,
+                  "Rate of fps sampling (0: 1, or 4 with --truth, ClassifySegments's default).")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--crop-size", flags->crop_size, "Side of the square frames the backbone sees.")
       ->capture_default_str()
       ->check(CLI::Range(32, 1024));
@@ -182,11 +191,20 @@ void AddEmbedFlags(CLI::App* app, EmbedFlags* flags, bool with_work) {
                   "random ones.");
 }
 
-int RunEmbed(const DataFlags& data, const EmbedFlags& flags) {
-  if (flags.resize_shorter_side < flags.crop_size) {
-    std::cerr << "vidclf-train embed: --resize-shorter-side must be at least --crop-size\n";
-    return kExitUsage;
-  }
+namespace {
+
+// The data set of --truth's timelines.
+absl::StatusOr<Dataset> LoadTimelines(const DataFlags& data) {
+  TimelineDatasetOptions options;
+  options.train_truth = data.truth;
+  options.validation_truth = data.validation_truth;
+  options.test_truth = data.test_truth;
+  options.class_index = data.class_index;
+  return LoadTimelineDataset(options);
+}
+
+// The data set of --data's clips, by the split lists beside them unless others are named.
+absl::StatusOr<Dataset> LoadClips(const DataFlags& data, uint64_t seed) {
   DatasetOptions options;
   options.root = data.data;
   options.train_list = data.train_list;
@@ -205,8 +223,35 @@ int RunEmbed(const DataFlags& data, const EmbedFlags& flags) {
   }
   options.test_fraction = data.test_fraction;
   options.validation_fraction = data.validation_fraction;
-  options.seed = flags.seed;
-  absl::StatusOr<Dataset> dataset = LoadDataset(options);
+  options.seed = seed;
+  return LoadDataset(options);
+}
+
+}  // namespace
+
+int RunEmbed(const DataFlags& data, const EmbedFlags& embed_flags) {
+  if (embed_flags.resize_shorter_side < embed_flags.crop_size) {
+    std::cerr << "vidclf-train embed: --resize-shorter-side must be at least --crop-size\n";
+    return kExitUsage;
+  }
+  const bool timelines = !data.truth.empty();
+  if (timelines == !data.data.empty()) {
+    std::cerr << "vidclf-train embed: give --data (clips in the UCF101 layout) or --truth "
+                 "(timelines), one of them\n";
+    return kExitUsage;
+  }
+  if (!timelines && !(data.validation_truth.empty() && data.test_truth.empty())) {
+    std::cerr << "vidclf-train embed: --validation-truth and --test-truth go with --truth\n";
+    return kExitUsage;
+  }
+  EmbedFlags flags = embed_flags;
+  if (flags.frames_per_second == 0) flags.frames_per_second = timelines ? 4 : 1;
+  if (timelines) {
+    // Every frame at the rate, as ClassifySegments samples a video (frame_sampler.h's kFps).
+    flags.sampling = "fps";
+    flags.num_frames = 0;
+  }
+  absl::StatusOr<Dataset> dataset = timelines ? LoadTimelines(data) : LoadClips(data, flags.seed);
   if (!dataset.ok()) {
     std::cerr << "vidclf-train embed: " << dataset.status().message() << "\n";
     return kExitUsage;
@@ -215,7 +260,7 @@ int RunEmbed(const DataFlags& data, const EmbedFlags& flags) {
   config.name = "backbone";
   config.version = "1";
   config.labels = dataset->classes;
-  config.input.num_frames = flags.num_frames;
+  config.input.num_frames = timelines ? embed_flags.num_frames : flags.num_frames;
   config.input.crop_size = flags.crop_size;
   config.input.resize_shorter_side = flags.resize_shorter_side;
   absl::StatusOr<EmbeddingCache> cache =

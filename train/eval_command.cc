@@ -1,6 +1,7 @@
 // vidclf-train eval: a run's classification report on a split of the cached embeddings.
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -16,6 +17,8 @@
 #include "train/classification_report.h"
 #include "train/commands.h"
 #include "train/embedding_cache.h"
+#include "train/segment_report.h"
+#include "train/timeline_eval.h"
 #include "train/work_dir.h"
 
 namespace vidclf::train {
@@ -171,6 +174,53 @@ absl::StatusOr<nlohmann::json> AgainstFloat32Backbone(
                         {"median_embedding_error", errors[errors.size() / 2]}};
 }
 
+// A segmentation run on timelines: its frames' accuracy and the segments the server's tracker
+// (default thresholds) makes of them, against the truth; writes eval-SPLIT.json and the
+// predicted segments, segments-SPLIT.json, which `eval --segments --predicted` reads.
+int EvalTimelines(const EvalFlags& flags, const Dataset& dataset, const EmbeddingCache& cache,
+                  const LoadedSplit& split, model::TemporalHead& head, const std::string& run_dir) {
+  if (flags.stream || flags.backbone_precision != "fp32") {
+    std::cerr << "vidclf-train eval: a segmentation run is scored per frame over whole "
+                 "timelines; leave out --stream and --backbone-precision\n";
+    return kExitUsage;
+  }
+  const double frames_per_second = cache.settings().at("sampling").value("frames_per_second", 0.0);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<TimelineEvaluation> evaluation = EvaluateTimelines(
+      head, dataset.classes, split, frames_per_second, pipeline::SegmentOptions());
+  if (!evaluation.ok()) {
+    std::cerr << "vidclf-train eval: " << evaluation.status().message() << "\n";
+    return kExitFailed;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << absl::StrFormat("%s on %d %s timelines, per frame at %g frames/s%s\n\n", flags.run,
+                               split.set.size(), flags.split, frames_per_second,
+                               flags.attention.empty() ? "" : ", attention " + flags.attention)
+            << FormatSegmentReport(evaluation->report);
+  nlohmann::json json(evaluation->report);
+  json["run"] = flags.run;
+  json["split"] = flags.split;
+  json["attention"] = flags.attention;
+  json["frames_per_second"] = frames_per_second;
+  json["classify_seconds"] = seconds;
+  const std::string suffix =
+      flags.split + (flags.attention.empty() ? "" : "-" + flags.attention) + ".json";
+  const std::string segments_path = (fs::path(run_dir) / ("segments-" + suffix)).string();
+  std::ofstream segments(segments_path);
+  segments << SegmentFileText(evaluation->predicted);
+  if (!segments.flush()) {
+    std::cerr << "vidclf-train eval: cannot write " << segments_path << "\n";
+    return kExitFailed;
+  }
+  if (auto status = WriteJsonFile(json, (fs::path(run_dir) / ("eval-" + suffix)).string());
+      !status.ok()) {
+    std::cerr << "vidclf-train eval: " << status.message() << "\n";
+    return kExitFailed;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int RunEval(const EvalFlags& flags) {
@@ -227,6 +277,8 @@ int RunEval(const EvalFlags& flags) {
     std::cerr << "vidclf-train eval: " << head.status().message() << "\n";
     return kExitUsage;
   }
+  if (dataset->HasTimelines())
+    return EvalTimelines(flags, *dataset, *cache, *loaded, **head, run_dir);
   if (int8 && !(*model)->int8_step_weights()) {
     std::cerr << "vidclf-train eval: the run's head has no step of one frame in int8 (only a "
                  "transformer with causal-linear attention has)\n";

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "model/int8_calibration.h"
@@ -122,14 +123,35 @@ int RunExport(const ExportFlags& flags) {
   model::ModelConfig& config = (*model)->mutable_config();
   config.name = flags.name.empty() ? flags.run : flags.name;
   config.version = flags.version;
-  config.metrics = {{"split", "test"},
-                    {"clips", (*metrics)["total"]},
-                    {"accuracy", (*metrics)["accuracy"]},
-                    {"macro_recall", (*metrics)["macro"]["recall"]},
-                    {"macro_f1", (*metrics)["macro"]["f1"]},
-                    {"weighted_f1", (*metrics)["weighted"]["f1"]},
-                    {"mcc", (*metrics)["mcc"]},
-                    {"classes", (*metrics)["classes"]}};
+  if (config.segmentation.has_value() && !flags.samples_dir.empty()) {
+    std::cerr << "vidclf-train export: --samples-dir copies clips of one class each that the "
+                 "model gets right; a segmentation run's videos are timelines: leave it out\n";
+    return kExitUsage;
+  }
+  if (config.segmentation.has_value()) {
+    // A segmentation run's test timelines, scored per frame and by segments (timeline_eval.h).
+    config.metrics = {{"split", "test"}};
+    for (const char* key :
+         {"videos", "true_segments", "predicted_segments", "frame_accuracy",
+          "sampled_frame_accuracy", "edit", "f1@0.10", "f1@0.25", "f1@0.50", "map_mean"}) {
+      if (!metrics->contains(key)) {
+        std::cerr << "vidclf-train export: " << run_dir << "/eval-test.json has no " << key
+                  << "; run `vidclf-train eval --work " << flags.work << " --run " << flags.run
+                  << "` again\n";
+        return kExitUsage;
+      }
+      config.metrics[key] = (*metrics)[key];
+    }
+  } else {
+    config.metrics = {{"split", "test"},
+                      {"clips", (*metrics)["total"]},
+                      {"accuracy", (*metrics)["accuracy"]},
+                      {"macro_recall", (*metrics)["macro"]["recall"]},
+                      {"macro_f1", (*metrics)["macro"]["f1"]},
+                      {"weighted_f1", (*metrics)["weighted"]["f1"]},
+                      {"mcc", (*metrics)["mcc"]},
+                      {"classes", (*metrics)["classes"]}};
+  }
   // The backbone in bf16 and int8 against fp32 on the same clips (eval --backbone-precision), by
   // which vidclf-server --precision auto decides (model/precision_choice.h).
   for (const char* precision : {"bf16", "int8"}) {
@@ -185,9 +207,16 @@ int RunExport(const ExportFlags& flags) {
       return kExitFailed;
     }
   }
-  std::cout << "wrote " << bundle.string() << " (test accuracy "
-            << config.metrics["accuracy"].get<double>() << ", macro recall "
-            << config.metrics["macro_recall"].get<double>()
+  const std::string measures =
+      config.segmentation.has_value()
+          ? absl::StrFormat("test frame accuracy %.2f%%, edit %.2f, F1@0.50 %.2f",
+                            config.metrics["frame_accuracy"].get<double>(),
+                            config.metrics["edit"].get<double>(),
+                            config.metrics["f1@0.50"].get<double>())
+          : absl::StrFormat("test accuracy %g, macro recall %g",
+                            config.metrics["accuracy"].get<double>(),
+                            config.metrics["macro_recall"].get<double>());
+  std::cout << "wrote " << bundle.string() << " (" << measures
             << (config.metrics.contains("backbone_precision") ? "; its lower precisions' evaluation"
                                                               : "")
             << (calibrated ? "; its int8 calibration" : "") << ")" << std::endl;

@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -37,13 +38,17 @@ void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 absl::StatusOr<model::ModelConfig> RunConfig(const FitFlags& flags,
                                              const model::ModelConfig& backbone_config,
-                                             int64_t longest_clip) {
+                                             int64_t longest_clip,
+                                             std::optional<double> segmentation_rate) {
   model::ModelConfig config = backbone_config;
+  if (segmentation_rate) config.segmentation = model::SegmentationConfig{*segmentation_rate};
   config.name = flags.run;
   config.version = "1";
   absl::StatusOr<model::HeadType> head = model::ParseHeadType(flags.head);
   if (!head.ok()) return head.status();
   config.head = *head;
+  config.frame_differences =
+      flags.head_input == "differences" || (flags.head_input == "auto" && segmentation_rate);
   config.gru.hidden_size = flags.gru_hidden_size;
   config.gru.num_layers = flags.gru_num_layers;
   config.gru.input_dropout = flags.gru_input_dropout;
@@ -122,9 +127,11 @@ void AddFitFlags(CLI::App* app, FitFlags* flags, bool with_work) {
   app->add_option("--attention-substitutions", flags->attention_substitutions,
                   "Mechanisms the served model may run instead with the same weights "
                   "(e.g. clustered improved-clustered for a softmax model).");
-  app->add_option("--pooling", flags->pooling, "Transformer pooling: mean or cls.")
+  app->add_option("--pooling", flags->pooling,
+                  "Transformer pooling: mean, cls or last (the last frame's output: a causal "
+                  "head's label per frame on timelines).")
       ->capture_default_str()
-      ->check(CLI::IsMember({"mean", "cls"}));
+      ->check(CLI::IsMember({"mean", "cls", "last"}));
   app->add_flag("--positional-encoding,!--no-positional-encoding", flags->positional_encoding,
                 "Sinusoidal positions (off: the transformer sees a set of frames).")
       ->capture_default_str();
@@ -147,6 +154,12 @@ void AddFitFlags(CLI::App* app, FitFlags* flags, bool with_work) {
                                "substitutions. Unset, clusters, topk and nystrom_landmarks are 8 "
                                "and linformer_k is 16. Keys: ",
                                absl::StrJoin(parameters, ", "), "."));
+  app->add_option("--head-input", flags->head_input,
+                  "frames, or differences: the head sees each frame's change from the one "
+                  "before, what moves rather than what is there; auto: differences for "
+                  "timelines, frames for clips.")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "frames", "differences"}));
   app->add_option("--gru-hidden-size", flags->gru_hidden_size, "GRU width (seed 004: 32).")
       ->capture_default_str();
   app->add_option("--gru-num-layers", flags->gru_num_layers, "GRU layers (seed 004: 2).")
@@ -175,8 +188,18 @@ void AddFitFlags(CLI::App* app, FitFlags* flags, bool with_work) {
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
   app->add_flag("--class-weighted-loss,!--no-class-weighted-loss", flags->class_weighted_loss,
-                "Weight each class's clips by n / (m_y C) (seed 000).")
+                "Weight each class's clips by n / (m_y C) (seed 000); of timelines, its frames.")
       ->capture_default_str();
+  app->add_option("--window-frames", flags->window_frames,
+                  "Timelines: each epoch cuts them into windows of this many frames, at a random "
+                  "offset, batched by --batch-size (0: whole timelines).")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  app->add_option("--smoothing-weight", flags->smoothing_weight,
+                  "Timelines: the weight of MS-TCN's smoothing loss on neighbouring frames' "
+                  "log-probabilities (0: cross-entropy alone).")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
 }
 
 int RunFit(const FitFlags& flags) {
@@ -212,7 +235,13 @@ int RunFit(const FitFlags& flags) {
   const int64_t longest =
       std::max(train->set.embeddings.size(1),
                validation->set.size() > 0 ? validation->set.embeddings.size(1) : int64_t{0});
-  absl::StatusOr<model::ModelConfig> config = RunConfig(flags, (*backbone)->config(), longest);
+  // Timelines train a segmentation model, at the rate they were sampled.
+  std::optional<double> segmentation_rate;
+  if (dataset->HasTimelines()) {
+    segmentation_rate = cache->settings().at("sampling").value("frames_per_second", 0.0);
+  }
+  absl::StatusOr<model::ModelConfig> config =
+      RunConfig(flags, (*backbone)->config(), longest, segmentation_rate);
   if (!config.ok()) {
     std::cerr << "vidclf-train fit: " << config.status().message() << "\n";
     return kExitUsage;
@@ -221,6 +250,13 @@ int RunFit(const FitFlags& flags) {
   absl::StatusOr<std::unique_ptr<model::VideoModel>> model = model::VideoModel::Create(*config);
   if (!model.ok()) {
     std::cerr << "vidclf-train fit: " << model.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (segmentation_rate && config->head == model::HeadType::kTransformer &&
+      config->transformer.pooling == model::Pooling::kMean && (*model)->head().causal()) {
+    std::cerr << "vidclf-train fit: a causal transformer trained per frame needs --pooling last: "
+                 "with mean pooling each frame's answer is the mean over the whole video so "
+                 "far, which cannot follow its segments\n";
     return kExitUsage;
   }
   CopyBackbone(**backbone, **model);
@@ -236,9 +272,15 @@ int RunFit(const FitFlags& flags) {
   options.gradient_clip_norm = flags.gradient_clip_norm;
   options.early_stopping_patience = flags.patience;
   options.seed = flags.seed;
-  std::cout << absl::StrFormat("fitting %s (%s) on %d clips, validating on %d", flags.run,
-                               flags.head == "transformer" ? flags.attention : flags.head,
-                               train->set.size(), validation->set.size())
+  options.window_frames = flags.window_frames;
+  options.smoothing_weight = flags.smoothing_weight;
+  std::cout << absl::StrFormat(
+                   "fitting %s (%s) on %d %s, validating on %d", flags.run,
+                   flags.head == "transformer" ? flags.attention : flags.head, train->set.size(),
+                   segmentation_rate
+                       ? absl::StrFormat("timelines per frame (%g frames/s)", *segmentation_rate)
+                       : std::string("clips"),
+                   validation->set.size())
             << std::endl;
   const double rss_before = ProcStatusMib("VmRSS");
   ResetPeakRss();
@@ -278,6 +320,9 @@ int RunFit(const FitFlags& flags) {
       {"learning_rate", options.learning_rate},
       {"batch_size", options.batch_size},
       {"class_weighted_loss", options.class_weighted_loss},
+      {"per_frame", segmentation_rate.has_value()},
+      {"window_frames", segmentation_rate ? options.window_frames : 0},
+      {"smoothing_weight", segmentation_rate ? options.smoothing_weight : 0.0},
       {"gradient_clip_norm", options.gradient_clip_norm},
       {"train_clips", train->set.size()},
       {"validation_clips", validation->set.size()},

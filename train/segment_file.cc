@@ -82,6 +82,7 @@ absl::Status ReadSegments(const json& segments, const std::string& where,
     absl::StatusOr<NamedSegment> segment =
         ParseSegment(segments[s], absl::StrCat(where, " segments[", s, "]"));
     if (!segment.ok()) return segment.status();
+    segment->position = static_cast<int>(s);
     out->push_back(*std::move(segment));
   }
   SortByStart(*out);
@@ -113,6 +114,7 @@ absl::StatusOr<std::vector<VideoSegments>> ParseJsonLines(const std::string& tex
       absl::StatusOr<NamedSegment> segment = ParseSegment(object, where);
       if (!segment.ok()) return segment.status();
       if (!unnamed) unnamed.emplace();
+      segment->position = static_cast<int>(unnamed->segments.size());
       unnamed->segments.push_back(*std::move(segment));
       continue;
     }

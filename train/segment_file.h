@@ -25,6 +25,7 @@ struct NamedSegment {
   double end_seconds = 0;
   std::optional<double> mean_score;
   std::optional<double> peak_score;
+  int position = 0;  // its index in the video's segments as the file lists them
 };
 
 struct VideoSegments {

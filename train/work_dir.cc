@@ -4,6 +4,8 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "train/timeline_dataset.h"
 
 namespace vidclf::train {
 
@@ -61,15 +63,31 @@ absl::StatusOr<LoadedSplit> LoadSplit(const EmbeddingCache& cache, const Dataset
   LoadedSplit loaded;
   std::vector<torch::Tensor> embeddings;
   std::vector<int64_t> labels;
+  std::vector<std::vector<int64_t>> frame_labels;
+  const double frames_per_second = cache.settings().at("sampling").value("frames_per_second", 0.0);
   for (const Clip& clip : dataset.ClipsOf(split)) {
     if (!cache.Has(clip)) continue;  // skipped by embed: undecodable
     absl::StatusOr<torch::Tensor> tensor = cache.Get(clip);
     if (!tensor.ok()) return tensor.status();
+    if (dataset.HasTimelines()) {
+      // Sampling keeps one frame of each 1 / frames_per_second, and labels are read at those
+      // times: fewer frames than its segments span would shift every label after a gap.
+      const int64_t frames = tensor->size(0);
+      const double spanned = clip.segments.back().end_seconds * frames_per_second;
+      if (static_cast<double>(frames) < spanned - 2) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "%s: %d frames sampled at %g/s, but its segments end at %.3f s (%.0f frames): its "
+            "frame rate is below the sampling rate, or the truth describes a longer video",
+            clip.path, frames, frames_per_second, clip.segments.back().end_seconds, spanned));
+      }
+      frame_labels.push_back(FrameLabels(clip, frames, frames_per_second));
+    }
     embeddings.push_back(*tensor);
     labels.push_back(clip.label);
     loaded.clips.push_back(clip);
   }
-  loaded.set = model::MakeEmbeddingSet(embeddings, labels);
+  loaded.set = dataset.HasTimelines() ? model::MakeFrameEmbeddingSet(embeddings, frame_labels)
+                                      : model::MakeEmbeddingSet(embeddings, labels);
   return loaded;
 }
 

@@ -108,7 +108,7 @@ model::EmbeddingSet SeparableSet(int per_class) {
   for (int64_t i = 0; i < labels.size(0); ++i) {
     embeddings[i].narrow(1, labels[i].item<int64_t>() * 8, 8).add_(3.0);
   }
-  return {embeddings, torch::full({3 * per_class}, 4, torch::kLong), labels};
+  return {embeddings, torch::full({3 * per_class}, 4, torch::kLong), labels, {}};
 }
 
 TEST_F(AttentionPluginTest, IsTrainedServedAndSubstituted) {
