@@ -8,6 +8,9 @@ GRPC_PORT ?= 50051
 HTTP_PORT ?= 8000
 METRICS_PORT ?= 9464
 JOBS ?= $(shell nproc)
+# One test more than cores: the suites that wait on servers and child processes leave cores idle
+# that a further test's work fills.
+TEST_JOBS ?= $(shell echo $$(( $(JOBS) + 1 )))
 
 .PHONY: deps configure build model-repository serve test sanitize bench-attention bench-backbone \
   bench-media bench-e2e bench-gpu bench-serving bench-protocols bench-segments bench-soak \
@@ -42,7 +45,7 @@ serve: model-repository
 # Everything but the benchmarks, which no test runs.
 test: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(TEST_JOBS)
 
 # media/ built with clang, ASan and UBSan (no LibTorch, no gRPC) in build-sanitize/: the media
 # tests with leak checks, then libFuzzer on DecodeClip for FUZZ_SECONDS (60) and on the

@@ -304,21 +304,25 @@ def main():
     minutes = (time.time() - started) / 60
     report = write_report(args, short, short_results, substituted, long_results, minutes)
     with open(args.output, "w") as f:
-        f.write(report + timelines_section(args.output))
+        f.write(report + kept_sections(args.output))
     log(f"wrote {args.output} in {minutes:.0f} minutes")
 
 
-def timelines_section(path):
-    """The section `make bench-timelines` wrote into the report (run_timelines.py), kept."""
+def kept_sections(path):
+    """The sections that `make bench-timelines` and `make bench-segmentation` wrote into the
+    report (run_timelines.py, run_segmentation.py), kept."""
     if not os.path.exists(path):
         return ""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    start = text.find("\n## Timelines")
-    if start < 0:
-        return ""
-    end = text.find("\n## ", start + 1)
-    return "\n" + text[start + 1:end + 1 if end >= 0 else len(text)]
+    kept = ""
+    for heading in ("\n## Timelines", "\n## Segmentation"):
+        start = text.find(heading)
+        if start < 0:
+            continue
+        end = text.find("\n## ", start + 1)
+        kept += "\n" + text[start + 1:end + 1 if end >= 0 else len(text)]
+    return kept
 
 
 def write_report(args, short, short_results, substituted, long_results, minutes):
