@@ -14,7 +14,8 @@ TEST_JOBS ?= $(shell echo $$(( $(JOBS) + 1 )))
 
 .PHONY: deps configure build model-repository serve test sanitize bench-attention bench-backbone \
   bench-media bench-e2e bench-gpu bench-serving bench-protocols bench-segments bench-soak \
-  bench-streaming bench-timelines bench-training bench-precision-heads bench-cameras up down clean
+  bench-segmentation bench-streaming bench-timelines bench-training bench-precision-heads \
+  bench-cameras up down clean
 
 deps:
 	./scripts/install-deps.sh
@@ -67,6 +68,12 @@ bench-timelines: build
 	/usr/bin/python3 bench/training/run_timelines.py --train-binary $(BUILD_DIR)/bin/vidclf-train \
 	  --server-binary $(BUILD_DIR)/bin/vidclf-server --client-binary $(BUILD_DIR)/bin/vidclf \
 	  --work-dir $(BUILD_DIR)/timelines-bench --output docs/results.md
+
+# Writes the "Segmentation" section of docs/results.md: heads trained per frame on timelines,
+# online and offline, over three seeds.
+bench-segmentation: build
+	/usr/bin/python3 bench/training/run_segmentation.py --train-binary $(BUILD_DIR)/bin/vidclf-train \
+	  --work-dir $(BUILD_DIR)/segmentation-bench --output docs/results.md
 
 # The backbone's bf16 and int8 against its fp32 on every head bench-timelines fitted (run that
 # first): a section of docs/backbone-benchmark.md (about 7 minutes on 2 cores).
