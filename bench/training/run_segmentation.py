@@ -42,8 +42,10 @@ def heads():
     """(name, kind, fit flags): online heads label each frame from the frames up to it; offline
     ones see the whole video."""
     gru = ["--head", "gru", "--gru-hidden-size", "64", "--gru-input-dropout", "0.5"]
+    # Without positions: trained on windows of 64 frames, a transformer with sinusoidal positions
+    # meets positions no window had on whole videos (docs/training.md).
     transformer = ["--head", "transformer", "--d-model", "64", "--num-heads", "4",
-                   "--num-layers", "2", "--ffn-size", "128"]
+                   "--num-layers", "2", "--ffn-size", "128", "--no-positional-encoding"]
     return [
         ("GRU, frame differences", "online", gru),
         ("GRU, frames", "online", gru + ["--head-input", "frames"]),
@@ -88,27 +90,30 @@ def write_section(args, results, truth):
              "class-weighted cross-entropy plus MS-TCN's smoothing loss (weight 0.15, clamp 4: "
              "it punishes labels that flicker between neighbouring frames and, truncated, lets "
              "true boundaries through), windows of 64 frames at a random offset each epoch, at "
-             f"most {args.epochs} epochs with early stopping on validation macro recall, fit "
-             f"seeds {', '.join(str(s) for s in args.seeds)}. *Frame differences*: the head "
+             f"most {args.epochs} epochs with early stopping on validation macro recall. The GRU: "
+             "hidden 64, 2 layers, dropout 0.5 on its input; the transformers: d_model 64, 4 "
+             "heads, 2 layers, feed-forward 128, no positional encoding (docs/training.md), "
+             "causal-linear with last pooling. *Frame differences*: the head "
              "sees x_t - x_{t-1} of the standardised embeddings (`--head-input`, the default for "
              "timelines) instead of x_t. *Online* heads label each frame from the frames up to "
              "it (what a live feed can use); *offline*, from the whole video.", "",
              "**Columns.** `vidclf-train eval` on the test timelines, mean ± standard deviation "
-             "over the fit seeds, in percent: the share of sampled frames whose most probable "
+             "over the fit seeds (listed), in percent: the share of sampled frames whose most probable "
              "class is right, then the segments the server's tracker makes of the per-frame "
              "scores (threshold 0.5, hysteresis 0.1, at least 1 s, gaps of 0.5 s bridged) "
              "scored as `eval --segments` scores them (frame-wise accuracy every 0.25 s, where "
              "time no segment covers counts as wrong; edit score; F1 at overlaps 0.10, 0.25, "
              "0.50; mAP over temporal IoU 0.3, 0.5, 0.7); segments predicted per test timeline; "
              "minutes of training (fit.json) on 2 cores.", "",
-             "| head | kind | " + " | ".join(title for _, title in COLUMNS) +
+             "| head | kind | seeds | " + " | ".join(title for _, title in COLUMNS) +
              " | segments per timeline | training minutes |",
-             "|---|---|" + "---|" * (len(COLUMNS) + 2)]
+             "|---|---|---|" + "---|" * (len(COLUMNS) + 2)]
     for name, kind, runs in results:
         cells = [mean_std([run["eval"][key] for run in runs]) for key, _ in COLUMNS]
         predicted = statistics.mean(run["eval"]["predicted_segments"] for run in runs)
         training = statistics.mean(run["fit_seconds"] for run in runs) / 60
-        lines.append(f"| {name} | {kind} | " + " | ".join(cells) +
+        seeds = ", ".join(str(run["seed"]) for run in runs)
+        lines.append(f"| {name} | {kind} | {seeds} | " + " | ".join(cells) +
                      f" | {predicted / args.test_timelines:.0f} | {training:.1f} |")
     lines += ["", f"The windowed clip heads of the section above, on other timelines of the same "
               f"generator, found 31.2 to 35.9% of the instants (frame accuracy) and 11.1 to "
@@ -155,15 +160,16 @@ def main():
                     "--validation-truth", os.path.join(data, "validation", "truth.json"),
                     "--test-truth", os.path.join(data, "test", "truth.json")],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    results = []  # runs whose eval-test.json exists are read, not fitted again
-    for name, kind, flags in heads():
-        if args.heads and name not in args.heads:
-            continue
-        runs = []
-        for seed in args.seeds:
+    # Seed by seed, every head at each, the section rewritten after every run: a run stopped
+    # part way leaves a table of the seeds done. Runs whose eval-test.json exists are read, not
+    # fitted again.
+    chosen = [head for head in heads() if not args.heads or head[0] in args.heads]
+    results = [(name, kind, []) for name, kind, _ in chosen]
+    for seed in args.seeds:
+        for (name, _, flags), (_, _, runs) in zip(chosen, results):
             run = re.sub("[^a-z0-9]+", "-", name.lower()) + f"-s{seed}"
             run_dir = os.path.join(work, "runs", run)
-            if not os.path.exists(os.path.join(run_dir, "eval-test.json")):  # else resumed
+            if not os.path.exists(os.path.join(run_dir, "eval-test.json")):
                 log(f"fit {run}")
                 comparison.run([args.train_binary, "fit", "--work", work, "--run", run,
                                 "--seed", str(seed), "--epochs", str(args.epochs)] + flags,
@@ -174,10 +180,9 @@ def main():
                 evaluation = json.load(f)
             with open(os.path.join(run_dir, "fit.json"), encoding="utf-8") as f:
                 fit_seconds = json.load(f)["training_seconds"]
-            runs.append({"eval": evaluation, "fit_seconds": fit_seconds})
-            log(f"{run}: {runs[-1]['eval']['sampled_frame_accuracy']:.1f}% of frames")
-        results.append((name, kind, runs))
-    write_section(args, results, truth)
+            runs.append({"eval": evaluation, "fit_seconds": fit_seconds, "seed": seed})
+            log(f"{run}: {evaluation['sampled_frame_accuracy']:.1f}% of frames")
+            write_section(args, [row for row in results if row[2]], truth)
 
 
 if __name__ == "__main__":
