@@ -179,8 +179,10 @@ INSTANTIATE_TEST_SUITE_P(HeadStream, RecurrentHeads,
                                            "causal-linear-pre-norm"));
 
 // MakeTransformer's causal-linear head, as the transformer it is.
-std::shared_ptr<TransformerHeadImpl> MakeCausalLinear(bool pre_norm) {
-  return std::dynamic_pointer_cast<TransformerHeadImpl>(MakeTransformer("causal-linear", pre_norm));
+std::shared_ptr<TransformerHeadImpl> MakeCausalLinear(bool pre_norm,
+                                                      Pooling pooling = Pooling::kMean) {
+  return std::dynamic_pointer_cast<TransformerHeadImpl>(
+      MakeTransformer("causal-linear", pre_norm, pooling));
 }
 
 // The states of four streams: fresh, and after 1, 7 and 300 random frames.
@@ -196,10 +198,11 @@ std::vector<HeadState> FreshAndAdvancedStates(TemporalHead& head) {
 // One frame per stream on the CPU without gradients takes causal-linear attention's written-out
 // step (TransformerHeadImpl::StepOneFrameEach); with gradients on, the states are joined and
 // stepped by tensor operations. Both give the same logits and states, for fresh streams and
-// streams far along, in post-norm and pre-norm stacks.
+// streams far along, in post-norm and pre-norm stacks, pooling the mean or the last frame.
 TEST(HeadStream, OneFrameWrittenOutEqualsTheJoinedStep) {
-  for (const bool pre_norm : {false, true}) {
-    const std::shared_ptr<TransformerHeadImpl> head = MakeCausalLinear(pre_norm);
+  for (const auto& [pre_norm, pooling] :
+       {std::pair{false, Pooling::kMean}, {true, Pooling::kMean}, {false, Pooling::kLast}}) {
+    const std::shared_ptr<TransformerHeadImpl> head = MakeCausalLinear(pre_norm, pooling);
     ASSERT_NE(head, nullptr);
     torch::manual_seed(10);
     const std::vector<HeadState> states = FreshAndAdvancedStates(*head);
