@@ -36,6 +36,10 @@ class EmbeddingCache {
   const std::string& work_dir() const { return work_dir_; }
   // What its embeddings depend on (embed.json).
   const nlohmann::json& settings() const { return settings_; }
+  // The rate of fps sampling the cache was made with (timelines); 0 for uniform sampling.
+  double frames_per_second() const {
+    return settings_.at("sampling").value("frames_per_second", 0.0);
+  }
   std::string backbone_dir() const;
   std::string PathFor(const Clip& clip) const;
   bool Has(const Clip& clip) const;

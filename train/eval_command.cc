@@ -184,7 +184,7 @@ int EvalTimelines(const EvalFlags& flags, const Dataset& dataset, const Embeddin
                  "timelines; leave out --stream and --backbone-precision\n";
     return kExitUsage;
   }
-  const double frames_per_second = cache.settings().at("sampling").value("frames_per_second", 0.0);
+  const double frames_per_second = cache.frames_per_second();
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<TimelineEvaluation> evaluation = EvaluateTimelines(
       head, dataset.classes, split, frames_per_second, pipeline::SegmentOptions());

@@ -238,7 +238,7 @@ int RunFit(const FitFlags& flags) {
   // Timelines train a segmentation model, at the rate they were sampled.
   std::optional<double> segmentation_rate;
   if (dataset->HasTimelines()) {
-    segmentation_rate = cache->settings().at("sampling").value("frames_per_second", 0.0);
+    segmentation_rate = cache->frames_per_second();
   }
   absl::StatusOr<model::ModelConfig> config =
       RunConfig(flags, (*backbone)->config(), longest, segmentation_rate);

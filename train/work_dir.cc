@@ -64,7 +64,7 @@ absl::StatusOr<LoadedSplit> LoadSplit(const EmbeddingCache& cache, const Dataset
   std::vector<torch::Tensor> embeddings;
   std::vector<int64_t> labels;
   std::vector<std::vector<int64_t>> frame_labels;
-  const double frames_per_second = cache.settings().at("sampling").value("frames_per_second", 0.0);
+  const double frames_per_second = cache.frames_per_second();
   for (const Clip& clip : dataset.ClipsOf(split)) {
     if (!cache.Has(clip)) continue;  // skipped by embed: undecodable
     absl::StatusOr<torch::Tensor> tensor = cache.Get(clip);

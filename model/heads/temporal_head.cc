@@ -92,9 +92,7 @@ std::vector<HeadState> TemporalHead::SplitStates(const std::vector<torch::Tensor
 torch::Tensor TemporalHead::CheckAndStandardise(const torch::Tensor& embeddings,
                                                 const torch::Tensor& lengths,
                                                 const char* head_name) const {
-  TORCH_CHECK(embeddings.dim() == 3 && embeddings.size(2) == input_size_, head_name,
-              " expects embeddings shaped [B, T, ", input_size_, "]; got ", embeddings.sizes());
-  torch::Tensor standardised = (embeddings - embedding_mean) / embedding_std;
+  torch::Tensor standardised = Standardised(embeddings, head_name);
   if (frame_differences_ && standardised.size(1) > 0) {
     // Padding after a sequence's last frame gets differences too; like padding, they change
     // nothing of it.
@@ -115,11 +113,9 @@ torch::Tensor TemporalHead::CheckAndStandardise(const torch::Tensor& embeddings,
 TemporalHead::StepInput TemporalHead::PrepareStep(const torch::Tensor& embeddings,
                                                   const HeadState& state,
                                                   const char* head_name) const {
-  TORCH_CHECK(embeddings.dim() == 3 && embeddings.size(2) == input_size_, head_name,
-              " expects embeddings shaped [B, T, ", input_size_, "]; got ", embeddings.sizes());
-  TORCH_CHECK(embeddings.size(1) >= 1, head_name, " step needs at least one new frame");
   StepInput input;
-  input.x = (embeddings - embedding_mean) / embedding_std;
+  input.x = Standardised(embeddings, head_name);
+  TORCH_CHECK(input.x.size(1) >= 1, head_name, " step needs at least one new frame");
   input.own = state.tensors;
   if (!frame_differences_) return input;
   torch::Tensor before;
@@ -149,10 +145,15 @@ HeadState TemporalHead::NextState(const HeadState& before, int64_t frames,
 
 torch::Tensor TemporalHead::CheckAndStandardise(const torch::Tensor& embeddings,
                                                 const char* head_name) const {
-  TORCH_CHECK(embeddings.dim() == 3 && embeddings.size(2) == input_size_, head_name,
-              " expects embeddings shaped [B, T, ", input_size_, "]; got ", embeddings.sizes());
   TORCH_CHECK(!frame_differences_, head_name,
               " over frame differences has no step yet; stream it over a sliding window");
+  return Standardised(embeddings, head_name);
+}
+
+torch::Tensor TemporalHead::Standardised(const torch::Tensor& embeddings,
+                                         const char* head_name) const {
+  TORCH_CHECK(embeddings.dim() == 3 && embeddings.size(2) == input_size_, head_name,
+              " expects embeddings shaped [B, T, ", input_size_, "]; got ", embeddings.sizes());
   return (embeddings - embedding_mean) / embedding_std;
 }
 

@@ -119,6 +119,9 @@ class TemporalHead : public torch::nn::Module {
                                             int64_t frames);
 
  private:
+  // Checks embeddings are [B, T, input_size] and standardises them.
+  torch::Tensor Standardised(const torch::Tensor& embeddings, const char* head_name) const;
+
   int64_t input_size_;
   bool frame_differences_ = false;
 };
