@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "media/av_util.h"
 #include "media/demuxer.h"
+#include "media/feed_sampler.h"
 #include "media/libav_settings.h"
 #include "media/uri_redaction.h"
 #include "media/video_stream.h"
@@ -125,7 +126,8 @@ class LiveDecode {
         clock_(*format_->streams[stream_index]),
         converter_(options.preprocess),
         pixels_(converter_.output_floats()),
-        gpu_picture_device_(GpuPictureDevice(options.nvdec, options.hand_over_gpu_pictures)) {
+        gpu_picture_device_(GpuPictureDevice(options.nvdec, options.hand_over_gpu_pictures)),
+        sampler_(options.embed_stride, options.sample_fps) {
     converter_.set_rotation(ClockwiseRotation(*format_->streams[stream_index]));
   }
 
@@ -208,7 +210,7 @@ class LiveDecode {
     live.index = decoded_++;
     live.timestamp_seconds = clock_.Time(frame.pts, live.index);
     live.arrived = arrivals_.Of(frame.pts);
-    if (OnSample(live.timestamp_seconds, live.index)) {
+    if (sampler_.Takes(live.timestamp_seconds, live.index)) {
       std::optional<FrameBuffer> picture;
       if (gpu_picture_device_ >= 0) {
         picture = FrameBuffer::GpuPicture(frame, gpu_picture_device_, converter_.quarter_turns());
@@ -222,18 +224,6 @@ class LiveDecode {
       live.pixels = &converted;
     }
     return on_frame_(live);
-  }
-
-  // Whether the frame at `seconds`, decoded `index`-th, is one to convert (embed_stride or
-  // sample_fps).
-  bool OnSample(double seconds, int64_t index) {
-    if (options_.sample_fps <= 0) return index % options_.embed_stride == 0;
-    // A microsecond's slack, so that a frame timed at k / sample_fps is not missed by rounding.
-    constexpr double kSlack = 1e-6;
-    if (seconds + kSlack < next_sample_seconds_) return false;
-    next_sample_seconds_ =
-        (std::floor((seconds + kSlack) * options_.sample_fps) + 1) / options_.sample_fps;
-    return true;
   }
 
   ByteStream* const input_;
@@ -251,7 +241,7 @@ class LiveDecode {
   // The GPU whose pictures are handed out as they are (hand_over_gpu_pictures); -1: none.
   const int gpu_picture_device_;
   int64_t decoded_ = 0;
-  double next_sample_seconds_ = 0;
+  FeedSampler sampler_;
   int last_read_ = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "media/feed_sampler.h"
 #include "media/image_decoder.h"
 
 namespace vidclf::engine {
@@ -13,6 +14,7 @@ absl::Status PictureSource::Run(const FrameHandler& on_frame) {
   const media::FrameBuffer frame = media::FrameBuffer::HostRgbFloat(
       pixels.data(), options_.preprocess.crop_size, options_.preprocess.crop_size,
       options_.preprocess.channels_last);
+  media::FeedSampler sampler(options_.embed_stride, options_.sample_fps);
   for (int64_t index = 0;; ++index) {
     absl::StatusOr<std::optional<Picture>> next = next_(index);
     if (!next.ok()) return next.status();
@@ -21,7 +23,7 @@ absl::Status PictureSource::Run(const FrameHandler& on_frame) {
     const double seconds = picture.timestamp_seconds != 0 || index == 0
                                ? picture.timestamp_seconds
                                : static_cast<double>(index) / kDefaultPictureRate;
-    if (index % options_.embed_stride != 0) {  // not embedded: not even decoded
+    if (!sampler.Takes(seconds, index)) {  // not embedded: not even decoded
       if (auto status = on_frame(SourceFrame{index, seconds, picture.arrived, nullptr});
           !status.ok()) {
         return status;

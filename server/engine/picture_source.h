@@ -30,8 +30,9 @@ class PictureSource : public FrameSource {
     bool raw_rgb24 = false;
     int width = 0;
     int height = 0;
-    // Converts every embed_stride-th picture; the others are handed on unconverted.
+    // Converts the pictures media::FeedSampler takes; the others are handed on unconverted.
     int embed_stride = 1;
+    double sample_fps = 0;
   };
   // Blocks until picture `index` (0, 1, ...) arrives; nullopt once the feed has ended.
   using NextPicture = std::function<absl::StatusOr<std::optional<Picture>>(int64_t index)>;
