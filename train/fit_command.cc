@@ -63,10 +63,11 @@ absl::StatusOr<model::ModelConfig> RunConfig(const FitFlags& flags,
   if (!pooling.ok()) return pooling.status();
   t.pooling = *pooling;
   t.attention.type = flags.attention;
-  // Sized for clips of tens of frames, where the seeds' defaults (100 clusters, 32 landmarks, …)
-  // would exceed the frames and the approximations would be exact.
-  t.attention.parameters = {
-      {"clusters", 8}, {"topk", 8}, {"nystrom_landmarks", 8}, {"linformer_k", 16}};
+  // Sized for clips of tens of frames (AttentionParameter::clip_value).
+  for (const model::attention::AttentionParameter& parameter :
+       model::attention::AttentionParameters()) {
+    if (parameter.clip_value > 0) t.attention.parameters[parameter.key] = parameter.clip_value;
+  }
   for (const std::string& setting : flags.attention_parameters) {
     const std::pair<std::string, std::string> key_value = absl::StrSplit(setting, '=');
     const absl::StatusOr<model::attention::AttentionParameter> parameter =
@@ -147,12 +148,13 @@ void AddFitFlags(CLI::App* app, FitFlags* flags, bool with_work) {
   std::vector<std::string> parameters;
   for (const model::attention::AttentionParameter& parameter :
        model::attention::AttentionParameters()) {
-    parameters.push_back(absl::StrCat(parameter.key, " (", parameter.meaning, ")"));
+    parameters.push_back(absl::StrCat(
+        parameter.key, " (", parameter.meaning, "; unset: ",
+        parameter.clip_value > 0 ? parameter.clip_value : parameter.default_value, ")"));
   }
   app->add_option("--attention-parameter", flags->attention_parameters,
                   absl::StrCat("KEY=VALUE, repeatable: a parameter of the attention and its "
-                               "substitutions. Unset, clusters, topk and nystrom_landmarks are 8 "
-                               "and linformer_k is 16. Keys: ",
+                               "substitutions. Keys: ",
                                absl::StrJoin(parameters, ", "), "."));
   app->add_option("--head-input", flags->head_input,
                   "frames, or differences: the head sees each frame's change from the one "

@@ -58,6 +58,10 @@ struct AttentionParameter {
   const char* key;  // as in model.json's head.attention and vidclf-train's --attention-parameter
   int64_t default_value;
   const char* meaning;
+  // What vidclf-train sets for heads trained on clips of tens of frames, where the default (sized
+  // for the seeds' long sequences) would exceed the frames and make the approximation exact; 0:
+  // the default suits them too.
+  int64_t clip_value = 0;
   // The value `options` sets, or the default.
   int64_t Of(const AttentionOptions& options) const;
 };

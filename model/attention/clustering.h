@@ -40,7 +40,7 @@
 namespace vidclf::model::attention {
 
 // The clustering's parameters (thesis defaults: C = 100, B = 63, L = 10).
-inline constexpr AttentionParameter kClusters{"clusters", 100, "query clusters C"};
+inline constexpr AttentionParameter kClusters{"clusters", 100, "query clusters C", 8};
 inline constexpr AttentionParameter kHashBits{"hash_bits", 63, "hash bits B per query, at most 63"};
 inline constexpr AttentionParameter kLloydIterations{"lloyd_iterations", 10,
                                                      "Lloyd iterations of the Hamming K-means"};

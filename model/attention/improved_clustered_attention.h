@@ -29,7 +29,7 @@
 
 namespace vidclf::model::attention {
 
-inline constexpr AttentionParameter kTopk{"topk", 32, "keys per cluster computed exactly"};
+inline constexpr AttentionParameter kTopk{"topk", 32, "keys per cluster computed exactly", 8};
 
 class ImprovedClusteredAttention : public AttentionMechanism {
  public:

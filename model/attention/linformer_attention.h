@@ -32,7 +32,7 @@
 namespace vidclf::model::attention {
 
 inline constexpr AttentionParameter kLinformerK{"linformer_k", 64,
-                                                "projected length k of keys and values"};
+                                                "projected length k of keys and values", 16};
 
 class LinformerAttention : public AttentionMechanism {
  public:

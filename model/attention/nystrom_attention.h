@@ -37,7 +37,7 @@
 
 namespace vidclf::model::attention {
 
-inline constexpr AttentionParameter kNystromLandmarks{"nystrom_landmarks", 32, "landmarks m"};
+inline constexpr AttentionParameter kNystromLandmarks{"nystrom_landmarks", 32, "landmarks m", 8};
 inline constexpr AttentionParameter kNystromPinvIterations{"nystrom_pinv_iterations", 6,
                                                            "iterations of the pseudo-inverse"};
 
