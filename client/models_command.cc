@@ -50,6 +50,17 @@ void PrintModel(const vidclf::v1::ModelInfo& model) {
         metrics.value("accuracy", 0.0), metrics.value("macro_recall", 0.0),
         metrics.value("mcc", 0.0), metrics.value("clips", 0));
   }
+  if (model.has_segmentation()) {
+    std::cout << absl::StrFormat(
+        "  segments      a label per frame, %g frames per second sampled\n",
+        model.segmentation().frames_per_second());
+    if (metrics.is_object() && metrics.contains("frame_accuracy")) {
+      std::cout << absl::StrFormat(
+          "  test metrics  frame accuracy %.1f%%, edit %.1f, F1@0.50 %.1f on %d timelines\n",
+          metrics.value("frame_accuracy", 0.0), metrics.value("edit", 0.0),
+          metrics.value("f1@0.50", 0.0), metrics.value("videos", 0));
+    }
+  }
   const auto& streaming = model.streaming();
   std::cout << "  streams       "
             << (streaming.mode() == "recurrent"

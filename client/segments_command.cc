@@ -153,8 +153,10 @@ void AddSegmentsOptions(CLI::App* command, SegmentsOptions* options) {
   command->add_option("--top-k", options->top_k, "Ranked labels per window.")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  CLI::Option* fps = command->add_option(
-      "--fps", options->fps, "Frames sampled per second of video (default: the server's, 4).");
+  CLI::Option* fps =
+      command->add_option("--fps", options->fps,
+                          "Frames sampled per second of video (default: the server's, 4, or a "
+                          "segmentation model's own rate).");
   command
       ->add_option("--every-nth-frame", options->every_nth_frame,
                    "Or sample every n-th decoded frame.")

@@ -377,6 +377,25 @@ absl::StatusOr<torch::Tensor> VideoModel::Classify(const torch::Tensor& embeddin
   }
 }
 
+absl::StatusOr<torch::Tensor> VideoModel::ClassifyFrames(const torch::Tensor& embeddings,
+                                                         absl::string_view attention) const {
+  absl::StatusOr<TemporalHead*> head = HeadFor(attention);
+  if (!head.ok()) return head.status();
+  try {
+    torch::InferenceMode inference;
+    const torch::Tensor frames = embeddings.to(device_, torch::kFloat).unsqueeze(0);
+    const torch::Tensor lengths = torch::full({1}, frames.size(1), torch::kLong).to(device_);
+    const torch::Tensor logits = (*head)->forward_frames(frames, lengths).squeeze(0);
+    return torch::softmax(logits, /*dim=*/-1).to(torch::kCPU);
+  } catch (const c10::OutOfMemoryError& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of device memory in the head: ", e.what_without_backtrace()));
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("classification head failed: ", e.what_without_backtrace()));
+  }
+}
+
 absl::StatusOr<bool> VideoModel::HasRecurrentStep(absl::string_view attention) const {
   absl::StatusOr<TemporalHead*> head = HeadFor(attention);
   if (!head.ok()) return head.status();

@@ -89,6 +89,11 @@ class VideoModel {
                                          const torch::Tensor& lengths,
                                          absl::string_view attention = "") const;
 
+  // A segmentation model's answer for every frame of one video (TemporalHead::forward_frames):
+  // embeddings [T, 512] in, probabilities [T, C] (softmax) on the CPU out. Errors as Classify's.
+  absl::StatusOr<torch::Tensor> ClassifyFrames(const torch::Tensor& embeddings,
+                                               absl::string_view attention = "") const;
+
   // OK when Classify accepts `attention`; otherwise the error Classify would return.
   absl::Status CheckAttention(absl::string_view attention) const;
 

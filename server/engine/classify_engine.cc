@@ -230,6 +230,9 @@ absl::StatusOr<std::shared_ptr<StreamSession>> ClassifyEngine::OpenStream(
   if (!model.ok()) return model.status();
   absl::StatusOr<bool> recurrent = (*model)->HasRecurrentStep(options.attention);
   if (!recurrent.ok()) return recurrent.status();
+  if (auto status = FitToSegmentationModel((*model)->config(), *recurrent, options); !status.ok()) {
+    return status;
+  }
   StreamResources resources = options_.stream_resources;
   resources.batcher = &batcher_;
   resources.head_stepper = &head_stepper_;

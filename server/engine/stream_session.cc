@@ -71,12 +71,44 @@ absl::Status ValidateStreamOptions(const StreamOptions& options) {
   return absl::OkStatus();
 }
 
+absl::Status FitToSegmentationModel(const model::ModelConfig& config, bool recurrent,
+                                    StreamOptions& options) {
+  if (!config.segmentation.has_value()) return absl::OkStatus();
+  const double rate = config.segmentation->frames_per_second;
+  if (options.default_sampling) {
+    options.sample_fps = rate;
+    options.embed_stride = 1;
+  } else if (options.embed_stride != 1 || options.sample_fps != rate) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model \"", config.name, "\" is a segmentation model trained on ", rate,
+        " frames per second of media time; leave the sampling unset (frames_per_second, "
+        "every_nth_frame, embed_stride) or ask for ",
+        rate, " frames per second"));
+  }
+  if (options.windows.has_value()) {
+    if (options.windows->window_frames != 0 || options.windows->hop_frames != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model \"", config.name,
+          "\" is a segmentation model: it answers every sampled frame, in no windows; leave "
+          "window_frames and hop_frames unset"));
+    }
+    options.windows = WindowOptions{1, 1};
+  } else if (!recurrent) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model \"", config.name,
+        "\" is an offline segmentation model (its head sees whole videos, with this attention): "
+        "ask it with ClassifySegments; a live feed needs an online one, such as a GRU"));
+  }
+  return absl::OkStatus();
+}
+
 StreamSession::StreamSession(StreamOptions options, std::shared_ptr<const model::VideoModel> model,
                              bool recurrent, const StreamResources& resources,
                              StreamListener* listener)
     : options_(std::move(options)),
       model_(std::move(model)),
       recurrent_(recurrent),
+      per_frame_(model_->config().segmentation.has_value()),
       resources_(resources),
       listener_(listener),
       bytes_(options_.input == StreamOptions::Input::kContainer
@@ -106,7 +138,7 @@ StreamSession::StreamSession(StreamOptions options, std::shared_ptr<const model:
   if (options_.checkpoint_interval > absl::ZeroDuration()) {
     fingerprint_ = model::HeadStateFingerprint(model_->config(), options_.attention);
   }
-  if (options_.windows.has_value() && !recurrent_) {
+  if (options_.windows.has_value() && !recurrent_ && !per_frame_) {
     sliding_ =
         model::SlidingWindowOptions{options_.windows->window_frames, options_.windows->hop_frames};
   }
@@ -253,6 +285,7 @@ std::unique_ptr<FrameSource> StreamSession::MakeSource() {
       pictures.width = options_.width;
       pictures.height = options_.height;
       pictures.embed_stride = options_.embed_stride;
+      pictures.sample_fps = options_.sample_fps;
       return std::make_unique<PictureSource>(pictures,
                                              [this](int64_t index) { return NextPicture(index); });
     }
@@ -387,14 +420,22 @@ void StreamSession::ScheduleHead() {
 
 bool StreamSession::NextStep(HeadStepper::Step* step) {
   absl::Status failure;
+  bool answer_chunk = false;
   {
     absl::MutexLock lock(&mutex_);
     failure = failure_;
     step_closes_emit_ = false;
-    if (failure.ok()) {
-      // The embedded frames next in order, up to the first that closes an emit period.
-      for (auto next = ready_.begin();
-           next != ready_.end() && next->first == next_to_step_ && !step_closes_emit_;
+    if (failure.ok() && per_frame_ && !recurrent_) {
+      // An offline head sees the frames together once a chunk or the video is whole.
+      for (auto next = ready_.begin(); next != ready_.end() && next->first == next_to_step_;
+           next = ready_.erase(next), ++next_to_step_) {
+        kept_.push_back(std::move(next->second));
+      }
+    } else if (failure.ok()) {
+      // The embedded frames next in order, up to the first that closes an emit period; a
+      // segmentation model's one at a time, so that each frame has its scores.
+      for (auto next = ready_.begin(); next != ready_.end() && next->first == next_to_step_ &&
+                                       !step_closes_emit_ && !(per_frame_ && !step_.empty());
            next = ready_.erase(next), ++next_to_step_) {
         step_closes_emit_ = ClosesEmitPeriod(next->second.info, static_cast<int64_t>(step_.size()));
         step_.push_back(std::move(next->second));
@@ -403,9 +444,20 @@ bool StreamSession::NextStep(HeadStepper::Step* step) {
       ready_.clear();  // frees the frames' memory at once
     }
     if (step_.empty() && !(feed_over_ && in_flight_.empty())) {
-      head_scheduled_ = false;
-      return false;
+      answer_chunk = failure.ok() && static_cast<int64_t>(kept_.size()) >= kOfflineChunkFrames;
+      if (!answer_chunk) {
+        head_scheduled_ = false;
+        return false;
+      }
     }
+  }
+  if (answer_chunk) {
+    if (absl::Status status = AnswerKeptFrames(/*all=*/false); !status.ok()) Fail(status);
+    absl::MutexLock lock(&mutex_);
+    head_scheduled_ = false;
+    // What came meanwhile found the stream scheduled.
+    if (!ready_.empty() || !failure_.ok() || (feed_over_ && in_flight_.empty())) ScheduleHead();
+    return false;
   }
   if (!step_.empty()) {
     std::vector<torch::Tensor> embeddings;
@@ -415,7 +467,9 @@ bool StreamSession::NextStep(HeadStepper::Step* step) {
     return true;
   }
   // The feed is over and every frame it handed out is accounted for: open segments end.
-  if (failure.ok() && options_.windows.has_value()) {
+  if (failure.ok() && per_frame_) {
+    failure = FinishFrames();
+  } else if (failure.ok() && options_.windows.has_value()) {
     failure = FinishWindows();
   } else if (failure.ok() && segments_.has_value()) {
     Settle(segments_->Finish());
@@ -496,7 +550,7 @@ void StreamSession::Stepped(HeadStepper::StepResult result) {
   frames_stepped_ += static_cast<int64_t>(frames.size());
   if (stepped_before == 0) first_stepped_ = frames.front().info;
   newest_stepped_ = frames.back().info;
-  if (options_.windows.has_value()) {
+  if (options_.windows.has_value() && !per_frame_) {
     for (const ReadyFrame& frame : frames) recent_.push_back(frame.info);
     while (static_cast<int64_t>(recent_.size()) > options_.windows->window_frames) {
       recent_.pop_front();
@@ -504,15 +558,25 @@ void StreamSession::Stepped(HeadStepper::StepResult result) {
     SteppedWindows(result->first, std::move(result->second));
     return;
   }
-  probabilities_ = std::move(result->first);
   head_state_ = std::move(result->second.front());
-  MaybeCheckpoint(/*now=*/false);
-  TrackScores(stepped_from_seconds, newest_stepped_.seconds);
+  if (per_frame_) {
+    MaybeCheckpoint(/*now=*/false);
+    AnswerFrame(newest_stepped_, std::move(result->first));
+    if (options_.windows.has_value()) {
+      EmitWindow();
+      return;
+    }
+  } else {
+    probabilities_ = std::move(result->first);
+    MaybeCheckpoint(/*now=*/false);
+    TrackScores(stepped_from_seconds, newest_stepped_.seconds);
+  }
   stepped_since_emit_ = true;
-  if (recurrent_) {
+  // A segmentation model's answer covers its newest frame (AnswerFrame).
+  if (recurrent_ && !per_frame_) {
     covered_first_ = first_stepped_;
     covered_last_ = newest_stepped_;
-  } else {
+  } else if (!recurrent_) {
     // A sliding window is evaluated when the frames stepped pass a multiple of its stride (and
     // on the first step); in between, its latest evaluation stands (heads/head_stream.h).
     const model::SlidingWindowOptions& window = model_->config().streaming;
@@ -536,7 +600,7 @@ void StreamSession::Stepped(HeadStepper::StepResult result) {
 }
 
 std::vector<model::HeadState> StreamSession::StatesToStep() {
-  if (!options_.windows.has_value() || !recurrent_) return {head_state_};
+  if (!options_.windows.has_value() || !recurrent_ || per_frame_) return {head_state_};
   // Steps end at hops, so a hop's first frame starts a step: a window opens there.
   if (frames_stepped_ % options_.windows->hop_frames == 0) window_states_.emplace_back();
   return {window_states_.begin(), window_states_.end()};
@@ -573,11 +637,68 @@ void StreamSession::SteppedWindows(const torch::Tensor& probabilities,
     frame_spacing_ = covered_last_.seconds - previous_last;
   }
   TrackWindow();
+  EmitWindow();
+}
+
+void StreamSession::EmitWindow() {
   if (!options_.events_only) {
     Emit();
   } else if (!pending_events_.empty()) {
     Emit(/*labels=*/false);
   }
+}
+
+void StreamSession::AnswerFrame(const FrameInfo& frame, torch::Tensor probabilities) {
+  if (probabilities_.defined() && frame.seconds > covered_last_.seconds) {
+    TrackScores(covered_last_.seconds, frame.seconds);
+  }
+  probabilities_ = std::move(probabilities);
+  covered_first_ = covered_last_ = frame;
+}
+
+absl::Status StreamSession::AnswerKeptFrames(bool all) {
+  size_t answered = 0;
+  while (kept_.size() - answered >= static_cast<size_t>(kOfflineChunkFrames) ||
+         (all && answered < kept_.size())) {
+    const size_t count =
+        std::min(kept_.size() - answered, static_cast<size_t>(kOfflineChunkFrames));
+    std::vector<torch::Tensor> embeddings;
+    embeddings.reserve(count);
+    for (size_t k = answered; k < answered + count; ++k) embeddings.push_back(kept_[k].embedding);
+    absl::StatusOr<torch::Tensor> probabilities =
+        model_->ClassifyFrames(torch::stack(embeddings), options_.attention);
+    if (!probabilities.ok()) return probabilities.status();
+    for (size_t k = 0; k < count; ++k) {
+      const FrameInfo& frame = kept_[answered + k].info;
+      if (frames_stepped_++ == 0) first_stepped_ = frame;
+      newest_stepped_ = frame;
+      AnswerFrame(frame, probabilities->narrow(/*dim=*/0, static_cast<int64_t>(k), 1));
+      EmitWindow();
+    }
+    answered += count;
+  }
+  kept_.erase(kept_.begin(), kept_.begin() + static_cast<std::ptrdiff_t>(answered));
+  return absl::OkStatus();
+}
+
+absl::Status StreamSession::FinishFrames() {
+  if (!recurrent_) {
+    if (absl::Status status = AnswerKeptFrames(/*all=*/true); !status.ok()) return status;
+  }
+  if (!probabilities_.defined()) {
+    if (!options_.windows.has_value()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "the video has no sampled frame: it has no frames, or none the sampling took");
+  }
+  double end = covered_last_.seconds + 1 / model_->config().segmentation->frames_per_second;
+  {
+    // The video ends one frame period after its last decoded frame.
+    absl::MutexLock lock(&mutex_);
+    if (seen_end_seconds_ > covered_last_.seconds) end = seen_end_seconds_;
+  }
+  TrackScores(covered_last_.seconds, end);
+  if (segments_.has_value()) Settle(segments_->Finish());
+  return absl::OkStatus();
 }
 
 void StreamSession::TrackWindow() {

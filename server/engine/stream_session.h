@@ -103,6 +103,9 @@ struct StreamOptions {
   enum class Input { kContainer, kEncodedImages, kRawRgb24, kUri, kBytes };
   Input input = Input::kContainer;
   std::string video;
+  // The call asked for no sampling (neither embed_stride nor sample_fps): a segmentation model
+  // then samples at the rate it was trained at (FitToSegmentationModel).
+  bool default_sampling = false;
   // kRawRgb24 only: every picture's size.
   int width = 0;
   int height = 0;
@@ -136,6 +139,18 @@ struct StreamOptions {
 
 // Checks the options' own ranges (not the model); INVALID_ARGUMENT naming the field.
 absl::Status ValidateStreamOptions(const StreamOptions& options);
+
+// A segmentation model (ModelConfig::segmentation) answers every frame it samples, at the rate it
+// was trained at: the call's sampling becomes that rate (another is INVALID_ARGUMENT), and a
+// window call's windows become single frames (windows asked for are INVALID_ARGUMENT). A head
+// without a recurrent step sees whole videos: it answers window calls only.
+absl::Status FitToSegmentationModel(const model::ModelConfig& config, bool recurrent,
+                                    StreamOptions& options);
+
+// An offline segmentation head (no recurrent step) answers a video's frames in chunks of this
+// many, each seen whole: 10 minutes at 4 frames per second. It bounds the memory of a call, which
+// for softmax attention grows with the square of the frames.
+inline constexpr int64_t kOfflineChunkFrames = 2400;
 
 struct StreamPrediction {
   std::string model;
@@ -289,6 +304,17 @@ class StreamSession : public FrameOwner,
   void MaybeCheckpoint(bool now);
   // Feeds the tracker (when segments are asked for) probabilities_ over [from, to).
   void TrackScores(double from_seconds, double to_seconds);
+  // A segmentation model's answer for `frame`: the previous frame's scores run up to it in the
+  // tracker, and these stand from it on.
+  void AnswerFrame(const FrameInfo& frame, torch::Tensor probabilities);
+  // An offline head's answers for the frames kept, in chunks of kOfflineChunkFrames: whole chunks
+  // only, or (`all`) the rest too.
+  absl::Status AnswerKeptFrames(bool all);
+  // A segmentation model's end: the last frame's scores run to the video's end, and open
+  // segments end; a window call with no frame is INVALID_ARGUMENT.
+  absl::Status FinishFrames();
+  // A window call's answer: the window (or frame), unless only events are asked for.
+  void EmitWindow();
   // Counts `events` and keeps them for the next prediction.
   void Settle(const std::vector<pipeline::SegmentEvent>& events);
   // With `labels` false, only the settled events (a window call between windows).
@@ -301,6 +327,9 @@ class StreamSession : public FrameOwner,
   const StreamOptions options_;
   const std::shared_ptr<const model::VideoModel> model_;
   const bool recurrent_;
+  // A segmentation model: every sampled frame is answered, stepped one at a time (recurrent_) or
+  // kept for the head to see whole.
+  const bool per_frame_;
   const StreamResources resources_;
   StreamListener* const listener_;
   CancellationToken cancellation_;
@@ -346,6 +375,8 @@ class StreamSession : public FrameOwner,
   double tracked_until_ = 0;
   double frame_spacing_ = 0;
   FrameInfo first_stepped_, covered_first_, covered_last_, newest_stepped_;
+  // An offline segmentation head's frames, embedded, not yet answered.
+  std::vector<ReadyFrame> kept_;
   // Segment events (options_.segments): the tracker, and its events not yet emitted.
   std::optional<pipeline::SegmentTracker> segments_;
   std::vector<pipeline::SegmentEvent> pending_events_;

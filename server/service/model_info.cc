@@ -44,6 +44,9 @@ vidclf::v1::ModelInfo ModelInfoOf(const engine::ModelRepository::Entry& entry,
     streaming->set_window_frames(static_cast<uint32_t>(config.streaming.window_frames));
     streaming->set_stride_frames(static_cast<uint32_t>(config.streaming.stride_frames));
   }
+  if (config.segmentation.has_value()) {
+    info.mutable_segmentation()->set_frames_per_second(config.segmentation->frames_per_second);
+  }
   info.set_is_default(config.name == default_model);
   info.set_provenance_json(config.provenance.dump());
   info.set_metrics_json(config.metrics.dump());

@@ -100,6 +100,7 @@ absl::StatusOr<engine::StreamOptions> SegmentsOptionsFrom(const ClassifySegments
     }
     options.embed_stride = CappedToInt(settings.every_nth_frame());
   } else {
+    options.default_sampling = !settings.has_frames_per_second();
     options.sample_fps =
         settings.has_frames_per_second() ? settings.frames_per_second() : kDefaultSampleFps;
     if (!(options.sample_fps > 0) || options.sample_fps > engine::kMaxSampleFps) {

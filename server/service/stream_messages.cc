@@ -14,6 +14,7 @@ engine::StreamOptions HeadOptionsFromConfig(const vidclf::v1::StreamConfig& conf
   options.emit_every_frames = std::max(1, CappedToInt(config.emit_every_frames()));
   options.emit_every_seconds = config.emit_every_seconds();
   options.embed_stride = std::max(1, CappedToInt(config.embed_stride()));
+  options.default_sampling = config.embed_stride() == 0;
   if (config.has_segment_events()) {
     options.segments = SegmentOptionsFrom(config.segment_events());
     options.events_only = config.segment_events().events_only();

@@ -130,6 +130,15 @@ class SegmentsServerTest : public ::testing::Test {
     testing::SaveModel(testing::TinyTransformerConfig("tiny-softmax", "softmax"),
                        *dir_ + "/repo/tiny-softmax/1");
     SaveContrastModel(*dir_ + "/repo/contrast/1");
+    // Segmentation models over frame differences, trained (here: drawn) at 5 frames/s: an online
+    // GRU and an offline softmax transformer.
+    for (model::ModelConfig config :
+         {testing::TinyConfig(), testing::TinyTransformerConfig("seg-softmax", "softmax")}) {
+      if (config.head == model::HeadType::kGru) config.name = "seg-gru";
+      config.frame_differences = true;
+      config.segmentation = model::SegmentationConfig{5};
+      testing::SaveModel(config, absl::StrCat(*dir_, "/repo/", config.name, "/1"));
+    }
     video_ = new std::string(testing::ReadFile(testing::CachedVideo(kVideo, ".ts")));
     // The same frames in an MP4 whose moov box comes last, which only a whole video can be.
     std::filesystem::create_directories(*dir_ + "/videos");
@@ -158,8 +167,18 @@ class SegmentsServerTest : public ::testing::Test {
         grpc::CreateChannel(server.grpc_address(), grpc::InsecureChannelCredentials()));
   }
 
-  // Every frame, windows of 8 every 4, and bounds low enough for the untrained heads' scores
-  // (about a third each) to cross.
+  // The segment bounds Settings asks for: low enough for the untrained heads' scores (about a
+  // third each) to cross.
+  static pipeline::SegmentOptions SettingsBounds() {
+    pipeline::SegmentOptions bounds;
+    bounds.enter_score = 0.34f;
+    bounds.hysteresis = 0.01f;
+    bounds.min_seconds = 0.08;
+    bounds.max_gap_seconds = 0.04;
+    return bounds;
+  }
+
+  // Every frame, windows of 8 every 4, and SettingsBounds.
   static v1::ClassifySegmentsRequest Settings(const std::string& model) {
     v1::ClassifySegmentsRequest request;
     request.set_model(model);
@@ -167,11 +186,12 @@ class SegmentsServerTest : public ::testing::Test {
     request.set_every_nth_frame(1);
     request.set_window_frames(8);
     request.set_hop_frames(4);
+    const pipeline::SegmentOptions bounds = SettingsBounds();
     v1::SegmentEventOptions* segments = request.mutable_segments();
-    segments->set_threshold(0.34f);
-    segments->set_hysteresis(0.01f);
-    segments->set_min_seconds(0.08);
-    segments->set_max_gap_seconds(0.04);
+    segments->set_threshold(bounds.enter_score);
+    segments->set_hysteresis(bounds.hysteresis);
+    segments->set_min_seconds(bounds.min_seconds);
+    segments->set_max_gap_seconds(bounds.max_gap_seconds);
     return request;
   }
 
@@ -253,6 +273,18 @@ std::string Describe(const v1::SegmentEvent& event) {
                       event.label(), " ", event.start_seconds(), "-", event.end_seconds());
 }
 
+// The tracker's event as the server would send it, described alike.
+std::string Describe(const pipeline::SegmentEvent& event, const std::vector<std::string>& labels) {
+  v1::SegmentEvent message;
+  message.set_kind(event.kind == pipeline::SegmentEvent::Kind::kStart
+                       ? v1::SegmentEvent::SEGMENT_START
+                       : v1::SegmentEvent::SEGMENT_END);
+  message.set_label(labels[event.segment.label]);
+  message.set_start_seconds(event.segment.start_seconds);
+  message.set_end_seconds(event.segment.end_seconds);
+  return Describe(message);
+}
+
 // Each window's scores are the head run from scratch over that window's embeddings, whether the
 // head steps a state per open window (the GRU, causal-linear attention) or runs over each window
 // (softmax); each sampled frame is embedded once; the segments are the tracker's over the
@@ -274,24 +306,11 @@ TEST_F(SegmentsServerTest, WindowsEqualTheHeadOverEachWindowFromScratch) {
     const std::vector<v1::SegmentWindow> windows = outcome.Windows();
     ASSERT_EQ(windows.size(), 9u);  // starting at frames 0, 4, ..., 32
     const std::vector<std::string>& labels = model->config().labels;
-    pipeline::SegmentOptions bounds;
-    bounds.enter_score = 0.34f;
-    bounds.hysteresis = 0.01f;
-    bounds.min_seconds = 0.08;
-    bounds.max_gap_seconds = 0.04;
-    pipeline::SegmentTracker tracker(static_cast<int>(labels.size()), bounds);
+    pipeline::SegmentTracker tracker(static_cast<int>(labels.size()), SettingsBounds());
     std::vector<std::string> expected;
     const auto settle = [&](const std::vector<pipeline::SegmentEvent>& events) {
-      for (const pipeline::SegmentEvent& event : events) {
-        v1::SegmentEvent message;
-        message.set_kind(event.kind == pipeline::SegmentEvent::Kind::kStart
-                             ? v1::SegmentEvent::SEGMENT_START
-                             : v1::SegmentEvent::SEGMENT_END);
-        message.set_label(labels[event.segment.label]);
-        message.set_start_seconds(event.segment.start_seconds);
-        message.set_end_seconds(event.segment.end_seconds);
-        expected.push_back(Describe(message));
-      }
+      for (const pipeline::SegmentEvent& event : events)
+        expected.push_back(Describe(event, labels));
     };
     double tracked = 0;
     for (size_t j = 0; j < windows.size(); ++j) {
@@ -343,6 +362,71 @@ TEST_F(SegmentsServerTest, WindowsEqualTheHeadOverEachWindowFromScratch) {
   embedded += 8;
   // Each sampled frame went through the backbone once, however many windows it lies in.
   EXPECT_EQ(StreamFramesCounted(*server), static_cast<double>(embedded));
+}
+
+// A segmentation model answers every frame it samples, at its own rate (5 of the 25 frames a
+// second here), each as a window of one frame: its scores are the head's over the whole video (the
+// GRU's over the frames up to it, stepped as they come; the softmax transformer's over all of
+// them), and the segments are the tracker's over them, each frame's scores standing until the next
+// frame's.
+TEST_F(SegmentsServerTest, ASegmentationModelAnswersEverySampledFrame) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  for (const std::string name : {"seg-gru", "seg-softmax"}) {
+    SCOPED_TRACE(name);
+    const std::unique_ptr<model::VideoModel> model = LoadModel(name);
+    ASSERT_NE(model, nullptr);
+    const torch::Tensor embeddings = OfflineEmbeddings(*model, /*stride=*/5);
+    ASSERT_EQ(embeddings.size(0), 8);
+    const absl::StatusOr<torch::Tensor> expected = model->ClassifyFrames(embeddings);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    v1::ClassifySegmentsRequest request = Settings(name);
+    request.clear_every_nth_frame();
+    request.clear_window_frames();
+    request.clear_hop_frames();
+    request.set_video(*video_);
+    const Outcome outcome = Segments(*server, request);
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+    const std::vector<v1::SegmentWindow> windows = outcome.Windows();
+    ASSERT_EQ(windows.size(), 8u);
+    const std::vector<std::string>& labels = model->config().labels;
+    pipeline::SegmentTracker tracker(static_cast<int>(labels.size()), SettingsBounds());
+    std::vector<std::string> expected_events;
+    const auto settle = [&](const std::vector<pipeline::SegmentEvent>& events) {
+      for (const pipeline::SegmentEvent& event : events) {
+        expected_events.push_back(Describe(event, labels));
+      }
+    };
+    for (size_t k = 0; k < windows.size(); ++k) {
+      EXPECT_EQ(windows[k].first_frame(), 5 * k);
+      EXPECT_EQ(windows[k].last_frame(), 5 * k);
+      EXPECT_NEAR(windows[k].first_seconds(), 0.2 * static_cast<double>(k), 1e-6);
+      const torch::Tensor scores = (*expected)[static_cast<int64_t>(k)].contiguous();
+      ExpectScores(windows[k], *model, scores);
+      const double until = k + 1 < windows.size() ? 0.2 * static_cast<double>(k + 1) : 40 / 25.0;
+      settle(tracker.Add(0.2 * static_cast<double>(k), until,
+                         absl::MakeConstSpan(scores.data_ptr<float>(), labels.size())));
+    }
+    settle(tracker.Finish());
+    ASSERT_GE(expected_events.size(), 2u)
+        << "the scores cross no bound: the test would show nothing";
+    std::vector<std::string> received;
+    for (const v1::SegmentEvent& event : outcome.Events()) received.push_back(Describe(event));
+    EXPECT_EQ(received, expected_events);
+    EXPECT_EQ(outcome.responses.back().frames_embedded(), 8);
+
+    // Windows, or another rate than the model's, are refused, saying why.
+    v1::ClassifySegmentsRequest windowed = request;
+    windowed.set_window_frames(4);
+    const Outcome refused_windows = Segments(*server, windowed);
+    EXPECT_EQ(refused_windows.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(refused_windows.status.error_message(), HasSubstr("leave window_frames"));
+    v1::ClassifySegmentsRequest other_rate = request;
+    other_rate.set_frames_per_second(4);
+    const Outcome refused_rate = Segments(*server, other_rate);
+    EXPECT_EQ(refused_rate.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(refused_rate.status.error_message(), HasSubstr("trained on 5 frames per second"));
+  }
 }
 
 // On a video of known boundaries (black 0-3 s, white 3-8 s, black 8-12 s), the segments found with

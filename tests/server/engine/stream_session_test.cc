@@ -87,10 +87,11 @@ class StreamSessionTest : public ::testing::Test {
   // Streams `pictures` raw pictures, one every `interval_seconds` of media time, and waits for
   // the stream's end.
   std::vector<StreamPrediction> Stream(const StreamOptions& options, int pictures,
-                                       double interval_seconds = 0.04) {
+                                       double interval_seconds = 0.04,
+                                       std::shared_ptr<const model::VideoModel> model = model_) {
     RecordingListener listener;
-    auto session =
-        std::make_shared<StreamSession>(options, model_, /*recurrent=*/true, resources_, &listener);
+    auto session = std::make_shared<StreamSession>(options, std::move(model), /*recurrent=*/true,
+                                                   resources_, &listener);
     session->Start();
     for (int i = 0; i < pictures; ++i) {
       std::string picture(kSide * kSide * 3, static_cast<char>(16 * i));
@@ -189,6 +190,70 @@ TEST_F(StreamSessionTest, RefusesInputOfTheWrongKindAndAfterTheEnd) {
   EXPECT_EQ(session->PushPicture(std::string(kSide * kSide * 3, 0), 0, &room).code(),
             absl::StatusCode::kFailedPrecondition);
   session->Join();
+}
+
+// A GRU over frame differences trained per frame at 5 frames/s: "tiny" with segmentation.
+model::ModelConfig SegmentationConfig() {
+  model::ModelConfig config = vidclf::testing::TinyConfig();
+  config.frame_differences = true;
+  config.segmentation = model::SegmentationConfig{5};
+  return config;
+}
+
+// A segmentation model samples the feed at its own rate (every fifth picture of 25 a second) and
+// answers each sampled frame, one at a time: a prediction covers its own frame.
+TEST_F(StreamSessionTest, ASegmentationModelAnswersEachFrameItSamplesAtItsOwnRate) {
+  torch::manual_seed(2);
+  auto created = model::VideoModel::Create(SegmentationConfig());
+  ASSERT_TRUE(created.ok()) << created.status();
+  const std::shared_ptr<const model::VideoModel> segmentation = *std::move(created);
+  StreamOptions options = RawPictures();
+  options.default_sampling = true;
+  options.emit_every_frames = 2;
+  ASSERT_TRUE(FitToSegmentationModel(segmentation->config(), /*recurrent=*/true, options).ok());
+  EXPECT_EQ(options.sample_fps, 5);
+  const std::vector<StreamPrediction> predictions =
+      Stream(options, 40, /*interval_seconds=*/0.04, segmentation);
+  // Frames 0, 5, ..., 35 sampled; every second one emits.
+  ASSERT_THAT(LastFrames(predictions), ElementsAre(5, 15, 25, 35));
+  for (const StreamPrediction& p : predictions) {
+    EXPECT_EQ(p.first_frame, p.last_frame);
+    EXPECT_EQ(p.frames_embedded, (p.last_frame / 5) + 1);
+  }
+  EXPECT_EQ(observer_.embedded(), 8);
+}
+
+TEST(FitToSegmentationModelTest, TakesTheModelsRateAndRefusesAnotherOrWindows) {
+  const model::ModelConfig config = SegmentationConfig();
+  StreamOptions strided;
+  strided.embed_stride = 3;
+  const absl::Status stride = FitToSegmentationModel(config, /*recurrent=*/true, strided);
+  EXPECT_EQ(stride.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(stride.message(), HasSubstr("trained on 5 frames per second"));
+  StreamOptions rate;
+  rate.sample_fps = 5;
+  EXPECT_TRUE(FitToSegmentationModel(config, /*recurrent=*/true, rate).ok());
+
+  StreamOptions windows;
+  windows.default_sampling = true;
+  windows.windows = WindowOptions{8, 4};
+  EXPECT_THAT(FitToSegmentationModel(config, /*recurrent=*/true, windows).message(),
+              HasSubstr("leave window_frames and hop_frames unset"));
+  windows.windows = WindowOptions{};
+  ASSERT_TRUE(FitToSegmentationModel(config, /*recurrent=*/false, windows).ok());
+  EXPECT_EQ(windows.windows->window_frames, 1);
+  EXPECT_EQ(windows.windows->hop_frames, 1);
+
+  StreamOptions live;
+  live.default_sampling = true;
+  EXPECT_THAT(FitToSegmentationModel(config, /*recurrent=*/false, live).message(),
+              HasSubstr("offline segmentation model"));
+  // A classification model keeps what the call asked for.
+  StreamOptions classification = strided;
+  EXPECT_TRUE(
+      FitToSegmentationModel(vidclf::testing::TinyConfig(), /*recurrent=*/false, classification)
+          .ok());
+  EXPECT_EQ(classification.embed_stride, 3);
 }
 
 TEST(StreamOptionsTest, NamesTheFieldOutOfRange) {
