@@ -27,9 +27,10 @@ build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target all benchmarks
 
 # The default repository (scripts/build-model-repository.sh): a GRU, a softmax transformer that
-# may run clustered attention, and a causal-linear transformer, made once.
+# may run clustered attention, a causal-linear transformer and a segmentation GRU, made once (the
+# models already there are kept).
 model-repository: build
-	@if [ ! -f $(MODEL_REPOSITORY)/demo-causal/1/model.json ]; then \
+	@if [ ! -f $(MODEL_REPOSITORY)/demo-segments/1/model.json ]; then \
 	  ./scripts/build-model-repository.sh $(BUILD_DIR)/bin $(MODEL_REPOSITORY) \
 	    $(BUILD_DIR)/model-training $(SAMPLES_DIR); \
 	fi

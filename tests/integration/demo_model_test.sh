@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds the default model repository exactly as `make serve` does and checks what the README
-# promises of it: every model's recorded test accuracy is at least 0.9, and a real server on the
-# repository, asked through the real client, classifies at least 9 of the 10 sample clips (one
-# per class) right with each model, with the backbone in fp32, and in bf16 and int8 where the CPU
-# has their instructions. With KEEP_DIR, the repository and samples are left there (KEEP_DIR/repo,
+# promises of it: every clip model's recorded test accuracy is at least 0.9, and a real server on
+# the repository, asked through the real client, classifies at least 9 of the 10 sample clips (one
+# per class) right with each, with the backbone in fp32, and in bf16 and int8 where the CPU
+# has their instructions. The segmentation model's recorded test frame accuracy is at least 65%,
+# and the server's segments of its test timelines (ClassifySegments, per frame) score within 3
+# points of it. With KEEP_DIR, the repository and samples are left there (KEEP_DIR/repo,
 # KEEP_DIR/samples) for the docs test to serve, as `make serve` would.
 #
 # usage: demo_model_test.sh BUILD_REPOSITORY_SCRIPT BIN_DIR [KEEP_DIR]
@@ -16,6 +18,7 @@ labels=(fade_in fade_out hue_forward hue_backward zoom_in zoom_out flicker_slow 
   focus_in focus_out)
 min_accuracy=0.9
 min_samples_right=9
+min_frame_accuracy=65
 
 dir=$(mktemp -d)
 server_pid=
@@ -60,6 +63,17 @@ print(json.load(open(sys.argv[1]))["metrics"]["accuracy"])' "$dir/repo/$name/1/m
   fi
 done
 grep -q '"clustered"' "$dir/repo/demo-transformer/1/model.json"
+frame_accuracy() { # the "frame_accuracy" of a JSON file's "metrics" object, or of the file
+  /usr/bin/python3 -c 'import json, sys
+data = json.load(open(sys.argv[1]))
+print(data.get("metrics", data)["frame_accuracy"])' "$1"
+}
+recorded=$(frame_accuracy "$dir/repo/demo-segments/1/model.json")
+echo "demo-segments: test frame accuracy $recorded"
+if ! awk -v a="$recorded" -v m="$min_frame_accuracy" 'BEGIN { exit !(a >= m) }'; then
+  echo "FAIL: demo-segments' test frame accuracy $recorded is below $min_frame_accuracy"
+  failed=1
+fi
 
 samples=()
 for label in "${labels[@]}"; do
@@ -97,6 +111,19 @@ for precision in fp32 bf16 int8; do
     exit 1
   fi
 
+  if [ "$precision" = fp32 ]; then
+    ls "$dir"/work/timelines/test/*.mp4 >"$dir/timelines.txt"
+    "$bin_dir/vidclf" classify --from-list "$dir/timelines.txt" --segments --model demo-segments \
+      --server "127.0.0.1:$port" --output "$dir/segments.jsonl"
+    "$bin_dir/vidclf-train" eval --segments --truth "$dir/work/timelines/test/truth.json" \
+      --predicted "$dir/segments.jsonl" --json >"$dir/segments-score.json"
+    served=$(frame_accuracy "$dir/segments-score.json")
+    echo "demo-segments served: test frame accuracy $served (recorded $recorded)"
+    if ! awk -v a="$served" -v b="$recorded" 'BEGIN { d = a - b; exit !(d < 3 && d > -3) }'; then
+      echo "FAIL: the server's segments score $served, the recorded evaluation $recorded"
+      failed=1
+    fi
+  fi
   for name in "${models[@]}"; do
     right=0
     for sample in "${samples[@]}"; do
