@@ -681,6 +681,13 @@ absl::Status StreamSession::AnswerKeptFrames(bool all) {
   return absl::OkStatus();
 }
 
+double StreamSession::VideoEnd(double last_stepped_seconds, double spacing) const {
+  // The video ends one frame period after its last decoded frame.
+  absl::MutexLock lock(&mutex_);
+  return seen_end_seconds_ > last_stepped_seconds ? seen_end_seconds_
+                                                  : last_stepped_seconds + spacing;
+}
+
 absl::Status StreamSession::FinishFrames() {
   if (!recurrent_) {
     if (absl::Status status = AnswerKeptFrames(/*all=*/true); !status.ok()) return status;
@@ -690,12 +697,8 @@ absl::Status StreamSession::FinishFrames() {
     return absl::InvalidArgumentError(
         "the video has no sampled frame: it has no frames, or none the sampling took");
   }
-  double end = covered_last_.seconds + 1 / model_->config().segmentation->frames_per_second;
-  {
-    // The video ends one frame period after its last decoded frame.
-    absl::MutexLock lock(&mutex_);
-    if (seen_end_seconds_ > covered_last_.seconds) end = seen_end_seconds_;
-  }
+  const double end =
+      VideoEnd(covered_last_.seconds, 1 / model_->config().segmentation->frames_per_second);
   TrackScores(covered_last_.seconds, end);
   if (segments_.has_value()) Settle(segments_->Finish());
   return absl::OkStatus();
@@ -722,12 +725,7 @@ absl::Status StreamSession::FinishWindows() {
         " sampled frames); ask for a shorter window_frames, a higher frames_per_second or a "
         "smaller every_nth_frame"));
   }
-  double end = newest_stepped_.seconds + frame_spacing_;
-  {
-    // The video ends one frame period after its last decoded frame.
-    absl::MutexLock lock(&mutex_);
-    if (seen_end_seconds_ > newest_stepped_.seconds) end = seen_end_seconds_;
-  }
+  const double end = VideoEnd(newest_stepped_.seconds, frame_spacing_);
   if (end > tracked_until_) TrackScores(tracked_until_, end);
   if (segments_.has_value()) Settle(segments_->Finish());
   return absl::OkStatus();

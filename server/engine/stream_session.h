@@ -313,6 +313,9 @@ class StreamSession : public FrameOwner,
   // A segmentation model's end: the last frame's scores run to the video's end, and open
   // segments end; a window call with no frame is INVALID_ARGUMENT.
   absl::Status FinishFrames();
+  // Where the video ends: one frame period after its last decoded frame, or, when none was
+  // decoded after the last frame stepped (at `last_stepped_seconds`), `spacing` after that.
+  double VideoEnd(double last_stepped_seconds, double spacing) const;
   // A window call's answer: the window (or frame), unless only events are asked for.
   void EmitWindow();
   // Counts `events` and keeps them for the next prediction.
