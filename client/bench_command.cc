@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/classify_client.h"
+#include "common/json_text.h"
 
 namespace vidclf::client {
 namespace {
@@ -254,7 +255,7 @@ int RunBench(const BenchOptions& options) {
               << std::flush;
     if (level.errors > 0) std::cerr << "first error: " << level.first_error << "\n";
   }
-  if (options.json) std::cout << nlohmann::json{{"levels", levels}}.dump(2) << "\n";
+  if (options.json) std::cout << JsonText(nlohmann::json{{"levels", levels}}, 2) << "\n";
   return failed_levels > 0 ? 1 : 0;
 }
 

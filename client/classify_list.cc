@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "client/classify_client.h"
 #include "client/segments_command.h"
+#include "common/json_text.h"
 #include "nlohmann/json.hpp"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
@@ -209,7 +210,7 @@ int RunClassifyList(const std::string& list_path, const std::string& shard_text,
       ++(RefusedForWhatItIs(status.error_code()) ? refused : failed);
       line["error"] = status.error_message();
     }
-    out << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    out << JsonText(line) << std::endl;
     if (!out) {
       return FailBeforeCalling(absl::DataLossError("--output: cannot write " + output_path));
     }

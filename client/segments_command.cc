@@ -24,6 +24,7 @@
 #include "client/classify_command.h"
 #include "client/segments_plot.h"
 #include "client/signal_watcher.h"
+#include "common/json_text.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
 namespace vidclf::client {
@@ -61,7 +62,7 @@ class SegmentPrinter {
     if (options_.windows) {
       for (const vidclf::v1::SegmentWindow& window : response.windows()) {
         if (options_.json) {
-          std::cout << JsonOf(window).dump() << std::endl;
+          std::cout << JsonText(JsonOf(window)) << std::endl;
           continue;
         }
         std::string line =
@@ -76,7 +77,7 @@ class SegmentPrinter {
       if (event.kind() != SegmentEvent::SEGMENT_END) continue;
       segments_.push_back(event);
       if (options_.json) {
-        std::cout << SegmentJson(event).dump() << std::endl;
+        std::cout << JsonText(SegmentJson(event)) << std::endl;
         continue;
       }
       if (segments_.size() == 1) {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_text.h"
 #include "model/folded_resnet18.h"
 
 namespace vidclf::model {
@@ -175,7 +176,7 @@ absl::StatusOr<Int8Calibration> Int8CalibrationFromJson(const nlohmann::json& js
 absl::Status WriteInt8Calibration(const Int8Calibration& calibration, const std::string& dir) {
   const std::filesystem::path path = std::filesystem::path(dir) / kInt8CalibrationFile;
   std::ofstream out(path);
-  out << Int8CalibrationToJson(calibration).dump(2) << "\n";
+  out << JsonText(Int8CalibrationToJson(calibration), 2) << "\n";
   if (!out) return absl::InternalError(absl::StrCat("cannot write ", path.string()));
   return absl::OkStatus();
 }

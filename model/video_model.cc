@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json_text.h"
 #include "model/heads/bag_of_frames_head.h"
 #include "model/heads/gru_head.h"
 #include "model/heads/head_stream.h"
@@ -298,7 +299,7 @@ absl::Status VideoModel::Save(const std::string& bundle_dir) const {
         absl::StrCat("cannot write the weights to ", bundle_dir, ": ", e.what_without_backtrace()));
   }
   std::ofstream config_stream(dir / kConfigFile);
-  config_stream << ModelConfigToJson(config_).dump(2) << "\n";
+  config_stream << JsonText(ModelConfigToJson(config_), 2) << "\n";
   if (!config_stream) {
     return absl::InternalError(absl::StrCat("cannot write ", (dir / kConfigFile).string()));
   }

@@ -2,12 +2,13 @@
 # media/ under AddressSanitizer (with LeakSanitizer) and UndefinedBehaviorSanitizer: builds a
 # media-only tree with clang (no LibTorch, no gRPC), runs media_unit_tests with leak checks and a
 # cap on single allocations, then fuzzes DecodeClip and ImageFrameDecoder with libFuzzer for a
-# bounded time each from seed corpora made here with the ffmpeg CLI. Any test failure, sanitizer
+# bounded time each from seed corpora made here with the ffmpeg CLI, and the HTTP door
+# (tests/fuzz/http_door_fuzzer.cc) from raw requests. Any test failure, sanitizer
 # report, leak, crash or fuzzer timeout fails the script. `make sanitize` runs it; so does
 # `make test`, as the test media_sanitizer beside the others.
 #
 # Environment: SANITIZE_BUILD_DIR (build-sanitize), FUZZ_SECONDS (60, DecodeClip),
-# IMAGE_FUZZ_SECONDS (20, ImageFrameDecoder), FUZZ_SEED (1), JOBS (nproc), DETECT_LEAKS=0 to run
+# IMAGE_FUZZ_SECONDS (20, ImageFrameDecoder), HTTP_FUZZ_SECONDS (60, the HTTP door), FUZZ_SEED (1), JOBS (nproc), DETECT_LEAKS=0 to run
 # where LeakSanitizer cannot (it needs ptrace), saying so loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,7 @@ cd "$(dirname "$0")/.."
 build_dir=${SANITIZE_BUILD_DIR:-build-sanitize}
 fuzz_seconds=${FUZZ_SECONDS:-60}
 image_fuzz_seconds=${IMAGE_FUZZ_SECONDS:-20}
+http_fuzz_seconds=${HTTP_FUZZ_SECONDS:-60}
 jobs=${JOBS:-$(nproc)}
 # Debian bookworm's clang; its sanitizer and libFuzzer runtimes are in libclang-rt-14-dev.
 cc=clang-14
@@ -66,7 +68,7 @@ build_tree() {
   # What runs here only: the media benchmarks would add a minute of compiling that the main build
   # does already.
   cmake --build "$build_dir" -j "$jobs" --target media_unit_tests decode_clip_fuzzer \
-    image_frame_fuzzer
+    image_frame_fuzzer http_door_fuzzer
 }
 step "configure and build $build_dir (clang, address+undefined, media only)"
 ASAN_OPTIONS=$asan_options timed build build_tree
@@ -90,9 +92,11 @@ fi
 step "seed corpora"
 seeds=$build_dir/fuzz-seeds
 image_seeds=$build_dir/image-fuzz-seeds
-rm -rf "$seeds" "$image_seeds" "$build_dir"/fuzz-corpus "$build_dir"/fuzz-artifacts \
-  "$build_dir"/image-fuzz-corpus "$build_dir"/image-fuzz-artifacts
-mkdir -p "$seeds" "$image_seeds"
+http_seeds=$build_dir/http-fuzz-seeds
+rm -rf "$seeds" "$image_seeds" "$http_seeds" "$build_dir"/fuzz-corpus "$build_dir"/fuzz-artifacts \
+  "$build_dir"/image-fuzz-corpus "$build_dir"/image-fuzz-artifacts "$build_dir"/http-fuzz-corpus \
+  "$build_dir"/http-fuzz-artifacts
+mkdir -p "$seeds" "$image_seeds" "$http_seeds"
 seed() {  # seed NAME SIZE FRAMES FFMPEG_OUTPUT_ARGUMENTS...
   local name=$1 size=$2 frames=$3
   shift 3
@@ -135,10 +139,37 @@ make_image_seeds() {
       -f rawvideo -pix_fmt rgb24 -
   } > "$image_seeds/rgb24"
 }
+# The HTTP door fuzzer's first byte picks the door (http_door_fuzzer.cc): 0 without tokens, 1
+# with tokens and an allowed origin; the rest is the connection's bytes. The requests of issue
+# 80's report (each ended the server), and requests as the REST tests send them.
+make_http_seeds() {
+  local n=0 request door
+  for request in \
+    'GET /v2/health/live%FF HTTP/1.1\r\nHost: x\r\n\r\n' \
+    'GET /v2/health/live\xff HTTP/1.1\r\nHost: x\r\n\r\n' \
+    'OPTIONS /v2/models/demo/infer HTTP/1.1\r\nHost: x\r\nOrigin: http://a\xffb\r\nAccess-Control-Request-Method: POST\r\n\r\n' \
+    'G\xffT /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n' \
+    'GET /v2/models/%FF%FE HTTP/1.1\r\nHost: x\r\n\r\n' \
+    'GET /v2/models/demo%00x HTTP/1.1\r\nHost: x\r\n\r\n' \
+    'POST /v2/models/demo/classify?attention=%FF HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nabcd' \
+    'POST /v1/sources?source_id=cam HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n\xff\xfe' \
+    'GET /v1/sources?page_token=garbage-token HTTP/1.1\r\nHost: x\r\n\r\n' \
+    'POST /v2/models/demo/infer HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer fuzzer-token-0123456789abcdef\r\nContent-Type: application/json\r\nContent-Length: 61\r\n\r\n{"inputs":[{"name":"VIDEO","shape":[1],"datatype":"BYTES"}]}' \
+    'GET /v2/models/demo HTTP/1.1\r\nHost: x\r\nX-Anything: \xff\xfe\r\nAuthorization: Bearer \xff\r\n\r\n' \
+    'OPTIONS /v2 HTTP/1.1\r\nHost: x\r\nOrigin: http://ok.example\r\nAccess-Control-Request-Method: GET\r\n\r\n' \
+    'POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n' \
+    'GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n' \
+    'GET /v2 HTTP/1.1\r\nHost: x\r\n\r\nGET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n'; do
+    for door in '\000' '\001'; do
+      printf '%b' "$door$request" > "$http_seeds/request-$((n += 1))"
+    done
+  done
+}
 timed seeds make_seeds
 timed image_seeds make_image_seeds
-echo "   $(ls "$seeds" | wc -l) + $(ls "$image_seeds" | wc -l) seeds," \
-  "$(du -sk "$seeds" "$image_seeds" | awk '{ k += $1 } END { print k }') KiB"
+timed http_seeds make_http_seeds
+echo "   $(ls "$seeds" | wc -l) + $(ls "$image_seeds" | wc -l) + $(ls "$http_seeds" | wc -l) seeds," \
+  "$(du -sk "$seeds" "$image_seeds" "$http_seeds" | awk '{ k += $1 } END { print k }') KiB"
 
 # run_fuzzer NAME SECONDS SEED_DIR OUTPUT: runs $build_dir/bin/NAME from the seeds with a fixed
 # random seed, so that every machine makes the same mutations (a slower one stops earlier), growing
@@ -167,18 +198,23 @@ run_fuzzer() {
   return "$status"
 }
 
-# Each fuzzer runs on one thread: the two run side by side.
+# Each fuzzer runs on one thread: DecodeClip's beside ImageFrameDecoder's, then the HTTP door's.
 fuzz_both() {
   local status=0 decode_pid image_pid
   run_fuzzer decode_clip_fuzzer "$fuzz_seconds" "$seeds" fuzz &
   decode_pid=$!
-  run_fuzzer image_frame_fuzzer "$image_fuzz_seconds" "$image_seeds" image-fuzz &
+  (
+    second=0
+    run_fuzzer image_frame_fuzzer "$image_fuzz_seconds" "$image_seeds" image-fuzz || second=$?
+    run_fuzzer http_door_fuzzer "$http_fuzz_seconds" "$http_seeds" http-fuzz || second=$?
+    exit "$second"
+  ) &
   image_pid=$!
   wait "$decode_pid" || status=$?
   wait "$image_pid" || status=$?
   return "$status"
 }
-step "fuzz DecodeClip for $fuzz_seconds s and ImageFrameDecoder for $image_fuzz_seconds s, side by side"
+step "fuzz DecodeClip for $fuzz_seconds s beside ImageFrameDecoder for $image_fuzz_seconds s, then the HTTP door for $http_fuzz_seconds s"
 fuzz_status=0
 timed fuzz fuzz_both || fuzz_status=$?
 if [ "$tests_status" -ne 0 ]; then

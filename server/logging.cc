@@ -10,6 +10,9 @@
 #include <memory>
 #include <string_view>
 
+#include "absl/strings/str_replace.h"
+#include "common/json_text.h"
+#include "media/quoted_text.h"
 #include "media/uri_redaction.h"
 #include "nlohmann/json.hpp"
 
@@ -41,9 +44,7 @@ class JsonLineFormatter final : public spdlog::formatter {
         {"time", stamp},
         {"level", std::string(level.data(), level.size())},
         {"message", std::string(message.payload.data(), message.payload.size())}};
-    // Invalid UTF-8 (in a file name, say) is replaced rather than thrown on.
-    const std::string text =
-        line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    const std::string text = JsonText(line);
     out.append(text.data(), text.data() + text.size());
     out.push_back('\n');
   }
@@ -54,7 +55,9 @@ class JsonLineFormatter final : public spdlog::formatter {
 };
 
 // Every line, whoever wrote it (FFmpeg names the URLs it opens), with the user info and query of
-// any URI in it redacted, then formatted by `inner`.
+// any URI in it redacted, bytes that are not UTF-8 replaced and line breaks written as \n (a
+// message may quote what a client sent: it must not forge lines or break a log collector), then
+// formatted by `inner`.
 class RedactingFormatter final : public spdlog::formatter {
  public:
   explicit RedactingFormatter(std::unique_ptr<spdlog::formatter> inner)
@@ -62,7 +65,9 @@ class RedactingFormatter final : public spdlog::formatter {
 
   void format(const spdlog::details::log_msg& message, spdlog::memory_buf_t& out) override {
     const std::string text =
-        media::RedactSecrets(absl::string_view(message.payload.data(), message.payload.size()));
+        absl::StrReplaceAll(media::ValidUtf8(media::RedactSecrets(
+                                absl::string_view(message.payload.data(), message.payload.size()))),
+                            {{"\n", "\\n"}, {"\r", "\\r"}});
     spdlog::details::log_msg redacted = message;
     redacted.payload = spdlog::string_view_t(text.data(), text.size());
     inner_->format(redacted, out);

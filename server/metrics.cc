@@ -14,6 +14,7 @@
 #include "media/decoder_pool.h"
 #include "media/nvdec_device.h"
 #include "model/device_memory.h"
+#include "server/internal_errors.h"
 
 namespace vidclf {
 namespace {
@@ -525,6 +526,24 @@ std::shared_ptr<prometheus::Collectable> MakeMqttCollector(
 
 std::shared_ptr<prometheus::Collectable> MakeProcessCollector() {
   return std::make_shared<ProcessCollector>();
+}
+
+std::shared_ptr<prometheus::Collectable> MakeInternalErrorsCollector() {
+  class InternalErrorsCollector : public prometheus::Collectable {
+   public:
+    std::vector<prometheus::MetricFamily> Collect() const override {
+      prometheus::MetricFamily family =
+          Family("vidclf_internal_errors_total",
+                 "Exceptions that escaped a request's handling, answered as internal errors, by "
+                 "where they were caught.",
+                 prometheus::MetricType::Counter);
+      for (const auto& [where, count] : InternalErrorCounts()) {
+        AddSample(family, static_cast<double>(count), {{"where", where}});
+      }
+      return {family};
+    }
+  };
+  return std::make_shared<InternalErrorsCollector>();
 }
 
 }  // namespace vidclf

@@ -135,6 +135,10 @@ std::shared_ptr<prometheus::Collectable> MakeMqttCollector(const sources::MqttPu
 // Prometheus's own clients do.
 std::shared_ptr<prometheus::Collectable> MakeProcessCollector();
 
+// Reads vidclf_internal_errors_total{where} (server/internal_errors.h) at each scrape: every
+// place, zeros included, so that an alert on it needs no absent().
+std::shared_ptr<prometheus::Collectable> MakeInternalErrorsCollector();
+
 }  // namespace vidclf
 
 #endif  // VIDCLF_SERVER_METRICS_H_

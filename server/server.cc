@@ -306,7 +306,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   std::vector<std::shared_ptr<prometheus::Collectable>> collectors = {
       parts->registry, MakeEngineCollector(parts->engine.get()),
       MakeSourcesCollector(parts->sources.get(), options.source_metrics_limit),
-      MakeProcessCollector()};
+      MakeProcessCollector(), MakeInternalErrorsCollector()};
   if (!options.mqtt.url.empty()) {
     absl::StatusOr<std::unique_ptr<sources::MqttPublisher>> mqtt =
         sources::MqttPublisher::Start(options.mqtt, &parts->sources->fanout());

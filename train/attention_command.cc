@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json_text.h"
 #include "model/attention/registry.h"
 #include "train/commands.h"
 
@@ -70,7 +71,7 @@ int RunAttention(const AttentionFlags& flags) {
     for (const AttentionSpec* spec : model::attention::AttentionSpecs()) {
       specs.push_back(SpecToJson(*spec));
     }
-    std::cout << specs.dump(2) << "\n";
+    std::cout << JsonText(specs, 2) << "\n";
     return 0;
   }
   std::cout << "| mechanism | what it computes | causal | runs on weights trained with another | "

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_text.h"
 #include "pipeline/video_pipeline.h"
 #include "train/parallel_jobs.h"
 #include "train/progress.h"
@@ -141,7 +142,7 @@ absl::StatusOr<EmbeddingCache> EmbeddingCache::Open(const std::string& work_dir,
     }
   } else {
     std::ofstream out(settings_path);
-    out << settings.dump(2) << "\n";
+    out << JsonText(settings, 2) << "\n";
     if (!out)
       return absl::PermissionDeniedError(absl::StrCat("cannot write ", settings_path.string()));
   }

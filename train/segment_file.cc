@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_text.h"
 
 namespace vidclf::train {
 namespace {
@@ -216,7 +217,7 @@ std::string SegmentFileText(const std::vector<VideoSegments>& videos) {
       segments.push_back(std::move(object));
     }
     video["segments"] = std::move(segments);
-    absl::StrAppend(&text, "  ", video.dump(), v + 1 < videos.size() ? ",\n" : "\n");
+    absl::StrAppend(&text, "  ", JsonText(video), v + 1 < videos.size() ? ",\n" : "\n");
   }
   return text + "]}\n";
 }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/json_text.h"
 #include "train/timeline_dataset.h"
 
 namespace vidclf::train {
@@ -31,7 +32,7 @@ absl::Status WriteJsonFile(const nlohmann::json& json, const std::string& path) 
   const std::string partial = path + ".partial";
   {
     std::ofstream out(partial);
-    out << json.dump(2) << "\n";
+    out << JsonText(json, 2) << "\n";
     if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
   }
   std::error_code error;

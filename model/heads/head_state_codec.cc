@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_text.h"
 
 namespace vidclf::model {
 
@@ -43,7 +44,7 @@ std::string HeadStateFingerprint(const ModelConfig& config, absl::string_view at
   json.erase("metrics");
   json.erase("provenance");
   json["stream_attention"] = std::string(attention);
-  return json.dump();
+  return JsonText(json);
 }
 
 }  // namespace vidclf::model

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "media/quoted_text.h"
 
 namespace vidclf::engine {
 namespace {
@@ -80,12 +81,15 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
 
 absl::StatusOr<const ModelRepository::Entry*> ModelRepository::FindEntry(
     absl::string_view name) const {
+  // A name is refused, not looked up, when it holds what no model's name can: a NUL would
+  // otherwise be cut off on the way somewhere, and the message quotes it.
+  if (absl::Status plain = media::CheckPlainText("model name", name); !plain.ok()) return plain;
   auto it = entries_.find(name);
   if (it == entries_.end()) {
     std::vector<std::string> names;
     for (const auto& [known, entry] : entries_) names.push_back(known);
-    return absl::NotFoundError(absl::StrCat("no model named \"", name,
-                                            "\"; this server has: ", absl::StrJoin(names, ", ")));
+    return absl::NotFoundError(absl::StrCat("no model named ", media::QuoteInput(name),
+                                            "; this server has: ", absl::StrJoin(names, ", ")));
   }
   return &it->second;
 }

@@ -15,6 +15,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/json_text.h"
+#include "media/quoted_text.h"
+#include "server/internal_errors.h"
 
 namespace vidclf::http {
 namespace {
@@ -50,6 +53,50 @@ MHD_Result Queue(MHD_Connection* connection, const HttpResponse& answer, const H
   const MHD_Result queued = MHD_queue_response(connection, answer.code, response);
   MHD_destroy_response(response);
   return queued;
+}
+
+// libmicrohttpd's own unescaping of %XX in the path and the query, but for %00: a NUL would cut
+// the C string it hands on ("/v2/models/demo%00x" read as "/v2/models/demo"), so it becomes
+// media::kEncodedNul, which is not UTF-8 and which the door refuses. Never longer than before.
+size_t Unescape(void* /*self*/, MHD_Connection* /*connection*/, char* text) {
+  const auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  char* out = text;
+  for (const char* in = text; *in != '\0'; ++in) {
+    const int high = in[0] == '%' ? hex(in[1]) : -1;
+    const int low = high >= 0 ? hex(in[2]) : -1;
+    if (low < 0) {
+      *out++ = *in;
+      continue;
+    }
+    const char byte = static_cast<char>(high * 16 + low);
+    if (byte == '\0') {
+      out = std::copy(media::kEncodedNul.begin(), media::kEncodedNul.end(), out);
+    } else {
+      *out++ = byte;
+    }
+    in += 2;
+  }
+  *out = '\0';
+  return static_cast<size_t>(out - text);
+}
+
+// The path, then each query parameter, must be text: what is not (NUL, control characters,
+// bytes that are not UTF-8) is refused before anything looks names up in it.
+absl::Status CheckRequestText(const HttpRequest& request) {
+  if (absl::Status path = media::CheckPlainText("path", request.path); !path.ok()) return path;
+  for (const auto& [name, value] : request.query) {
+    if (absl::Status plain = media::CheckPlainText("query parameter name", name); !plain.ok()) {
+      return plain;
+    }
+    const std::string field = absl::StrCat("query parameter ", name);
+    if (absl::Status plain = media::CheckPlainText(field, value); !plain.ok()) return plain;
+  }
+  return absl::OkStatus();
 }
 
 MHD_Result CollectInto(void* map, MHD_ValueKind /*kind*/, const char* key, const char* value) {
@@ -89,7 +136,7 @@ std::string PeerOf(MHD_Connection* connection) {
 }  // namespace
 
 HttpResponse JsonError(unsigned int code, absl::string_view message) {
-  return HttpResponse{code, "application/json", nlohmann::json{{"error", message}}.dump(), {}};
+  return HttpResponse{code, "application/json", JsonText(nlohmann::json{{"error", message}}), {}};
 }
 
 // One request on a connection, from its headers until libmicrohttpd is done with it; shared with
@@ -140,9 +187,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
       static_cast<unsigned int>(options.max_connections), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       static_cast<unsigned int>(options.max_connections_per_address), MHD_OPTION_CONNECTION_TIMEOUT,
       static_cast<unsigned int>(options.idle_timeout_seconds), MHD_OPTION_NOTIFY_COMPLETED,
-      &Completed, server.get(), tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
-      server->tls_cert_.c_str(), MHD_OPTION_HTTPS_MEM_KEY, server->tls_key_.c_str(),
-      MHD_OPTION_END);
+      &Completed, server.get(), MHD_OPTION_UNESCAPE_CALLBACK, &Unescape, nullptr,
+      tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, server->tls_cert_.c_str(),
+      MHD_OPTION_HTTPS_MEM_KEY, server->tls_key_.c_str(), MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
     return absl::UnavailableError(absl::StrCat(
         "cannot serve ", options.name, " on ", options.host, ":", options.port,
@@ -224,12 +271,15 @@ MHD_Result HttpServer::Begin(MHD_Connection* connection, const char* url, const 
   const auto origin = request.headers.find("origin");
   const std::string from = origin != request.headers.end() ? origin->second : "";
   exchange->cors = cors_.HeadersFor(from);
+  if (absl::Status text = CheckRequestText(request); !text.ok()) {
+    return Refuse(connection, request, text, exchange->cors);
+  }
   if (request.method == "OPTIONS" && request.headers.count("access-control-request-method") != 0) {
     const HeaderList allowed = cors_.PreflightHeadersFor(from);
     if (allowed.empty()) {
       return Refuse(connection, request,
                     absl::PermissionDeniedError(
-                        absl::StrCat("pages from ", from.substr(0, 128),
+                        absl::StrCat("pages from ", media::QuoteInput(from, 128),
                                      " may not call this server (--http-allow-origin)")),
                     {});
     }
@@ -263,20 +313,33 @@ MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char
                               const char* method, const char* /*version*/, const char* upload_data,
                               size_t* upload_data_size, void** request_state) {
   auto& server = *static_cast<HttpServer*>(self);
-  if (*request_state == nullptr) return server.Begin(connection, url, method, request_state);
+  try {
+    return server.Serve(connection, url, method, upload_data, upload_data_size, request_state);
+  } catch (...) {
+    ReportInternalError("http",
+                        absl::StrCat(media::QuoteInput(method != nullptr ? method : ""), " ",
+                                     media::QuoteInput(url != nullptr ? url : "", 128)),
+                        CurrentExceptionText());
+    return Queue(connection, JsonError(500, kInternalErrorMessage), {});
+  }
+}
+
+MHD_Result HttpServer::Serve(MHD_Connection* connection, const char* url, const char* method,
+                             const char* upload_data, size_t* upload_data_size,
+                             void** request_state) {
+  if (*request_state == nullptr) return Begin(connection, url, method, request_state);
   const std::shared_ptr<Exchange> exchange =
       *static_cast<std::shared_ptr<Exchange>*>(*request_state);
   if (*upload_data_size != 0) {  // the next part of the body
     HttpRequest& request = exchange->request;
-    const int timeout = server.options_.body_timeout_seconds;
+    const int timeout = options_.body_timeout_seconds;
     if (timeout > 0 && std::chrono::steady_clock::now() - exchange->headers_received >
                            std::chrono::seconds(timeout)) {
       // libmicrohttpd answers no request before its body has arrived: the connection closes,
       // as nginx's client_body_timeout closes one.
       return MHD_NO;
     }
-    if (static_cast<int64_t>(request.body.size() + *upload_data_size) >
-        server.options_.max_body_bytes) {
+    if (static_cast<int64_t>(request.body.size() + *upload_data_size) > options_.max_body_bytes) {
       exchange->too_large = true;
       request.body.clear();
     }
@@ -287,24 +350,25 @@ MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char
   {
     std::lock_guard<std::mutex> lock(exchange->mutex);
     if (exchange->response.has_value()) {
-      return server.QueueAnswer(connection, *exchange->response, exchange->cors);
+      return QueueAnswer(connection, *exchange->response, exchange->cors);
     }
     if (exchange->handed_over) return MHD_YES;  // woken with no answer yet
     exchange->handed_over = true;
   }
   if (exchange->too_large) {
-    return server.Refuse(
+    return Refuse(
         connection, exchange->request,
         absl::ResourceExhaustedError(absl::StrCat("the body is over this server's limit of ",
-                                                  server.options_.max_body_bytes, " bytes")),
+                                                  options_.max_body_bytes, " bytes")),
         exchange->cors);
   }
   exchange->request.on_client_gone = [exchange](std::function<void()> cancel) {
     std::lock_guard<std::mutex> lock(exchange->mutex);
     exchange->on_client_gone = std::move(cancel);
   };
-  server.handler_(std::move(exchange->request), [exchange](HttpResponse response) {
+  Responder respond = [exchange](HttpResponse response) {
     std::lock_guard<std::mutex> lock(exchange->mutex);
+    if (exchange->response.has_value()) return;  // answered once already
     exchange->response = std::move(response);
     // Answered: nothing to cancel, and what the hook holds (the call, whose callback holds this
     // responder) must not outlive the exchange in a cycle.
@@ -313,17 +377,25 @@ MHD_Result HttpServer::Answer(void* self, MHD_Connection* connection, const char
       exchange->suspended = false;
       MHD_resume_connection(exchange->connection);
     }
-  });
+  };
+  const std::string request_line = absl::StrCat(media::QuoteInput(exchange->request.method), " ",
+                                                media::QuoteInput(exchange->request.path, 128));
+  try {
+    handler_(std::move(exchange->request), respond);
+  } catch (...) {
+    ReportInternalError("http", request_line, CurrentExceptionText());
+    respond(JsonError(500, kInternalErrorMessage));
+  }
   {
     std::lock_guard<std::mutex> lock(exchange->mutex);
     if (exchange->response.has_value()) {
-      return server.QueueAnswer(connection, *exchange->response, exchange->cors);
+      return QueueAnswer(connection, *exchange->response, exchange->cors);
     }
     exchange->suspended = true;  // answered later: the connection waits until then
     MHD_suspend_connection(connection);
   }
-  std::lock_guard<std::mutex> lock(server.waiting_mutex_);
-  server.waiting_.push_back(exchange);
+  std::lock_guard<std::mutex> lock(waiting_mutex_);
+  waiting_.push_back(exchange);
   return MHD_YES;
 }
 

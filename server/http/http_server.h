@@ -104,10 +104,13 @@ class HttpServer {
   struct Exchange;
   HttpServer(const HttpServerOptions& options, Handler handler)
       : options_(options), handler_(std::move(handler)), cors_(options.allowed_origins) {}
-  // libmicrohttpd's request handler and completion callback; `self` is the server.
+  // libmicrohttpd's request handler and completion callback; `self` is the server. Answer
+  // runs Serve, and answers 500 for what escapes it (server/internal_errors.h).
   static MHD_Result Answer(void* self, MHD_Connection* connection, const char* url,
                            const char* method, const char* version, const char* upload_data,
                            size_t* upload_data_size, void** request_state);
+  MHD_Result Serve(MHD_Connection* connection, const char* url, const char* method,
+                   const char* upload_data, size_t* upload_data_size, void** request_state);
   static void Completed(void* self, MHD_Connection* connection, void** request_state,
                         MHD_RequestTerminationCode code);
   // The first call for a request, on its headers: a refusal, or its exchange.

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_text.h"
 #include "common/tensor_bytes.h"
 
 namespace vidclf::http {
@@ -191,7 +192,7 @@ HttpResponse JsonInferResponse(const inference::ModelInferResponse& response,
     answer["outputs"].push_back(std::move(tensor));
   }
   HttpResponse http;
-  http.body = answer.dump();
+  http.body = JsonText(answer);
   if (!binary.empty()) {
     http.headers.emplace_back("Inference-Header-Content-Length", std::to_string(http.body.size()));
     http.content_type = "application/octet-stream";

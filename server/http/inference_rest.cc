@@ -13,6 +13,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/json_text.h"
+#include "media/quoted_text.h"
 #include "server/http/infer_json.h"
 #include "server/service/inference_models.h"
 #include "server/service/inference_tensors.h"
@@ -71,7 +73,7 @@ HttpResponse Json(const google::protobuf::Message& message) {
   google::protobuf::util::MessageToJsonString(message, &text, options);
   nlohmann::json json = nlohmann::json::parse(text);
   Int64sAsNumbers(json);
-  return HttpResponse{200, "application/json", json.dump(), {}};
+  return HttpResponse{200, "application/json", JsonText(json), {}};
 }
 
 // An answer that is its status code alone, as the protocol's health endpoints give.
@@ -123,13 +125,14 @@ absl::Status SettingsFromQuery(const std::map<std::string, std::string>& query,
       settings->set_attention(value);
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown query parameter '", name.substr(0, 64),
-          "': classify takes top_k, num_frames, sampling, frames_per_second, stride_frames, "
+          "unknown query parameter ", media::QuoteInput(name),
+          ": classify takes top_k, num_frames, sampling, frames_per_second, stride_frames, "
           "start_seconds, snap_to_keyframes, skip_loop_filter and attention"));
     }
     if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("query parameter ", name, " is not a valid value for it"));
+      return absl::InvalidArgumentError(absl::StrCat("query parameter ", name, ": ",
+                                                     media::QuoteInput(value),
+                                                     " is not a valid value for it"));
     }
   }
   return absl::OkStatus();
@@ -165,7 +168,7 @@ void InferenceRest::Handle(HttpRequest request, Responder respond) const {
         {"name", "vidclf"},
         {"version", VIDCLF_VERSION},
         {"extensions", {"parameters", "model_configuration", "statistics", "binary_tensor_data"}}};
-    respond(HttpResponse{200, "application/json", metadata.dump(), {}});
+    respond(HttpResponse{200, "application/json", JsonText(metadata), {}});
     return;
   }
   if (parts.size() == 3 && parts[1] == "health" && get) {
@@ -182,7 +185,7 @@ void InferenceRest::Handle(HttpRequest request, Responder respond) const {
       index.push_back(
           {{"name", model.name()}, {"version", model.version()}, {"state", model.state()}});
     }
-    respond(HttpResponse{200, "application/json", index.dump(), {}});
+    respond(HttpResponse{200, "application/json", JsonText(index), {}});
     return;
   }
   if (parts.size() >= 3 && parts[1] == "models") {
@@ -195,8 +198,8 @@ void InferenceRest::Handle(HttpRequest request, Responder respond) const {
     HandleModel(std::move(request), parts[2], version, rest, std::move(respond));
     return;
   }
-  respond(JsonError(
-      404, absl::StrCat("no endpoint ", request.method, " ", request.path.substr(0, 128))));
+  respond(JsonError(404, absl::StrCat("no endpoint ", media::QuoteInput(request.method), " ",
+                                      media::QuoteInput(request.path, 128))));
 }
 
 void InferenceRest::HandleModel(HttpRequest request, const std::string& name,
@@ -220,8 +223,8 @@ void InferenceRest::HandleModel(HttpRequest request, const std::string& name,
     return;
   }
   if (!get || rest.size() > 1 || (what != "" && what != "config" && what != "stats")) {
-    respond(JsonError(
-        404, absl::StrCat("no endpoint ", request.method, " ", request.path.substr(0, 128))));
+    respond(JsonError(404, absl::StrCat("no endpoint ", media::QuoteInput(request.method), " ",
+                                        media::QuoteInput(request.path, 128))));
     return;
   }
   if (!entry.ok()) return respond(Error(entry.status()));

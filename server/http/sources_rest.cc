@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/proto_json.h"
+#include "media/quoted_text.h"
 #include "server/http/update_event_stream.h"
 #include "server/service/classify_submission.h"
 #include "server/service/finished_call.h"
@@ -61,7 +62,8 @@ void SourcesRest::Handle(HttpRequest request, Responder respond) const {
   if (!collection && !subscribe && method == "PATCH") rpc = "UpdateSource";
   if (!collection && !subscribe && method == "DELETE") rpc = "DeleteSource";
   if (rpc.empty()) {
-    return respond(JsonError(405, absl::StrCat(method, " is not a method of ", request.path)));
+    return respond(JsonError(405, absl::StrCat(media::QuoteInput(method), " is not a method of ",
+                                               media::QuoteInput(request.path, 128))));
   }
   const auto header = request.headers.find("authorization");
   absl::Status status = gate_->Check(absl::StrCat("/vidclf.v1.Sources/", rpc),

@@ -70,13 +70,16 @@ grpc::ServerUnaryReactor* ClassifyService::ListModels(grpc::CallbackServerContex
   const Clock::time_point start = Clock::now();
   vidclf::v1::ListModelsRequest parsed;
   vidclf::v1::ListModelsResponse models;
-  const absl::Status status = ParseRequest(*request, &parsed);
+  absl::Status status = ParseRequest(*request, &parsed);
   if (status.ok()) {
-    const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
-    for (const auto& [name, entry] : repository->entries()) {
-      *models.add_models() = ModelInfoOf(entry, repository->default_model());
-    }
-    models.set_default_model(repository->default_model());
+    status = GuardedAnswer("ListModels", [&] {
+      const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
+      for (const auto& [name, entry] : repository->entries()) {
+        *models.add_models() = ModelInfoOf(entry, repository->default_model());
+      }
+      models.set_default_model(repository->default_model());
+      return absl::OkStatus();
+    });
   }
   return AnswerUnaryCall(*metrics_, context, "ListModels", "unknown", SecondsSince(start), models,
                          status, response);
@@ -90,11 +93,13 @@ grpc::ServerUnaryReactor* ClassifyService::GetModel(grpc::CallbackServerContext*
   vidclf::v1::ModelInfo info;
   absl::Status status = ParseRequest(*request, &parsed);
   if (status.ok()) {
-    const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
-    absl::StatusOr<const engine::ModelRepository::Entry*> entry =
-        repository->FindEntry(parsed.name().empty() ? repository->default_model() : parsed.name());
-    if (entry.ok()) info = ModelInfoOf(**entry, repository->default_model());
-    status = entry.status();
+    status = GuardedAnswer("GetModel", [&] {
+      const std::shared_ptr<const engine::ModelRepository> repository = engine_->repository();
+      absl::StatusOr<const engine::ModelRepository::Entry*> entry = repository->FindEntry(
+          parsed.name().empty() ? repository->default_model() : parsed.name());
+      if (entry.ok()) info = ModelInfoOf(**entry, repository->default_model());
+      return entry.status();
+    });
   }
   return AnswerUnaryCall(*metrics_, context, "GetModel", status.ok() ? info.name() : "unknown",
                          SecondsSince(start), info, status, response);

@@ -9,6 +9,7 @@
 #include "absl/strings/strip.h"
 #include "google/protobuf/descriptor.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/internal_errors.h"
 #include "server/service/grpc_status.h"
 #include "server/service/raw_message.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
@@ -48,6 +49,12 @@ grpc::ServerUnaryReactor* AnswerUnaryCall(ServerMetrics& metrics,
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+absl::Status GuardedAnswer(absl::string_view method, const std::function<absl::Status()>& answer) {
+  absl::Status status = absl::InternalError(kInternalErrorMessage);
+  RunGuarded("grpc", method, [&] { status = answer(); });
+  return status;
 }
 
 void RecordRefusedCall(ServerMetrics& metrics, absl::string_view path, const absl::Status& status) {

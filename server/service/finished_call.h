@@ -4,6 +4,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
@@ -28,6 +30,11 @@ grpc::ServerUnaryReactor* AnswerUnaryCall(ServerMetrics& metrics,
                                           absl::string_view method, absl::string_view model,
                                           double seconds, const google::protobuf::Message& response,
                                           const absl::Status& status, grpc::ByteBuffer* out);
+
+// Runs `answer`, which works out a unary call of `method` and says how it ended. An exception it
+// throws ends the call, not the server: INTERNAL with kInternalErrorMessage, reported at "grpc"
+// (server/internal_errors.h).
+absl::Status GuardedAnswer(absl::string_view method, const std::function<absl::Status()>& answer);
 
 // A call refused on its headers, before it reached a handler: `path` is its method's full name
 // as the client sent it ("/vidclf.v1.VideoClassifier/Classify"); the metrics label is the name

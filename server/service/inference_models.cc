@@ -1,6 +1,7 @@
 #include "server/service/inference_models.h"
 
 #include "absl/strings/str_cat.h"
+#include "media/quoted_text.h"
 #include "server/service/inference_tensors.h"
 
 namespace vidclf::service {
@@ -21,10 +22,14 @@ absl::StatusOr<const engine::ModelRepository::Entry*> FindServedModel(
   absl::StatusOr<const engine::ModelRepository::Entry*> entry =
       repository.FindEntry(name.empty() ? repository.default_model() : name);
   if (!entry.ok() || version.empty()) return entry;
+  if (absl::Status plain = media::CheckPlainText("model version", version); !plain.ok()) {
+    return plain;
+  }
   const model::ModelConfig& config = (*entry)->model->config();
   if (version != config.version) {
     return absl::NotFoundError(absl::StrCat("model ", config.name, " serves version ",
-                                            config.version, ", not version ", version));
+                                            config.version, ", not version ",
+                                            media::QuoteInput(version)));
   }
   return entry;
 }

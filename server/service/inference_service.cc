@@ -27,7 +27,9 @@ grpc::ServerUnaryReactor* ServeUnary(ServerMetrics& metrics, grpc::CallbackServe
   Response response;
   std::string model = "unknown";
   absl::Status status = ParseRequest(bytes, &request);
-  if (status.ok()) status = answer(request, &response, &model);
+  if (status.ok()) {
+    status = GuardedAnswer(method, [&] { return answer(request, &response, &model); });
+  }
   return AnswerUnaryCall(metrics, context, method, model, SecondsSince(start), response, status,
                          out);
 }

@@ -1,5 +1,6 @@
 #include "server/service/model_info.h"
 
+#include "common/json_text.h"
 #include "model/model_config.h"
 
 namespace vidclf::service {
@@ -28,14 +29,14 @@ vidclf::v1::ModelInfo ModelInfoOf(const engine::ModelRepository::Entry& entry,
   info.set_head(model::HeadTypeName(config.head));
   if (config.head == model::HeadType::kTransformer) {
     info.set_attention(config.transformer.attention.type);
-    info.set_attention_options_json(head["attention"].dump());
+    info.set_attention_options_json(JsonText(head["attention"]));
     for (const std::string& type : config.transformer.attention_substitutions) {
       info.add_attention_substitutions(type);
     }
     head.erase("attention");
     head.erase("attention_substitutions");
   }
-  info.set_head_options_json(head.dump());
+  info.set_head_options_json(JsonText(head));
   vidclf::v1::ModelStreaming* streaming = info.mutable_streaming();
   if (model.has_recurrent_step()) {
     streaming->set_mode("recurrent");
@@ -48,8 +49,8 @@ vidclf::v1::ModelInfo ModelInfoOf(const engine::ModelRepository::Entry& entry,
     info.mutable_segmentation()->set_frames_per_second(config.segmentation->frames_per_second);
   }
   info.set_is_default(config.name == default_model);
-  info.set_provenance_json(config.provenance.dump());
-  info.set_metrics_json(config.metrics.dump());
+  info.set_provenance_json(JsonText(config.provenance));
+  info.set_metrics_json(JsonText(config.metrics));
   return info;
 }
 

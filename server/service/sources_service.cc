@@ -22,8 +22,10 @@ grpc::ServerUnaryReactor* Answer(ServerMetrics& metrics, grpc::CallbackServerCon
   absl::Status status = ParseRequest(*request, &parsed);
   decltype(method(parsed)) answer = absl::UnknownError("not run");
   if (status.ok()) {
-    answer = method(parsed);
-    status = answer.status();
+    status = GuardedAnswer(name, [&] {
+      answer = method(parsed);
+      return answer.status();
+    });
   }
   using Message = typename decltype(answer)::value_type;
   const Message empty;

@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "common/proto_json.h"
 #include "common/thread_name.h"
+#include "server/internal_errors.h"
 
 namespace vidclf::sources {
 namespace {
@@ -124,31 +125,34 @@ MqttPublisher::~MqttPublisher() {
 }
 
 void MqttPublisher::Offer(const vidclf::v1::SourceUpdate& update, bool droppable) {
-  const std::string id = update.name().substr(update.name().find('/') + 1);
-  const std::string base = absl::StrCat(options_.topic_prefix, "/", id, "/");
-  absl::MutexLock lock(&mutex_);
-  if (droppable) {
-    if (!connected_) {
-      ++stats_.dropped_predictions;
+  // A message that cannot be made costs that message, not the camera that sent it.
+  RunGuarded("mqtt", update.name(), [&] {
+    const std::string id = update.name().substr(update.name().find('/') + 1);
+    const std::string base = absl::StrCat(options_.topic_prefix, "/", id, "/");
+    absl::MutexLock lock(&mutex_);
+    if (droppable) {
+      if (!connected_) {
+        ++stats_.dropped_predictions;
+        return;
+      }
+      Message& waiting = predictions_[id];
+      if (!waiting.topic.empty()) ++stats_.dropped_predictions;
+      waiting = {base + "predictions", ProtoJson(update.prediction()), 0, false};
       return;
     }
-    Message& waiting = predictions_[id];
-    if (!waiting.topic.empty()) ++stats_.dropped_predictions;
-    waiting = {base + "predictions", ProtoJson(update.prediction()), 0, false};
-    return;
-  }
-  Message message;
-  if (update.has_status()) {
-    message = {base + "state", ProtoJson(update.status()), 1, true};
-    states_[id] = message;
-  } else {
-    message = {base + "events", ProtoJson(update.events()), 1, false};
-  }
-  if (static_cast<int>(queue_.size()) >= options_.max_queued) {
-    queue_.pop_front();
-    ++stats_.dropped_events;
-  }
-  queue_.push_back(std::move(message));
+    Message message;
+    if (update.has_status()) {
+      message = {base + "state", ProtoJson(update.status()), 1, true};
+      states_[id] = message;
+    } else {
+      message = {base + "events", ProtoJson(update.events()), 1, false};
+    }
+    if (static_cast<int>(queue_.size()) >= options_.max_queued) {
+      queue_.pop_front();
+      ++stats_.dropped_events;
+    }
+    queue_.push_back(std::move(message));
+  });
 }
 
 MqttPublisher::Stats MqttPublisher::stats() const {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/json_text.h"
 #include "model/heads/head_state_codec.h"
 
 namespace vidclf::sources {
@@ -39,7 +40,7 @@ std::string EncodeCheckpoint(const engine::StreamCheckpoint& checkpoint,
                                  {"frames", counters.frames},
                                  {"reconnects", counters.reconnects},
                                  {"taken_unix_nanos", absl::ToUnixNanos(taken)}};
-  return header.dump() + "\n" + model::EncodeHeadState(checkpoint.head_state);
+  return JsonText(header) + "\n" + model::EncodeHeadState(checkpoint.head_state);
 }
 
 absl::StatusOr<SavedCheckpoint> DecodeCheckpoint(absl::string_view bytes,

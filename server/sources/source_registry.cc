@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "common/thread_name.h"
 #include "model/heads/head_state_codec.h"
+#include "server/internal_errors.h"
 #include "server/sources/source_fields.h"
 
 namespace vidclf::sources {
@@ -166,22 +167,25 @@ absl::StatusOr<vidclf::v1::ListSourcesResponse> SourceRegistry::ListSources(
     return absl::InvalidArgumentError(
         absl::StrCat("page_size must be in [0, ", kMaxPageSize, "], not ", request.page_size()));
   }
+  std::string after;  // the id the page starts after
   if (!request.page_token().empty()) {
-    if (auto status = ValidateSourceId(request.page_token()); !status.ok()) {
-      return absl::InvalidArgumentError("page_token is not one a ListSources answer gave");
-    }
+    absl::StatusOr<std::string> last =
+        page_tokens_.Read(request.page_token(), request.filter(), request.page_size());
+    if (!last.ok()) return last.status();
+    after = *std::move(last);
   }
   absl::StatusOr<SourceFilter> filter = ParseFilter(request.filter());
   if (!filter.ok()) return filter.status();
   const int page_size = request.page_size() == 0 ? kDefaultPageSize : request.page_size();
   vidclf::v1::ListSourcesResponse response;
   absl::MutexLock lock(&mutex_);
-  for (auto it = sources_.upper_bound(request.page_token()); it != sources_.end(); ++it) {
+  for (auto it = sources_.upper_bound(after); it != sources_.end(); ++it) {
     vidclf::v1::Source source = it->second->Snapshot();
     if (!filter->Matches(source)) continue;
     if (response.sources_size() == page_size) {
       response.set_next_page_token(
-          response.sources().rbegin()->name().substr(sizeof(kNamePrefix) - 1));
+          page_tokens_.Issue(response.sources().rbegin()->name().substr(sizeof(kNamePrefix) - 1),
+                             request.filter(), request.page_size()));
       break;
     }
     *response.add_sources() = std::move(source);
@@ -345,10 +349,13 @@ void SourceRegistry::TickLoop() {
       if (mutex_.AwaitWithTimeout(absl::Condition(&stopped_), absl::Milliseconds(250))) return;
       for (const auto& [id, source] : sources_) sources.push_back(source);
     }
-    for (const auto& source : sources) source->Tick();
+    // What escapes one source's tick costs that tick, not the other sources or the server.
+    for (const auto& source : sources) {
+      RunGuarded("sources", source->spec().name(), [&source] { source->Tick(); });
+    }
     // Between changes: a source deleted meanwhile leaves no checkpoint behind.
     absl::MutexLock changes(&change_mutex_);
-    SaveCheckpoints();
+    RunGuarded("sources", "the checkpoints", [this] { SaveCheckpoints(); });
   }
 }
 

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/engine/classify_engine.h"
+#include "server/sources/page_tokens.h"
 #include "server/sources/registered_source.h"
 #include "server/sources/source_store.h"
 #include "server/sources/update_fanout.h"
@@ -81,6 +82,7 @@ class SourceRegistry {
   const std::unique_ptr<SourceStore> store_;
   const RegistryOptions options_;
   UpdateFanout fanout_;
+  const PageTokens page_tokens_;
 
   mutable absl::Mutex mutex_;
   // By source id. A source being replaced or deleted leaves it before it is let go of.

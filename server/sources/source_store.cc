@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_text.h"
 #include "common/proto_json.h"
 
 namespace vidclf::sources {
@@ -86,13 +87,13 @@ absl::StatusOr<std::vector<vidclf::v1::Source>> StateDirectoryStore::Load() {
     return refuse("has no version");
   }
   if (json["version"].get<int>() != kVersion) {
-    return refuse(
-        absl::StrCat("is of version ", json["version"].dump(), "; this server reads ", kVersion));
+    return refuse(absl::StrCat("is of version ", JsonText(json["version"]), "; this server reads ",
+                               kVersion));
   }
   if (!json.contains("sources") || !json["sources"].is_array()) return refuse("has no sources");
   for (const nlohmann::json& entry : json["sources"]) {
     vidclf::v1::Source source;
-    const auto parsed = google::protobuf::util::JsonStringToMessage(entry.dump(), &source);
+    const auto parsed = google::protobuf::util::JsonStringToMessage(JsonText(entry), &source);
     if (!parsed.ok()) {
       return refuse(absl::StrCat("holds a source that is not valid: ",
                                  std::string(parsed.message().data(), parsed.message().size())));
@@ -107,7 +108,7 @@ absl::Status StateDirectoryStore::Save(const std::vector<vidclf::v1::Source>& so
   for (const vidclf::v1::Source& source : sources) {
     json["sources"].push_back(nlohmann::json::parse(ProtoJson(source)));
   }
-  return ReplaceFile(path_, json.dump(2) + "\n");
+  return ReplaceFile(path_, JsonText(json, 2) + "\n");
 }
 
 absl::Status StateDirectoryStore::ReplaceFile(const std::string& path,
