@@ -1,6 +1,7 @@
-# Two commands on a fresh Debian bookworm machine:
+# On a fresh Debian bookworm machine:
 #   make serve   install dependencies, build, make the demo model if missing, run the server
 #   make test    install dependencies, build, run the whole test suite
+#   make check   between edits: build, then the unit tests and one real-server smoke test
 BUILD_DIR ?= build
 MODEL_REPOSITORY ?= $(BUILD_DIR)/model-repository
 SAMPLES_DIR ?= $(BUILD_DIR)/samples
@@ -12,7 +13,7 @@ JOBS ?= $(shell nproc)
 # that a further test's work fills.
 TEST_JOBS ?= $(shell echo $$(( $(JOBS) + 1 )))
 
-.PHONY: deps configure build model-repository serve test sanitize bench-attention bench-backbone \
+.PHONY: deps configure build model-repository serve test check sanitize bench-attention bench-backbone \
   bench-media bench-e2e bench-gpu bench-serving bench-protocols bench-segments bench-soak \
   bench-segmentation bench-streaming bench-timelines bench-training bench-precision-heads \
   bench-cameras up down clean
@@ -44,14 +45,27 @@ serve: model-repository
 	$(BUILD_DIR)/bin/vidclf-server --model-repository $(MODEL_REPOSITORY) \
 	  --grpc-port $(GRPC_PORT) --http-port $(HTTP_PORT) --metrics-port $(METRICS_PORT)
 
-# Everything but the benchmarks, which no test runs.
+# Everything but the benchmarks, which no test runs; then the ten slowest tests.
 test: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(TEST_JOBS)
+	cd $(BUILD_DIR) && status=0 && \
+	  { ctest --output-on-failure -j $(TEST_JOBS) --output-junit ctest-results.xml || status=$$?; } && \
+	  /usr/bin/python3 $(CURDIR)/scripts/slowest-tests.py ctest-results.xml && exit $$status
+
+# The inner loop between edits: the unit tests and one real server called by real clients
+# (ctest labels unit and smoke), without installing anything or the default repository.
+check:
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+	cd $(BUILD_DIR) && status=0 && \
+	  { ctest --output-on-failure -j $(TEST_JOBS) -L '^(unit|smoke)$$' \
+	      --output-junit ctest-check.xml || status=$$?; } && \
+	  /usr/bin/python3 $(CURDIR)/scripts/slowest-tests.py ctest-check.xml && exit $$status
 
 # media/ built with clang, ASan and UBSan (no LibTorch, no gRPC) in build-sanitize/: the media
 # tests with leak checks, then libFuzzer on DecodeClip for FUZZ_SECONDS (60) and on the
-# single-picture path for IMAGE_FUZZ_SECONDS (20) beside it. About 3 minutes on two cores.
+# single-picture path for IMAGE_FUZZ_SECONDS (20) beside it, then on the HTTP door for
+# HTTP_FUZZ_SECONDS (60). About 3 minutes on two cores.
 sanitize: deps
 	JOBS=$(JOBS) ./scripts/media-sanitizer-check.sh
 

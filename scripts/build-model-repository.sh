@@ -22,6 +22,12 @@ repository=$2
 work=$3
 samples=${4:-}
 data="$work/data"
+# Each step says how long it took: where the time goes (docs/tests.md).
+step_start=$SECONDS
+took() {
+  echo "build-model-repository: $1 in $((SECONDS - step_start)) s"
+  step_start=$SECONDS
+}
 
 # 300 videos a class, 15% of them (450 clips) held out for the test split. With 60 a class the
 # heads overfit their 380 training clips (training accuracy 0.99, test about 0.70, confusing even
@@ -29,15 +35,18 @@ data="$work/data"
 # so a smaller share than synth's 25% leaves more of the cost to training clips.
 "$train" synth --output "$data" --videos-per-class "${VIDEOS_PER_CLASS:-300}" \
   --synth-test-fraction 0.15
+took "clips synthesized"
 # Embedded as the server runs the backbone by default (Winograd kernels): the same embeddings
 # within a relative 1e-4, the backbone in about half the eager module's time
 # (docs/backbone-benchmark.md).
 "$train" embed --data "$data/videos" --train-list "$data/splits/trainlist01.txt" \
   --test-list "$data/splits/testlist01.txt" --class-index "$data/splits/classInd.txt" \
   --backbone-kernels winograd --work "$work/embeddings"
+took "clips embedded"
 # The int8 backbone's activation ranges, on up to 512 frames of training clips: every bundle exported
 # below carries them, so that vidclf-server --precision int8 can serve it.
 "$train" calibrate --work "$work/embeddings"
+took "int8 ranges of the clips calibrated"
 
 # Timelines for the segmentation model, from three disjoint seeds (as make bench-segmentation
 # uses): train, validation (chooses the epoch), test (its recorded measures).
@@ -49,10 +58,13 @@ if [ ! -f "$repository/demo-segments/1/model.json" ]; then
     --timeline-seconds 60 --seed 12 >/dev/null
   "$train" synth --timeline --output "$timelines/test" --timelines 2 --timeline-seconds 120 \
     --seed 31 >/dev/null
+  took "timelines synthesized"
   "$train" embed --work "$work/segments" --truth "$timelines/train/truth.json" \
     --validation-truth "$timelines/validation/truth.json" \
     --test-truth "$timelines/test/truth.json" --backbone-kernels winograd
+  took "timelines embedded"
   "$train" calibrate --work "$work/segments"
+  took "int8 ranges of the timelines calibrated"
 fi
 
 # run name, model name, work directory, then fit's flags. Batches of 32 train the softmax
@@ -107,6 +119,7 @@ for i in "${!pids[@]}"; do
   fi
 done
 if [ "$failed" -ne 0 ]; then exit 1; fi
+took "heads trained and evaluated, side by side"
 
 for i in "${!runs[@]}"; do
   run=${runs[$i]}
@@ -117,3 +130,4 @@ for i in "${!runs[@]}"; do
   if [ -n "$samples" ] && [ "$name" = demo ]; then export_flags+=(--samples-dir "$samples"); fi
   "$train" export "${export_flags[@]}"
 done
+took "bundles exported"

@@ -14,8 +14,8 @@ case "${1:-}" in
 esac
 
 build_packages=(
-  # toolchain
-  build-essential cmake pkg-config
+  # toolchain; ccache keeps what a build compiled for the next build, in any folder
+  build-essential cmake pkg-config ccache
   # RPC and configuration
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   nlohmann-json3-dev
