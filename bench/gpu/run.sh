@@ -38,6 +38,7 @@ step build cmake --build "$build" --parallel "$(nproc)" --target all benchmarks 
 
 bin=$build/bin
 export VIDCLF_TORCHVISION_PYTHON3=${VIDCLF_TORCHVISION_PYTHON3:-$(command -v python3)}
+export VIDCLF_EXPORT_RESNET18_SCRIPT=$(cd "$(dirname "$0")/../.." && pwd)/model/scripts/export_resnet18.py
 step model-tests "$bin/model_unit_tests"
 step attention-exact-tests "$bin/attention_exact_tests"
 step attention-approximate-tests "$bin/attention_approximate_tests"

@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "model/thread_affinity.h"
 #include "model/video_model.h"
+#include "tests/test_util/built_paths.h"
 #include "tests/test_util/python_server.h"
 #include "tests/test_util/server_process.h"
 #include "tests/test_util/test_files.h"
@@ -64,7 +65,7 @@ class EngineServerTest : public ::testing::Test {
       std::vector<std::string> arguments = {}, const std::string& repository = "") {
     arguments.insert(arguments.begin(),
                      {"--model-repository", repository.empty() ? *dir_ + "/repo" : repository});
-    auto server = testing::ServerProcess::Start(VIDCLF_SERVER_BINARY, arguments);
+    auto server = testing::ServerProcess::Start(testing::ServerBinary(), arguments);
     EXPECT_TRUE(server.ok()) << server.status();
     return server.ok() ? *std::move(server) : nullptr;
   }
@@ -598,8 +599,8 @@ TEST_F(EngineServerTest, BurstsOfLargeCallsAreRefusedBeforeTheirBodies) {
 // The server starts itself again with OMP_WAIT_POLICY and OPENBLAS_NUM_THREADS set (main.cc):
 // the process keeps its name, so that `pgrep vidclf-server` and `top` find it.
 TEST_F(EngineServerTest, KeepsItsNameAfterStartingItselfAgain) {
-  auto server =
-      testing::ServerProcess::Start(VIDCLF_SERVER_BINARY, {"--model-repository", *dir_ + "/repo"});
+  auto server = testing::ServerProcess::Start(testing::ServerBinary(),
+                                              {"--model-repository", *dir_ + "/repo"});
   ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_EQ(testing::ReadFile(absl::StrCat("/proc/", (*server)->pid(), "/comm")),
             "vidclf-server\n");
@@ -613,7 +614,7 @@ TEST_F(EngineServerTest, WarnsOnceWhereTheBackbonesThreadsCannotBeBound) {
     GTEST_SKIP() << "the server binds its threads only where it may run on every CPU, 2 or more";
   }
   auto server = testing::ServerProcess::Start(
-      VIDCLF_SERVER_BINARY, {"--model-repository", *dir_ + "/repo"}, {"OMP_THREAD_LIMIT=1"});
+      testing::ServerBinary(), {"--model-repository", *dir_ + "/repo"}, {"OMP_THREAD_LIMIT=1"});
   ASSERT_TRUE(server.ok()) << server.status();
   v1::ClassifyResponse response;
   for (const std::string& video : *videos_) {

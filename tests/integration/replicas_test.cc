@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "tests/test_util/built_paths.h"
 #include "tests/test_util/python_server.h"
 #include "tests/test_util/server_process.h"
 #include "tests/test_util/test_files.h"
@@ -63,7 +64,7 @@ void WriteNginxConfig(const std::string& dir, int port, const std::vector<int>& 
   absl::StrAppend(&upstream, "  keepalive 32;\n}\n");
   testing::WriteFile(dir + "/upstream.conf", upstream);
   const std::string proxy =
-      testing::ReadFile(std::string(VIDCLF_SOURCE_DIR) + "/deploy/nginx/grpc-proxy.conf");
+      testing::ReadFile(std::string(testing::SourceDir()) + "/deploy/nginx/grpc-proxy.conf");
   ASSERT_THAT(proxy, HasSubstr("listen 50050 http2;"));
   testing::WriteFile(
       dir + "/grpc-proxy.conf",
@@ -158,7 +159,7 @@ TEST_F(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
   std::vector<int> ports;
   for (int i = 0; i < 3; ++i) {
     auto replica = testing::ServerProcess::Start(
-        VIDCLF_SERVER_BINARY,
+        testing::ServerBinary(),
         {"--model-repository", dir_ + "/repo", "--cores", "1", "--decode-slots", "4"});
     ASSERT_TRUE(replica.ok()) << replica.status();
     ports.push_back(std::stoi((*replica)->grpc_address().substr(10)));
@@ -171,7 +172,7 @@ TEST_F(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
 
   // Load from `vidclf bench` through nginx reaches every replica, and a real Prometheus scrapes
   // all three.
-  const std::string bench = absl::StrCat(VIDCLF_CLIENT_BINARY, " bench ", dir_,
+  const std::string bench = absl::StrCat(testing::ClientBinary(), " bench ", dir_,
                                          "/clip.mp4 --json --server ", nginx.address());
   int exit_code = -1;
   std::string output = testing::RunCommand(bench + " --concurrency 3 --requests 24", &exit_code);
@@ -186,12 +187,12 @@ TEST_F(ReplicasTest, ThreeReplicasBehindNginxShareCallsAndOneCanDrain) {
   ExpectPrometheusScrapesAll(dir_ + "/prometheus", replicas);
 
   // A client-streaming upload and a live stream pass through too.
-  output = testing::RunCommand(absl::StrCat(VIDCLF_CLIENT_BINARY, " upload ", dir_,
+  output = testing::RunCommand(absl::StrCat(testing::ClientBinary(), " upload ", dir_,
                                             "/clip.mp4 --server ", nginx.address(), " 2>&1"),
                                &exit_code);
   EXPECT_EQ(exit_code, 0) << output;
   output = testing::RunCommand(
-      absl::StrCat(VIDCLF_CLIENT_BINARY, " stream ", dir_,
+      absl::StrCat(testing::ClientBinary(), " stream ", dir_,
                    "/clip.mp4 --emit-every-frames 5 --server ", nginx.address(), " 2>&1"),
       &exit_code);
   EXPECT_EQ(exit_code, 0) << output;
@@ -259,12 +260,12 @@ TEST_F(ReplicasTest, ConnectionAgeMovesLaterCallsAndSparesStreamsWithoutGrace) {
                      dir_ + "/clip.mp4");
   for (const bool graceful : {true, false}) {
     auto server = testing::ServerProcess::Start(
-        VIDCLF_SERVER_BINARY, {"--model-repository", dir_ + "/repo", "--max-connection-age-s", "1",
-                               "--max-connection-age-grace-s", graceful ? "0" : "1"});
+        testing::ServerBinary(), {"--model-repository", dir_ + "/repo", "--max-connection-age-s",
+                                  "1", "--max-connection-age-grace-s", graceful ? "0" : "1"});
     ASSERT_TRUE(server.ok()) << server.status();
     int exit_code = -1;
     const std::string output =
-        testing::RunCommand(absl::StrCat(VIDCLF_CLIENT_BINARY, " stream ", dir_,
+        testing::RunCommand(absl::StrCat(testing::ClientBinary(), " stream ", dir_,
                                          "/clip.mp4 --realtime --emit-every-frames 10 --server ",
                                          (*server)->grpc_address(), " 2>&1"),
                             &exit_code);

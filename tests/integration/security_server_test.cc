@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/test_util/built_paths.h"
 #include "tests/test_util/python_server.h"
 #include "tests/test_util/server_process.h"
 #include "tests/test_util/test_files.h"
@@ -80,7 +81,7 @@ class SecurityServerTest : public ::testing::Test {
 
   static std::unique_ptr<testing::ServerProcess> StartServer(std::vector<std::string> arguments) {
     arguments.insert(arguments.begin(), {"--model-repository", Path("repo")});
-    auto server = testing::ServerProcess::Start(VIDCLF_SERVER_BINARY, arguments);
+    auto server = testing::ServerProcess::Start(testing::ServerBinary(), arguments);
     EXPECT_TRUE(server.ok()) << server.status();
     return server.ok() ? *std::move(server) : nullptr;
   }
@@ -88,7 +89,7 @@ class SecurityServerTest : public ::testing::Test {
   // Runs the vidclf client against `server`; returns what it printed, both streams.
   static std::string Client(const testing::ServerProcess& server, const std::string& arguments,
                             int* exit_code) {
-    return testing::RunCommand(absl::StrCat(VIDCLF_CLIENT_BINARY, " ", arguments, " --server ",
+    return testing::RunCommand(absl::StrCat(testing::ClientBinary(), " ", arguments, " --server ",
                                             server.grpc_address(), " 2>&1"),
                                exit_code);
   }
@@ -594,7 +595,7 @@ TEST_F(SecurityServerTest, RefusesToStartWithFilesItCannotUse) {
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> arguments = {"--model-repository", Path("repo")};
     arguments.insert(arguments.end(), flags.begin(), flags.end());
-    auto server = testing::ServerProcess::Start(VIDCLF_SERVER_BINARY, arguments);
+    auto server = testing::ServerProcess::Start(testing::ServerBinary(), arguments);
     ASSERT_FALSE(server.ok()) << flags[0];
     EXPECT_THAT(std::string(server.status().message()), HasSubstr(message)) << flags[0];
   }

@@ -25,6 +25,7 @@
 #include "absl/types/span.h"
 #include "model/video_model.h"
 #include "pipeline/segment_tracker.h"
+#include "tests/test_util/built_paths.h"
 #include "tests/test_util/offline_model.h"
 #include "tests/test_util/python_server.h"
 #include "tests/test_util/server_process.h"
@@ -156,8 +157,8 @@ class SegmentsServerTest : public ::testing::Test {
 
   static std::unique_ptr<testing::ServerProcess> StartServer() {
     auto server = testing::ServerProcess::Start(
-        VIDCLF_SERVER_BINARY, {"--model-repository", *dir_ + "/repo", "--allow-uri",
-                               absl::StrCat("file://", *dir_, "/videos/")});
+        testing::ServerBinary(), {"--model-repository", *dir_ + "/repo", "--allow-uri",
+                                  absl::StrCat("file://", *dir_, "/videos/")});
     EXPECT_TRUE(server.ok()) << server.status();
     return server.ok() ? *std::move(server) : nullptr;
   }
@@ -696,7 +697,8 @@ TEST_F(SegmentsServerTest, TheClientPrintsSegmentsWritesWebVttAndListsSegmentsIn
   testing::WriteFile(video, *video_);
   int exit_code = -1;
   const std::string printed = testing::RunCommand(
-      absl::StrCat(VIDCLF_CLIENT_BINARY, " segments ", video, " --server ", server->grpc_address(),
+      absl::StrCat(testing::ClientBinary(), " segments ", video, " --server ",
+                   server->grpc_address(),
                    " --model tiny-softmax --every-nth-frame 1 --window-frames 8 "
                    "--hop-frames 4 --threshold 0.34 --hysteresis 0.01 --min-seconds 0.08 "
                    "--max-gap-seconds 0.04 --json --webvtt ",
@@ -718,7 +720,7 @@ TEST_F(SegmentsServerTest, TheClientPrintsSegmentsWritesWebVttAndListsSegmentsIn
   EXPECT_EQ(exit_code, 0);
   EXPECT_EQ(probed, "png,1200\n");
 
-  const std::string check = absl::StrCat("node ", VIDCLF_SOURCE_DIR, "/tests/webvtt/check.mjs ");
+  const std::string check = absl::StrCat("node ", testing::SourceDir(), "/tests/webvtt/check.mjs ");
   const std::string checked = testing::RunCommand(check + track + " 2>&1", &exit_code);
   EXPECT_EQ(exit_code, 0) << checked << testing::ReadFile(track);
   EXPECT_EQ(checked, absl::StrCat(ends.size(), " cues\n"));
@@ -727,7 +729,7 @@ TEST_F(SegmentsServerTest, TheClientPrintsSegmentsWritesWebVttAndListsSegmentsIn
   const std::string list = *dir_ + "/list.txt";
   testing::WriteFile(list, absl::StrCat(video, "\n", *dir_, "/none.ts\nfile:///etc/passwd\n"));
   const std::string lines = testing::RunCommand(
-      absl::StrCat(VIDCLF_CLIENT_BINARY, " classify --from-list ", list, " --segments --server ",
+      absl::StrCat(testing::ClientBinary(), " classify --from-list ", list, " --segments --server ",
                    server->grpc_address(), " --model tiny-softmax 2>/dev/null"),
       &exit_code);
   EXPECT_EQ(exit_code, 3) << lines;

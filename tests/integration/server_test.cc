@@ -21,6 +21,7 @@
 #include "model/onednn_resnet18.h"
 #include "model/thread_affinity.h"
 #include "model/video_model.h"
+#include "tests/test_util/built_paths.h"
 #include "tests/test_util/server_process.h"
 #include "tests/test_util/test_files.h"
 #include "tests/test_util/test_models.h"
@@ -54,7 +55,7 @@ class ServerTest : public ::testing::Test {
     // On the CPU on every machine. Where a GPU is visible this is also the CPU server beside an
     // unused GPU, whose first /metrics scrape once ended the process (model/device_memory.cc).
     auto server = testing::ServerProcess::Start(
-        VIDCLF_SERVER_BINARY,
+        testing::ServerBinary(),
         {"--model-repository", *dir_ + "/repo", "--allow-uri", "file://" + *dir_ + "/pullable/",
          "--device", "cpu", "--decode-device", "auto"});
     ASSERT_TRUE(server.ok()) << server.status();
@@ -69,8 +70,8 @@ class ServerTest : public ::testing::Test {
   void SetUp() override { ASSERT_NE(server_, nullptr) << "the server did not start"; }
 
   static std::string Client(const std::string& arguments, int* exit_code) {
-    return testing::RunCommand(std::string(VIDCLF_CLIENT_BINARY) + " " + arguments + " --server " +
-                                   server_->grpc_address() + " 2>&1",
+    return testing::RunCommand(std::string(testing::ClientBinary()) + " " + arguments +
+                                   " --server " + server_->grpc_address() + " 2>&1",
                                exit_code);
   }
 
@@ -297,8 +298,9 @@ TEST_F(ServerTest, ClassifiesALiveFeedBeforeItEnds) {
   int exit_code = 0;
   const std::string output = testing::RunCommand(
       "ffmpeg -nostdin -loglevel error -re -f lavfi -i testsrc2=size=160x120:rate=25 -t 600 "
-      "-c:v libx264 -g 25 -f mpegts - 2>/dev/null | timeout 120 " VIDCLF_CLIENT_BINARY
-      " upload - --sampling window --num-frames 4 --chunk-kib 16 --json --server " +
+      "-c:v libx264 -g 25 -f mpegts - 2>/dev/null | timeout 120 " +
+          testing::ClientBinary() +
+          " upload - --sampling window --num-frames 4 --chunk-kib 16 --json --server " +
           server_->grpc_address(),
       &exit_code);
   ASSERT_EQ(exit_code, 0) << output;
@@ -639,14 +641,14 @@ TEST_F(ServerTest, FollowsAFeedThroughEitherFrontDoor) {
 TEST_F(ServerTest, CommandLinesHaveHelp) {
   int exit_code = 0;
   std::string output =
-      testing::RunCommand(std::string(VIDCLF_CLIENT_BINARY) + " bench --help 2>&1", &exit_code);
+      testing::RunCommand(std::string(testing::ClientBinary()) + " bench --help 2>&1", &exit_code);
   EXPECT_EQ(exit_code, 0);
   EXPECT_THAT(output, HasSubstr("--concurrency"));
-  output = testing::RunCommand(std::string(VIDCLF_SERVER_BINARY) + " --help 2>&1", &exit_code);
+  output = testing::RunCommand(std::string(testing::ServerBinary()) + " --help 2>&1", &exit_code);
   EXPECT_EQ(exit_code, 0);
   EXPECT_THAT(output, HasSubstr("--max-batch-frames"));
   output = testing::RunCommand(
-      std::string(VIDCLF_CLIENT_BINARY) + " classify clip.mp4 --frobnicate 2>&1", &exit_code);
+      std::string(testing::ClientBinary()) + " classify clip.mp4 --frobnicate 2>&1", &exit_code);
   EXPECT_NE(exit_code, 0);
   EXPECT_THAT(output, HasSubstr("frobnicate"));
 }
@@ -722,11 +724,11 @@ TEST_F(ServerTest, DecodesOnTheCpuWhereNoGpuDecodesAndSaysWhy) {
   EXPECT_THAT(*metrics, Not(HasSubstr("vidclf_idle_decoders")));  // no decoders kept on the CPU
 
   auto on_cpu = testing::ServerProcess::Start(
-      VIDCLF_SERVER_BINARY, {"--model-repository", *dir_ + "/repo", "--device", "cpu"});
+      testing::ServerBinary(), {"--model-repository", *dir_ + "/repo", "--device", "cpu"});
   ASSERT_TRUE(on_cpu.ok()) << on_cpu.status();
   EXPECT_THAT((*on_cpu)->output(), HasSubstr("video decodes on the CPU (--decode-device cpu)"));
   const std::string answer =
-      testing::RunCommand(std::string(VIDCLF_CLIENT_BINARY) + " " + classify + " --server " +
+      testing::RunCommand(std::string(testing::ClientBinary()) + " " + classify + " --server " +
                               (*on_cpu)->grpc_address() + " 2>&1",
                           &exit_code);
   ASSERT_EQ(exit_code, 0) << answer;
@@ -741,7 +743,7 @@ TEST_F(ServerTest, DecodesOnTheCpuWhereNoGpuDecodesAndSaysWhy) {
 // so, and answers with fp32's top label; elsewhere it does not start, and says why.
 TEST_F(ServerTest, Bf16OnTheCpuRunsWhereTheCpuHasItsInstructions) {
   auto bf16 = testing::ServerProcess::Start(
-      VIDCLF_SERVER_BINARY,
+      testing::ServerBinary(),
       {"--model-repository", *dir_ + "/repo", "--device", "cpu", "--precision", "bf16"});
   if (!model::OneDnnResNet18::Bf16Available()) {
     ASSERT_FALSE(bf16.ok());
@@ -756,7 +758,7 @@ TEST_F(ServerTest, Bf16OnTheCpuRunsWhereTheCpuHasItsInstructions) {
   const std::string fp32 = Client(classify, &exit_code);
   ASSERT_EQ(exit_code, 0) << fp32;
   const std::string answer =
-      testing::RunCommand(std::string(VIDCLF_CLIENT_BINARY) + " " + classify + " --server " +
+      testing::RunCommand(std::string(testing::ClientBinary()) + " " + classify + " --server " +
                               (*bf16)->grpc_address() + " 2>&1",
                           &exit_code);
   ASSERT_EQ(exit_code, 0) << answer;
@@ -771,7 +773,7 @@ TEST_F(ServerTest, Bf16OnTheCpuRunsWhereTheCpuHasItsInstructions) {
 // flag error.
 TEST_F(ServerTest, RefusesToStartWhereTheNamedDecodeDeviceCannotDecode) {
   auto server = testing::ServerProcess::Start(
-      VIDCLF_SERVER_BINARY,
+      testing::ServerBinary(),
       {"--model-repository", *dir_ + "/repo", "--device", "cpu", "--decode-device", "cuda:0"});
   if (server.ok()) GTEST_SKIP() << "cuda:0 decodes on this machine";
   EXPECT_THAT(std::string(server.status().message()),
@@ -780,8 +782,8 @@ TEST_F(ServerTest, RefusesToStartWhereTheNamedDecodeDeviceCannotDecode) {
   int exit_code = 0;
   // The server's output when started with `flag`, which it refuses.
   const auto refused = [&](const std::string& flag) {
-    return testing::RunCommand(std::string(VIDCLF_SERVER_BINARY) + " --model-repository " + *dir_ +
-                                   "/repo --grpc-port 0 --metrics-port 0 " + flag + " 2>&1",
+    return testing::RunCommand(std::string(testing::ServerBinary()) + " --model-repository " +
+                                   *dir_ + "/repo --grpc-port 0 --metrics-port 0 " + flag + " 2>&1",
                                &exit_code);
   };
   const std::string output = refused("--decode-device gpu0");

@@ -23,6 +23,7 @@
 #include "model/onednn_resnet18.h"
 #include "model/video_model.h"
 #include "pipeline/segment_tracker.h"
+#include "tests/test_util/built_paths.h"
 #include "tests/test_util/offline_model.h"
 #include "tests/test_util/python_server.h"
 #include "tests/test_util/server_process.h"
@@ -73,7 +74,7 @@ class StreamServerTest : public ::testing::Test {
   static std::unique_ptr<testing::ServerProcess> StartServer(
       std::vector<std::string> arguments = {}) {
     arguments.insert(arguments.begin(), {"--model-repository", *dir_ + "/repo"});
-    auto server = testing::ServerProcess::Start(VIDCLF_SERVER_BINARY, arguments);
+    auto server = testing::ServerProcess::Start(testing::ServerBinary(), arguments);
     EXPECT_TRUE(server.ok()) << server.status();
     return server.ok() ? *std::move(server) : nullptr;
   }

@@ -17,6 +17,7 @@
 #include "model/onednn_resnet18.h"
 #include "model/video_model.h"
 #include "pipeline/video_pipeline.h"
+#include "tests/test_util/built_paths.h"
 #include "tests/test_util/server_process.h"
 #include "tests/test_util/test_files.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
@@ -33,7 +34,7 @@ constexpr char kSmallClips[] = " --num-frames 4 --crop-size 32 --resize-shorter-
 std::string Train(const std::string& arguments, int* exit_code = nullptr) {
   int code = 0;
   std::string output =
-      testing::RunCommand(absl::StrCat(VIDCLF_TRAIN_BINARY, " ", arguments, " 2>&1"), &code);
+      testing::RunCommand(absl::StrCat(testing::TrainBinary(), " ", arguments, " 2>&1"), &code);
   if (exit_code != nullptr) {
     *exit_code = code;
   } else {
@@ -79,7 +80,7 @@ std::string* TrainingTest::dir_ = nullptr;
 // second run after an interruption embeds only what is missing.
 TEST_F(TrainingTest, EmbedIsTheServersTensorAndResumes) {
   const fs::path work = *dir_ + "/embed-work";
-  const std::string embed = absl::StrCat(VIDCLF_TRAIN_BINARY, " embed --work ", work.string(),
+  const std::string embed = absl::StrCat(testing::TrainBinary(), " embed --work ", work.string(),
                                          Lists(), kSmallClips, " --jobs 1");
   int code = 0;
   // Killed part way (on a fast machine it may have finished): whatever it wrote is whole.
@@ -321,7 +322,7 @@ TEST_F(TrainingTest, FitLowersTheLossAndWritesItsCurves) {
     EXPECT_EQ(causal["metrics"]["backbone_precision"]["int8"], int8_backbone);
   }
   auto server = testing::ServerProcess::Start(
-      VIDCLF_SERVER_BINARY, {"--model-repository", repository, "--precision", "auto"});
+      testing::ServerBinary(), {"--model-repository", repository, "--precision", "auto"});
   ASSERT_TRUE(server.ok()) << server.status();
   // The line that starts with `start` in `text`.
   const auto line_of = [](const std::string& text, const std::string& start) {
@@ -377,7 +378,8 @@ TEST_F(TrainingTest, DocsListTheMechanismsAsTheRegistryDescribesThem) {
   int code = 0;
   const std::string table = Train("attention", &code);
   ASSERT_EQ(code, 0) << table;
-  EXPECT_THAT(testing::ReadFile(VIDCLF_SOURCE_DIR "/docs/attention.md"), HasSubstr(table))
+  EXPECT_THAT(testing::ReadFile(testing::SourceDir() + std::string("/docs/attention.md")),
+              HasSubstr(table))
       << "docs/attention.md should hold the output of `vidclf-train attention`:\n"
       << table;
   const nlohmann::json registry = nlohmann::json::parse(Train("attention --format json", &code));
@@ -477,7 +479,7 @@ TEST_F(TrainingTest, Ucf101LayoutTrainsExportsAndServes) {
   auto model = model::VideoModel::Load(repository + "/mine/1");
   ASSERT_TRUE(model.ok()) << model.status();
   auto server =
-      testing::ServerProcess::Start(VIDCLF_SERVER_BINARY, {"--model-repository", repository});
+      testing::ServerProcess::Start(testing::ServerBinary(), {"--model-repository", repository});
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = v1::VideoClassifier::NewStub(
       grpc::CreateChannel((*server)->grpc_address(), grpc::InsecureChannelCredentials()));

@@ -15,15 +15,6 @@
 #include <sstream>
 #include <string>
 
-// tests/CMakeLists.txt names Debian's python3 (python3-torchvision, which scripts/install-deps.sh
-// installs) and the export script.
-#ifndef VIDCLF_TORCHVISION_PYTHON3
-#define VIDCLF_TORCHVISION_PYTHON3 ""
-#endif
-#ifndef VIDCLF_EXPORT_RESNET18_SCRIPT
-#define VIDCLF_EXPORT_RESNET18_SCRIPT ""
-#endif
-
 namespace vidclf::model {
 namespace {
 
@@ -192,12 +183,15 @@ int RunShell(const std::string& command, const std::string& log) {
 
 // torchvision's resnet18, exported by the script, gives the embeddings torchvision computes.
 // Needs Debian's python3-torchvision; fails rather than skips without it, since
-// scripts/install-deps.sh installs it (VIDCLF_TORCHVISION_PYTHON3 in the environment overrides).
+// scripts/install-deps.sh installs it. ctest names Debian's python3 and the export script in the
+// environment (tests/CMakeLists.txt).
 TEST_F(ResNet18ArchiveTest, MatchesTorchvisionThroughTheExportScript) {
-  const std::string python = EnvOr("VIDCLF_TORCHVISION_PYTHON3", VIDCLF_TORCHVISION_PYTHON3);
-  const std::string script = VIDCLF_EXPORT_RESNET18_SCRIPT;
+  const std::string python = EnvOr("VIDCLF_TORCHVISION_PYTHON3", "");
+  const std::string script = EnvOr("VIDCLF_EXPORT_RESNET18_SCRIPT", "");
   ASSERT_FALSE(python.empty() || script.empty())
-      << "built without VIDCLF_TORCHVISION_PYTHON3 / VIDCLF_EXPORT_RESNET18_SCRIPT";
+      << "run through ctest, which sets VIDCLF_TORCHVISION_PYTHON3 and "
+         "VIDCLF_EXPORT_RESNET18_SCRIPT (a python3 with torchvision, model/scripts/"
+         "export_resnet18.py)";
   const std::string log = Path("export.log");
   const std::string export_command = "'" + python + "' '" + script +
                                      "' --random-seed 3 --output '" + Path("resnet18.pt") +
