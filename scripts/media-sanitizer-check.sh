@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # media/ under AddressSanitizer (with LeakSanitizer) and UndefinedBehaviorSanitizer: builds a
-# media-only tree with clang (no LibTorch, no gRPC), runs media_unit_tests with leak checks and a
-# cap on single allocations, then fuzzes DecodeClip and ImageFrameDecoder with libFuzzer for a
-# bounded time each from seed corpora made here with the ffmpeg CLI, and the HTTP door
-# (tests/fuzz/http_door_fuzzer.cc) from raw requests. Any test failure, sanitizer
-# report, leak, crash or fuzzer timeout fails the script. `make sanitize` runs it; so does
-# `make test`, as the test media_sanitizer beside the others.
+# media-only tree with clang (no LibTorch, no gRPC), runs media_unit_tests (a shard a core) with
+# leak checks and a cap on single allocations, then fuzzes DecodeClip and ImageFrameDecoder with
+# libFuzzer for a bounded time each from seed corpora made here with the ffmpeg CLI, and the HTTP
+# door (tests/fuzz/http_door_fuzzer.cc) from raw requests. Any test failure, sanitizer report,
+# leak, crash or fuzzer timeout fails the script. `make sanitize` runs it; so does `make test`, as
+# the test media_sanitizer beside the others.
 #
 # Environment: SANITIZE_BUILD_DIR (build-sanitize), FUZZ_SECONDS (60, DecodeClip),
-# IMAGE_FUZZ_SECONDS (20, ImageFrameDecoder), HTTP_FUZZ_SECONDS (60, the HTTP door), FUZZ_SEED (1), JOBS (nproc), DETECT_LEAKS=0 to run
-# where LeakSanitizer cannot (it needs ptrace), saying so loudly.
+# IMAGE_FUZZ_SECONDS (20, ImageFrameDecoder), HTTP_FUZZ_SECONDS (60, the HTTP door), FUZZ_SEED
+# (1), JOBS (nproc), DETECT_LEAKS=0 to run where LeakSanitizer cannot (it needs ptrace), saying so
+# loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -77,16 +78,34 @@ ASAN_OPTIONS=$asan_options timed build build_tree
 # huge frames cannot get memory for them even once, wherever the allocation comes from.
 step "media_unit_tests under ASan/UBSan"
 test_asan_options="$asan_options:max_allocation_size_mb=64:allocator_may_return_null=0"
-# The fuzzer runs even when a test fails: both results are worth having.
+# One process a core, each with its share of the tests (GoogleTest's sharding): a process per
+# test, as ctest runs them, spent more time starting ASan and FFmpeg than testing (175 s against
+# 97 s on two cores). The fuzzer runs even when a test fails: both results are worth having.
+run_test_shards() {
+  local status=0 pids=() shard
+  for ((shard = 0; shard < jobs; shard++)); do
+    GTEST_TOTAL_SHARDS=$jobs GTEST_SHARD_INDEX=$shard timeout 600 \
+      "$build_dir/bin/media_unit_tests" > "$build_dir/media-tests-$shard.log" 2>&1 &
+    pids+=("$!")
+  done
+  for shard in "${!pids[@]}"; do
+    if ! wait "${pids[$shard]}"; then
+      status=1
+      tail -n 80 "$build_dir/media-tests-$shard.log" >&2
+    fi
+  done
+  return "$status"
+}
 tests_status=0
-ASAN_OPTIONS=$test_asan_options timed tests \
-  ctest --test-dir "$build_dir" --timeout 300 -j "$jobs" || tests_status=$?
+ASAN_OPTIONS=$test_asan_options timed tests run_test_shards || tests_status=$?
 if [ "$tests_status" -ne 0 ]; then
   # Allocation stacks (leaks, oversized allocations) stop at the first FFmpeg frame with the fast
   # unwinder, as Debian builds FFmpeg without frame pointers; the slow one costs twice the time.
-  step "rerunning the failed tests with full allocation stacks"
-  ASAN_OPTIONS="$test_asan_options:fast_unwind_on_malloc=0" \
-    ctest --test-dir "$build_dir" --timeout 300 --rerun-failed --output-on-failure || true
+  failed=$(sed -n 's/^\[  FAILED  \] \([^ ,]*\).*/\1/p' "$build_dir"/media-tests-*.log | sort -u |
+    paste -sd: -)
+  step "rerunning ${failed:-every test} with full allocation stacks"
+  ASAN_OPTIONS="$test_asan_options:fast_unwind_on_malloc=0" "$build_dir/bin/media_unit_tests" \
+    ${failed:+--gtest_filter="$failed"} 2>&1 | tail -n 120 >&2 || true
 fi
 
 step "seed corpora"
