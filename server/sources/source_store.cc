@@ -132,11 +132,14 @@ std::string StateDirectoryStore::CheckpointPath(const std::string& id) const {
 
 absl::Status StateDirectoryStore::SaveCheckpoint(const std::string& id, const std::string& bytes) {
   std::error_code error;
-  std::filesystem::create_directories(std::filesystem::path(directory_) / "checkpoints", error);
+  const std::filesystem::path checkpoints = std::filesystem::path(directory_) / "checkpoints";
+  std::filesystem::create_directories(checkpoints, error);
   if (error) {
     return absl::InternalError(absl::StrCat("cannot create the checkpoints directory in '",
                                             directory_, "': ", error.message()));
   }
+  // The server's alone, as the state directory is: a head's state says what a camera showed.
+  ::chmod(checkpoints.c_str(), 0700);
   return ReplaceFile(CheckpointPath(id), bytes);
 }
 

@@ -1111,6 +1111,12 @@ class RestartTest(unittest.TestCase):
         self.assertFalse([event for event in events_after
                           if event.kind == VC.SegmentEvent.SEGMENT_START and
                           event.label in started_before])
+        # Everything under the state dir is the server's alone (sources.md): 0700 and 0600.
+        for root, dirs, files in os.walk(state_dir):
+            for name in dirs:
+                self.assertEqual(os.stat(os.path.join(root, name)).st_mode & 0o777, 0o700, name)
+            for name in files:
+                self.assertEqual(os.stat(os.path.join(root, name)).st_mode & 0o777, 0o600, name)
         client.delete("replay")
         self.assertFalse(os.path.exists(os.path.join(state_dir, "checkpoints", "replay")))
         stop_server(server)
