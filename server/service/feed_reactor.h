@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "server/engine/classify_engine.h"
+#include "server/internal_errors.h"
 #include "server/metrics.h"
 #include "server/service/raw_message.h"
 #include "server/service/stream_call.h"
@@ -36,7 +37,29 @@ class FeedReactor
     Call::OnDone();
   }
 
+  // What escapes the handling of a message ends this call with INTERNAL, not the server
+  // (server/internal_errors.h); ending it twice is harmless (FinishLocked, the session's Cancel).
   void OnReadDone(bool ok) override {
+    try {
+      ReadDone(ok);
+    } catch (...) {
+      ReportInternalError("grpc", this->method_, CurrentExceptionText());
+      const absl::Status internal = absl::InternalError(kInternalErrorMessage);
+      std::shared_ptr<engine::StreamSession> session;
+      {
+        std::lock_guard<std::mutex> lock(this->mutex_);
+        session = this->session_;
+      }
+      if (session != nullptr) {
+        session->Cancel(internal);
+      } else {
+        this->FinishEarly(internal);
+      }
+    }
+  }
+
+ private:
+  void ReadDone(bool ok) {
     std::shared_ptr<engine::StreamSession> session;
     {
       std::lock_guard<std::mutex> lock(this->mutex_);
