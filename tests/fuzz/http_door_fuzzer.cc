@@ -5,9 +5,10 @@
 // a JSON body. The first byte picks the door: even, without tokens; odd, with --token-file's
 // tokens and an allowed origin. A crash, a sanitizer report, an internal error (an exception that
 // escaped and was caught, server/internal_errors.h) or an answer whose JSON is not valid UTF-8 is
-// a finding; libmicrohttpd's own refusals (505 for HTTP/0.1, say) are answers like any other. The client reads the first answer, or until the door is silent for 100 ms (a request
-// still missing bytes waits for them, as it should, until the door's idle timeout). Seeds: scripts/media-sanitizer-check.sh (every request of issue 80's report among
-// them).
+// a finding; libmicrohttpd's own refusals (505 for HTTP/0.1, say) are answers like any other. The
+// client reads the first answer, or until the door is silent for 100 ms (a request still missing
+// bytes waits for them, as it should, until the door's idle timeout). Seeds:
+// scripts/media-sanitizer-check.sh (every request of issue 80's report among them).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
