@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/tensor_bytes.h"
+#include "media/quoted_text.h"
 
 namespace vidclf::service {
 namespace {
@@ -40,13 +41,6 @@ constexpr TensorSpec kOutputs[] = {
     {kScoresOutput, "FP32", inference::TYPE_FP32, -1},
     {kFrameTimesOutput, "FP32", inference::TYPE_FP32, -1},
 };
-
-// Text from the request, as a message quotes it: escaped and cut short.
-std::string Quoted(absl::string_view text) {
-  constexpr size_t kLongest = 64;
-  return absl::StrCat("'", absl::CHexEscape(text.substr(0, kLongest)),
-                      text.size() > kLongest ? "...'" : "'");
-}
 
 absl::StatusOr<int64_t> IntegerParameter(absl::string_view name, const InferParameter& value,
                                          int64_t low, int64_t high) {
@@ -134,7 +128,7 @@ absl::Status ApplyParameters(const ModelInferRequest& request,
       status = text.status();
     } else {
       status = absl::InvalidArgumentError(absl::StrCat(
-          "unknown request parameter ", Quoted(name),
+          "unknown request parameter ", media::QuoteInput(name),
           ": vidclf takes top_k, num_frames, sampling, frames_per_second, stride_frames, "
           "start_seconds, snap_to_keyframes, skip_loop_filter and attention"));
     }
@@ -232,12 +226,12 @@ absl::Status CheckDataPlacement(const ModelInferRequest& request) {
   }
   if (request.raw_input_contents_size() == 1 && tensor.has_contents()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("input ", Quoted(tensor.name()),
+        absl::StrCat("input ", media::QuoteInput(tensor.name()),
                      " has both contents and raw_input_contents; send its data in one of them"));
   }
   if (!tensor.parameters().empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("input ", Quoted(tensor.name()),
+        absl::StrCat("input ", media::QuoteInput(tensor.name()),
                      " takes no parameters; top_k, sampling and the others are the request's"));
   }
   return absl::OkStatus();
@@ -258,7 +252,7 @@ absl::Status ReadInput(const ModelInferRequest& request, InferRequestParts* part
       return absl::InvalidArgumentError(absl::StrCat(
           "input VIDEO must be BYTES (one element: the file) or UINT8 (one element per byte of "
           "the file); it is ",
-          Quoted(tensor.datatype())));
+          media::QuoteInput(tensor.datatype())));
     }
     absl::StatusOr<absl::string_view> video = OneBytesElement(request, kVideoInput);
     if (!video.ok()) return video.status();
@@ -267,8 +261,9 @@ absl::Status ReadInput(const ModelInferRequest& request, InferRequestParts* part
   }
   if (tensor.name() == kUriInput) {
     if (tensor.datatype() != "BYTES") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input URI must be BYTES (one element: the URI); it is ", Quoted(tensor.datatype())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("input URI must be BYTES (one element: the URI); it is ",
+                       media::QuoteInput(tensor.datatype())));
     }
     absl::StatusOr<absl::string_view> uri = OneBytesElement(request, kUriInput);
     if (!uri.ok()) return uri.status();
@@ -276,8 +271,8 @@ absl::Status ReadInput(const ModelInferRequest& request, InferRequestParts* part
     parts->settings.set_uri(std::string(*uri));
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown input ", Quoted(tensor.name()), ": vidclf's models take VIDEO or URI"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown input ", media::QuoteInput(tensor.name()),
+                                                 ": vidclf's models take VIDEO or URI"));
 }
 
 absl::Status ReadOutputs(const ModelInferRequest& request, InferRequestParts* parts) {
@@ -290,7 +285,7 @@ absl::Status ReadOutputs(const ModelInferRequest& request, InferRequestParts* pa
     const std::string& name = output.name();
     if (name != kLabelsOutput && name != kScoresOutput && name != kFrameTimesOutput) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown output ", Quoted(name),
+          absl::StrCat("unknown output ", media::QuoteInput(name),
                        ": vidclf's models answer LABELS, SCORES and FRAME_TIMES"));
     }
     if (!seen.insert(name).second) {
@@ -355,7 +350,7 @@ absl::Status ApplyStreamParameters(const ModelInferRequest& request, StreamReque
       status = text.status();
     } else {
       status = absl::InvalidArgumentError(
-          absl::StrCat("unknown request parameter ", Quoted(name),
+          absl::StrCat("unknown request parameter ", media::QuoteInput(name),
                        ": ModelStreamInfer takes sequence_id, sequence_start, sequence_end, top_k, "
                        "emit_every_frames, emit_every_seconds, embed_stride, attention and "
                        "timestamp_seconds"));
@@ -418,13 +413,13 @@ absl::StatusOr<StreamRequestParts> ParseStreamRequest(const ModelInferRequest& r
   const std::string& name = request.inputs(0).name();
   if (name != kVideoInput && name != kImageInput) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "unknown input ", Quoted(name),
+        "unknown input ", media::QuoteInput(name),
         ": a live feed takes VIDEO (chunks of a streamable container) or IMAGE (encoded "
         "pictures)"));
   }
   if (request.inputs(0).datatype() != "BYTES") {
-    return absl::InvalidArgumentError(absl::StrCat("input ", name, " must be BYTES; it is ",
-                                                   Quoted(request.inputs(0).datatype())));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input ", name, " must be BYTES; it is ", media::QuoteInput(request.inputs(0).datatype())));
   }
   absl::StatusOr<absl::string_view> bytes = OneBytesElement(request, name);
   if (!bytes.ok()) return bytes.status();

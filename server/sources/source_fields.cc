@@ -9,18 +9,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "media/input_options.h"
+#include "media/quoted_text.h"
 
 namespace vidclf::sources {
 namespace {
-
-// What a refusal may quote of a client's value: the start of it, printable.
-std::string Quoted(absl::string_view value) {
-  std::string quoted(value.substr(0, 64));
-  for (char& c : quoted) {
-    if (!absl::ascii_isprint(static_cast<unsigned char>(c))) c = '?';
-  }
-  return absl::StrCat("'", quoted, value.size() > 64 ? "...'" : "'");
-}
 
 bool IsLabelText(absl::string_view text) {
   if (text.empty() || text.size() > 63) return false;
@@ -44,7 +36,7 @@ absl::Status ValidateSourceId(absl::string_view id) {
   }
   if (valid) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("source_id ", Quoted(id), " must be 1 to ", kMaxIdLength,
+      absl::StrCat("source_id ", media::QuoteInput(id), " must be 1 to ", kMaxIdLength,
                    " characters of a-z, 0-9 and '-', starting with a letter and not ending "
                    "with '-'"));
 }
@@ -53,7 +45,7 @@ absl::StatusOr<std::string> IdFromName(absl::string_view name, absl::string_view
   absl::string_view id = name;
   if (!absl::ConsumePrefix(&id, kNamePrefix)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, " must be \"sources/{source_id}\", not ", Quoted(name)));
+        absl::StrCat(field, " must be \"sources/{source_id}\", not ", media::QuoteInput(name)));
   }
   if (auto status = ValidateSourceId(id); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", status.message()));
@@ -73,7 +65,7 @@ absl::Status ValidateSourceFields(const vidclf::v1::Source& source) {
   for (const auto& [key, value] : source.labels()) {
     if (!IsLabelText(key) || !IsLabelText(value)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("source.labels: ", Quoted(key), "=", Quoted(value),
+          absl::StrCat("source.labels: ", media::QuoteInput(key), "=", media::QuoteInput(value),
                        ": keys and values are 1 to 63 characters of a-z, 0-9, '_', '.', '-'"));
     }
   }
@@ -130,7 +122,7 @@ absl::StatusOr<SourceFilter> ParseFilter(absl::string_view filter) {
       parsed.labels.emplace_back(label, value);
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "filter: ", Quoted(term),
+          "filter: ", media::QuoteInput(term),
           " is not \"state=STATE\" (CONNECTING, LIVE, STALLED, BACKING_OFF, FAILED, PAUSED) or "
           "\"labels.KEY=VALUE\"; terms are joined by \" AND \""));
     }
