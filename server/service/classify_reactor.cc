@@ -6,7 +6,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/internal_errors.h"
 #include "server/service/grpc_status.h"
+#include "server/service/guarded_reactor.h"
 #include "server/service/raw_message.h"
 #include "vidclf/v1/video_classifier.grpc.pb.h"
 
@@ -29,7 +31,23 @@ class ClassifyReactor final : public grpc::ServerGenericBidiReactor {
     if (reservation_ != nullptr) StartRead(&buffer_);
   }
 
+  // What escapes the handling of the request ends this call with INTERNAL, not the server; once
+  // submitted, the engine's answer ends it.
   void OnReadDone(bool ok) override {
+    if (!RunGuarded("grpc", kClassifyMethod, [&] { ReadDone(ok); }) && !submitted_) {
+      FinishOnce(grpc::Status(grpc::StatusCode::INTERNAL, std::string(kInternalErrorMessage)));
+    }
+  }
+
+  void OnCancel() override { call_.Cancel(); }
+
+  void OnDone() override {
+    if (reservation_ != nullptr) reservation_->Close();  // its on_idle refers to this
+    delete this;
+  }
+
+ private:
+  void ReadDone(bool ok) {
     if (!ok) {
       FinishOnce(submitter_->Refuse(
           kClassifyMethod, context_->peer(), nullptr, start_,
@@ -50,19 +68,12 @@ class ClassifyReactor final : public grpc::ServerGenericBidiReactor {
     // request_ lives until the call is done.
     input->source = request_.uri().empty() ? media::VideoSource::Bytes(request_.video())
                                            : media::VideoSource::Uri(request_.uri());
+    submitted_ = true;
     call_.Adopt(submitter_->Submit(
         kClassifyMethod, context_->peer(), *std::move(input), start_, &response_,
         [this](const grpc::Status& status) { Answer(status); }, reservation_));
   }
 
-  void OnCancel() override { call_.Cancel(); }
-
-  void OnDone() override {
-    if (reservation_ != nullptr) reservation_->Close();  // its on_idle refers to this
-    delete this;
-  }
-
- private:
   // The engine's answer: the response and the status in one operation.
   void Answer(const grpc::Status& status) {
     if (!status.ok()) {
@@ -87,6 +98,7 @@ class ClassifyReactor final : public grpc::ServerGenericBidiReactor {
   vidclf::v1::ClassifyRequest request_;
   vidclf::v1::ClassifyResponse response_;
   std::atomic<bool> finished_{false};
+  bool submitted_ = false;  // read and written on gRPC's read callback only
   CancellableCall call_;
 };
 
@@ -106,7 +118,8 @@ grpc::ServerGenericBidiReactor* GenericMethods::CreateReactor(
     grpc::GenericCallbackServerContext* context) {
   if (context->method() ==
       absl::StrCat("/", vidclf::v1::VideoClassifier::service_full_name(), "/", kClassifyMethod)) {
-    return new ClassifyReactor(submitter_, context);
+    return NewGuardedReactor<grpc::ServerGenericBidiReactor>(
+        kClassifyMethod, [&] { return new ClassifyReactor(submitter_, context); });
   }
   return new UnimplementedReactor(context->method());
 }

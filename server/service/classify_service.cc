@@ -5,6 +5,7 @@
 
 #include "server/service/finished_call.h"
 #include "server/service/grpc_status.h"
+#include "server/service/guarded_reactor.h"
 #include "server/service/model_info.h"
 #include "server/service/raw_message.h"
 #include "server/service/segments_reactor.h"
@@ -31,12 +32,14 @@ void ClassifyService::Register(grpc::ServerBuilder& builder) {
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* ClassifyService::ClassifyUpload(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
-  return NewUploadReactor(&submitter_, context, response);
+  return NewGuardedReactor<grpc::ServerReadReactor<grpc::ByteBuffer>>(
+      "ClassifyUpload", [&] { return NewUploadReactor(&submitter_, context, response); });
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ClassifyService::StreamClassify(
     grpc::CallbackServerContext* context) {
-  return NewStreamReactor(engine_, metrics_, context);
+  return NewGuardedReactor<grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>>(
+      "StreamClassify", [&] { return NewStreamReactor(engine_, metrics_, context); });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifyService::WatchSource(
@@ -46,7 +49,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifyService::WatchSource(
     RecordFinishedCall(*metrics_, "WatchSource", "unknown", status, 0, context->peer());
     return new RefusedServerStream(status);
   }
-  return NewWatchReactor(engine_, metrics_, context, parsed);
+  return NewGuardedReactor<grpc::ServerWriteReactor<grpc::ByteBuffer>>(
+      "WatchSource", [&] { return NewWatchReactor(engine_, metrics_, context, parsed); });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifyService::ClassifySegments(
@@ -56,12 +60,16 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifyService::ClassifySegments(
     RecordFinishedCall(*metrics_, "ClassifySegments", "unknown", status, 0, context->peer());
     return new RefusedServerStream(status);
   }
-  return NewSegmentsReactor(engine_, metrics_, context, std::move(parsed));
+  return NewGuardedReactor<grpc::ServerWriteReactor<grpc::ByteBuffer>>("ClassifySegments", [&] {
+    return NewSegmentsReactor(engine_, metrics_, context, std::move(parsed));
+  });
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 ClassifyService::ClassifySegmentsUpload(grpc::CallbackServerContext* context) {
-  return NewSegmentsUploadReactor(engine_, metrics_, context);
+  return NewGuardedReactor<grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>>(
+      "ClassifySegmentsUpload",
+      [&] { return NewSegmentsUploadReactor(engine_, metrics_, context); });
 }
 
 grpc::ServerUnaryReactor* ClassifyService::ListModels(grpc::CallbackServerContext* context,

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/service/finished_call.h"
+#include "server/service/guarded_reactor.h"
 #include "server/service/inference_models.h"
 #include "server/service/inference_stream_reactor.h"
 #include "server/service/inference_tensors.h"
@@ -164,12 +165,14 @@ grpc::ServerUnaryReactor* InferenceService::ModelMetadata(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* InferenceService::ModelInfer(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
-  return new InferReactor(&submitter_, context, *request, response);
+  return NewGuardedReactor<grpc::ServerUnaryReactor>(
+      "ModelInfer", [&] { return new InferReactor(&submitter_, context, *request, response); });
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* InferenceService::ModelStreamInfer(
     grpc::CallbackServerContext* context) {
-  return NewInferenceStreamReactor(engine_, metrics_, context);
+  return NewGuardedReactor<grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>>(
+      "ModelStreamInfer", [&] { return NewInferenceStreamReactor(engine_, metrics_, context); });
 }
 
 grpc::ServerUnaryReactor* InferenceService::ModelConfig(grpc::CallbackServerContext* context,

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "inference/grpc_service.pb.h"
+#include "server/internal_errors.h"
 #include "server/service/finished_call.h"
 #include "server/service/inference_tensors.h"
 #include "server/service/raw_message.h"
@@ -76,27 +77,12 @@ class InferenceStreamReactor final
     StartRead(&buffer_);
   }
 
+  // What escapes the handling of a request is answered as that request's error (the stream's
+  // way), counted and logged; the stream reads on.
   void OnReadDone(bool ok) override {
-    if (!ok) {  // the client ended its requests, or the call broke (then OnCancel says so)
-      EndInput();
-      return;
-    }
-    inference::ModelInferRequest request;
-    absl::Status status = ParseMessage(&buffer_, &request);
-    absl::StatusOr<StreamRequestParts> parts =
-        status.ok() ? ParseStreamRequest(request) : absl::StatusOr<StreamRequestParts>(status);
-    if (!parts.ok()) {
-      SendError(request.id(), nullptr, parts.status());
-      ReadNext();
-      return;
-    }
-    absl::StatusOr<std::shared_ptr<Sequence>> sequence = SequenceFor(request, *parts);
-    if (!sequence.ok()) {
-      SendError(request.id(), &parts->sequence_id, sequence.status());
-      ReadNext();
-      return;
-    }
-    Feed(**sequence, request.id(), *parts);
+    if (RunGuarded("grpc", "ModelStreamInfer", [&] { ReadDone(ok); })) return;
+    SendError("", nullptr, absl::InternalError(kInternalErrorMessage));
+    if (ok) ReadNext();
   }
 
   void OnWriteDone(bool ok) override {
@@ -170,6 +156,29 @@ class InferenceStreamReactor final
   }
 
  private:
+  void ReadDone(bool ok) {
+    if (!ok) {  // the client ended its requests, or the call broke (then OnCancel says so)
+      EndInput();
+      return;
+    }
+    inference::ModelInferRequest request;
+    absl::Status status = ParseMessage(&buffer_, &request);
+    absl::StatusOr<StreamRequestParts> parts =
+        status.ok() ? ParseStreamRequest(request) : absl::StatusOr<StreamRequestParts>(status);
+    if (!parts.ok()) {
+      SendError(request.id(), nullptr, parts.status());
+      ReadNext();
+      return;
+    }
+    absl::StatusOr<std::shared_ptr<Sequence>> sequence = SequenceFor(request, *parts);
+    if (!sequence.ok()) {
+      SendError(request.id(), &parts->sequence_id, sequence.status());
+      ReadNext();
+      return;
+    }
+    Feed(**sequence, request.id(), *parts);
+  }
+
   using Clock = std::chrono::steady_clock;
 
   // A message on its way out: a prediction, built when it is written (its latency then), or any

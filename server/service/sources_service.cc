@@ -6,6 +6,7 @@
 
 #include "server/service/classify_submission.h"
 #include "server/service/finished_call.h"
+#include "server/service/guarded_reactor.h"
 #include "server/service/raw_message.h"
 #include "server/service/subscribe_reactor.h"
 
@@ -88,7 +89,9 @@ grpc::ServerUnaryReactor* SourcesService::DeleteSource(grpc::CallbackServerConte
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* SourcesService::Subscribe(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  return NewSubscribeReactor(registry_, metrics_, context->peer(), *request);
+  return NewGuardedReactor<grpc::ServerWriteReactor<grpc::ByteBuffer>>("Subscribe", [&] {
+    return NewSubscribeReactor(registry_, metrics_, context->peer(), *request);
+  });
 }
 
 }  // namespace vidclf::service

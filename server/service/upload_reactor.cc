@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "media/byte_stream.h"
+#include "server/internal_errors.h"
 #include "server/service/finished_call.h"
 #include "server/service/grpc_status.h"
 #include "server/service/raw_message.h"
@@ -38,7 +39,34 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (reservation_ != nullptr) StartRead(&buffer_);
   }
 
+  // What escapes the handling of a chunk ends this call with INTERNAL, not the server; once in
+  // the engine, through the stream, whose abort the engine's answer reports.
   void OnReadDone(bool ok) override {
+    if (RunGuarded("grpc", kUploadMethod, [&] { ReadDone(ok); })) return;
+    const absl::Status internal = absl::InternalError(kInternalErrorMessage);
+    bool in_engine;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      in_engine = call_ != nullptr;
+    }
+    stream_->Abort(internal);
+    if (!in_engine) FinishOnce(ToGrpcStatus(internal));
+  }
+
+  void OnCancel() override {
+    const absl::Status reason = CancelledByClient(context_->deadline());
+    stream_->Abort(reason);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (call_ != nullptr) call_->Cancel(reason);
+  }
+
+  void OnDone() override {
+    if (reservation_ != nullptr) reservation_->Close();  // its on_idle refers to this
+    delete this;
+  }
+
+ private:
+  void ReadDone(bool ok) {
     if (!ok) {  // the client ended the upload, or the call broke (OnCancel has said so then)
       if (submitted_) {
         stream_->Finish();
@@ -71,19 +99,6 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     StartRead(&buffer_);
   }
 
-  void OnCancel() override {
-    const absl::Status reason = CancelledByClient(context_->deadline());
-    stream_->Abort(reason);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (call_ != nullptr) call_->Cancel(reason);
-  }
-
-  void OnDone() override {
-    if (reservation_ != nullptr) reservation_->Close();  // its on_idle refers to this
-    delete this;
-  }
-
- private:
   // Submits the request that the first message describes; false when it is refused, which
   // finishes the call.
   bool SubmitSettings() {
