@@ -8,6 +8,16 @@
 # points of it. With KEEP_DIR, the repository and samples are left there (KEEP_DIR/repo,
 # KEEP_DIR/samples) for the docs test to serve, as `make serve` would.
 #
+# The repository is the same work from run to run while the trainer's code is: a repository that
+# passed every check here is kept in a cache (VIDCLF_REPOSITORY_CACHE, by default
+# ~/.cache/vidclf/demo-repository; "off" builds from nothing every time), under a key of
+# everything it was made from: the sources vidclf-train is built from and this script, the
+# compiler, the build type, the Debian packages of every library vidclf-train loads, and the CPU
+# (whose instructions choose the backbone's kernels). A run with the same key serves that
+# repository instead of training it again; every check of a server on it runs all the same. The
+# checks of the trainer's own output (embed's resumption) ran when the entry was made, on the
+# same code.
+#
 # usage: demo_model_test.sh BUILD_REPOSITORY_SCRIPT BIN_DIR [KEEP_DIR]
 set -euo pipefail
 build_repository=$1
@@ -32,25 +42,66 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start=$(date +%s)
-"$build_repository" "$bin_dir" "$dir/repo" "$dir/work" "$dir/samples"
-echo "demo model repository built in $(($(date +%s) - start)) s"
+# The cache key (see above); a sha256.
+repository_key() {
+  local source libraries
+  source=$(cd "$(dirname "$build_repository")/.." && pwd)
+  libraries=$(ldd "$bin_dir/vidclf-train" | awk '/=>/ {print $3}' | xargs realpath)
+  {
+    git -C "$source" ls-files -z -- common media model pipeline proto train CMakeLists.txt \
+      scripts/build-model-repository.sh tests/integration/demo_model_test.sh |
+      (cd "$source" && xargs -0 sha256sum)
+    c++ --version | head -1
+    grep -E '^CMAKE_(BUILD_TYPE|CXX_FLAGS[A-Z_]*):' "$bin_dir/../CMakeCache.txt" || true
+    # Debian's usrmerge lists a library under /usr/lib or /lib: both are asked.
+    # shellcheck disable=SC2086,SC2046,SC2016 # one path a word; dpkg-query's own ${fields}
+    {
+      dpkg-query -S $libraries
+      dpkg-query -S $(printf '%s\n' $libraries | sed 's|^/usr||')
+    } 2>/dev/null | cut -d: -f1 | sort -u |
+      xargs dpkg-query -W -f '${Package}=${Version}\n'
+    grep -m 2 -E '^(model name|flags)' /proc/cpuinfo
+  } | sha256sum | cut -d' ' -f1
+}
 
-# embed finds synth's split lists beside the videos by itself (the script names them), and
-# refuses a work directory that was embedded with another split: the same videos without their
-# lists, split by directory order.
-embed_output=$("$bin_dir/vidclf-train" embed --data "$dir/work/data/videos" \
-  --work "$dir/work/embeddings" 2>&1)
-grep -q "using the split lists beside the videos" <<<"$embed_output"
-grep -q "embedded 0 clips" <<<"$embed_output"
-mkdir "$dir/bare"
-ln -s "$dir/work/data/videos" "$dir/bare/videos"
-if embed_output=$("$bin_dir/vidclf-train" embed --data "$dir/bare/videos" \
-  --work "$dir/work/embeddings" 2>&1); then
-  echo "FAIL: embed re-split a work directory: $embed_output"
-  exit 1
+start=$(date +%s)
+cache_root=${VIDCLF_REPOSITORY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vidclf/demo-repository}
+entry=
+cached=0
+if [ "$cache_root" != off ]; then
+  entry="$cache_root/$(repository_key)"
+  if [ -f "$entry/complete" ]; then
+    cp -r "$entry/repo" "$entry/samples" "$dir/"
+    mkdir -p "$dir/work/timelines"
+    cp -r "$entry/test-timelines" "$dir/work/timelines/test"
+    cached=1
+    echo "demo model repository from the cache ($entry), made by the same code and libraries"
+  fi
 fi
-grep -q "was embedded with another split" <<<"$embed_output"
+if [ "$cached" -eq 0 ]; then
+  "$build_repository" "$bin_dir" "$dir/repo" "$dir/work" "$dir/samples"
+  echo "demo model repository built in $(($(date +%s) - start)) s"
+fi
+
+# The trainer's own checks, on the work directory it made: in a cached run they passed when the
+# entry was made, by the same code.
+if [ "$cached" -eq 0 ]; then
+  # embed finds synth's split lists beside the videos by itself (the script names them), and
+  # refuses a work directory that was embedded with another split: the same videos without their
+  # lists, split by directory order.
+  embed_output=$("$bin_dir/vidclf-train" embed --data "$dir/work/data/videos" \
+    --work "$dir/work/embeddings" 2>&1)
+  grep -q "using the split lists beside the videos" <<<"$embed_output"
+  grep -q "embedded 0 clips" <<<"$embed_output"
+  mkdir "$dir/bare"
+  ln -s "$dir/work/data/videos" "$dir/bare/videos"
+  if embed_output=$("$bin_dir/vidclf-train" embed --data "$dir/bare/videos" \
+    --work "$dir/work/embeddings" 2>&1); then
+    echo "FAIL: embed re-split a work directory: $embed_output"
+    exit 1
+  fi
+  grep -q "was embedded with another split" <<<"$embed_output"
+fi
 
 failed=0
 for name in "${models[@]}"; do
@@ -167,6 +218,18 @@ print(answer["model"], answer["top_k"][0]["label"], answer["top_k"][0]["score"])
 done
 echo "demo model test took $(($(date +%s) - start)) s"
 if [ "$failed" -ne 0 ]; then exit 1; fi
+# Every check passed: the repository is kept for the next run with the same key, alone in the
+# cache (an entry is about 180 MB). Copied aside first, then renamed, so that a run beside this
+# one never finds half an entry.
+if [ -n "$entry" ] && [ "$cached" -eq 0 ]; then
+  mkdir -p "$cache_root"
+  rm -rf "${cache_root:?}"/*
+  partial=$(mktemp -d "$cache_root/.partial.XXXXXX")
+  cp -r "$dir/repo" "$dir/samples" "$partial/"
+  cp -r "$dir/work/timelines/test" "$partial/test-timelines"
+  touch "$partial/complete"
+  mv "$partial" "$entry"
+fi
 if [ -n "$keep_dir" ]; then
   rm -rf "$keep_dir"
   mkdir -p "$keep_dir"
