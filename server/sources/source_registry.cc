@@ -22,9 +22,15 @@ constexpr int kMaxPageSize = 1000;
 
 // The fields UpdateSource may change.
 const std::set<std::string>& UpdatableFields() {
-  static const auto* const kFields = new std::set<std::string>{
-      "uri",   "config", "input_options", "labels", "stall_timeout_seconds", "max_reconnects",
-      "paused"};
+  static const auto* const kFields = new std::set<std::string>{"uri",
+                                                               "config",
+                                                               "input_options",
+                                                               "labels",
+                                                               "stall_timeout_seconds",
+                                                               "max_reconnects",
+                                                               "checkpoint_interval_seconds",
+                                                               "max_resume_gap_seconds",
+                                                               "paused"};
   return *kFields;
 }
 
@@ -36,6 +42,12 @@ void CopyField(const std::string& path, const vidclf::v1::Source& from, vidclf::
   if (path == "labels") *to->mutable_labels() = from.labels();
   if (path == "stall_timeout_seconds") to->set_stall_timeout_seconds(from.stall_timeout_seconds());
   if (path == "max_reconnects") to->set_max_reconnects(from.max_reconnects());
+  if (path == "checkpoint_interval_seconds") {
+    to->set_checkpoint_interval_seconds(from.checkpoint_interval_seconds());
+  }
+  if (path == "max_resume_gap_seconds") {
+    to->set_max_resume_gap_seconds(from.max_resume_gap_seconds());
+  }
   if (path == "paused") to->set_paused(from.paused());
 }
 

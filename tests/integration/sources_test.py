@@ -695,6 +695,11 @@ class RestTest(unittest.TestCase):
             code, paused = self.curl("PATCH", "/v1/sources/rest-cam?update_mask=paused",
                                      {"paused": True}, ADMIN_TOKEN)
             self.assertEqual((code, paused["status"]["state"]), (200, "PAUSED"))
+            # The resume window is one of the fields an update may change (sources.md).
+            code, widened = self.curl(
+                "PATCH", "/v1/sources/rest-cam?update_mask=max_resume_gap_seconds",
+                {"max_resume_gap_seconds": 3600}, ADMIN_TOKEN)
+            self.assertEqual((code, widened.get("max_resume_gap_seconds")), (200, 3600), widened)
             # A paused source's subscriber, still open at the shutdown.
             held_open = self.subscribe_sse("sources/rest-cam", INFERENCE_TOKEN)
             code, answer = self.curl("PATCH", "/v1/sources/rest-cam?update_mask=paused",
