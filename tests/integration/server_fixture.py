@@ -45,9 +45,15 @@ def start_server(server_binary, repository, *flags):
 
 
 def stop_server(server):
+    """Stops the server with SIGTERM; it must exit 0 having logged no internal error (an
+    exception that escaped a request's handling: server/internal_errors.h), whatever its test
+    sent it."""
     server.send_signal(signal.SIGTERM)
+    rest = server.stdout.read()
     assert server.wait(timeout=30) == 0, "server did not shut down cleanly"
     server.stdout.close()
+    internal = [line for line in rest.splitlines() if "internal error (" in line]
+    assert not internal, f"the server logged internal errors: {internal[:3]}"
 
 
 def http(port, path, body=None, headers=None, method=None):

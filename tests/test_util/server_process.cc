@@ -1,6 +1,7 @@
 #include "tests/test_util/server_process.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -95,6 +96,12 @@ int ServerProcess::Stop() {
   char buffer[4096];
   ssize_t n = 0;
   while ((n = ::read(stdout_fd_, buffer, sizeof(buffer))) > 0) output_.append(buffer, n);
+  // Whatever a test sent, no exception may have escaped a request's handling
+  // (server/internal_errors.h logs each place's first at once).
+  if (const size_t at = output_.find("internal error ("); at != std::string::npos) {
+    ADD_FAILURE() << "the server logged an internal error: "
+                  << output_.substr(at, output_.find('\n', at) - at);
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
