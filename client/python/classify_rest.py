@@ -2,7 +2,7 @@
 """Classifies a video file through the HTTP door (--http-port) with the standard library alone:
 the file's bytes in the body of POST /v2/models/NAME/classify, JSON back.
 
-    python3 client/python/classify_rest.py build/samples/fade_in.mp4
+    /usr/bin/python3 client/python/classify_rest.py build/samples/fade_in.mp4
 """
 import argparse
 import json
@@ -19,16 +19,20 @@ def main():
     parser.add_argument("--model", default="demo")
     parser.add_argument("--top-k", type=int, default=3)
     args = parser.parse_args()
-    with open(args.video, "rb") as video:
-        request = urllib.request.Request(
-            f"{args.url}/v2/models/{args.model}/classify?top_k={args.top_k}", data=video.read(),
-            headers={"Content-Type": "application/octet-stream"})
     try:
+        with open(args.video, "rb") as video:
+            request = urllib.request.Request(
+                f"{args.url}/v2/models/{args.model}/classify?top_k={args.top_k}",
+                data=video.read(), headers={"Content-Type": "application/octet-stream"})
         with urllib.request.urlopen(request, timeout=60) as reply:
             answer = json.load(reply)
     except urllib.error.HTTPError as error:
         # The server's error is JSON too: {"error": "..."}.
         raise SystemExit(f"HTTP {error.code}: {json.load(error).get('error')}")
+    except urllib.error.URLError as error:
+        raise SystemExit(f"cannot reach {args.url}: {error.reason}")
+    except OSError as error:
+        raise SystemExit(f"{args.video}: {error.strerror}")
     print(f"{answer['model']} {answer['model_version']}: {answer['frames_used']} frames")
     for entry in answer["top_k"]:
         print(f"{entry['label']:24} {entry['score']:.4f}")

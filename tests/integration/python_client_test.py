@@ -682,6 +682,25 @@ class HttpFrontDoorTest(unittest.TestCase):
             capture_output=True, text=True, timeout=120)
         self.assertEqual(result.returncode, 1)
         self.assertIn("HTTP 400: input is not a video", result.stderr)
+        # The gRPC example says it in one line too, for a file that is no video, a server that
+        # is not there and a file that is not there; never a traceback.
+        grpc_example = os.path.join(examples, "classify_grpc.py")
+        stubs = dict(os.environ, PYTHONPATH=os.environ["VIDCLF_PYTHON_STUBS"])
+        with socket.socket() as unused:
+            unused.bind(("127.0.0.1", 0))
+            closed_port = unused.getsockname()[1]
+        for arguments, said in [
+                ([__file__, "--server", f"127.0.0.1:{self.grpc_port}"],
+                 "gRPC INVALID_ARGUMENT: input is not a video"),
+                ([self.clip, "--server", f"127.0.0.1:{closed_port}"], "gRPC UNAVAILABLE: "),
+                (["no-such-file.mp4", "--server", f"127.0.0.1:{self.grpc_port}"],
+                 "no-such-file.mp4: No such file or directory")]:
+            with self.subTest(arguments=arguments):
+                result = subprocess.run([sys.executable, grpc_example, *arguments],
+                                        capture_output=True, text=True, env=stubs, timeout=120)
+                self.assertEqual(result.returncode, 1, result.stderr)
+                self.assertIn(said, result.stderr)
+                self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
 
     def test_curl_uploads_a_file_to_classify(self):
         result = subprocess.run(
