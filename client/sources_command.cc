@@ -5,6 +5,9 @@
 
 #include <iostream>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -189,6 +192,38 @@ int Delete(SourcesClient& client, const SourcesOptions& options) {
   return 0;
 }
 
+// Says on stderr which of the followed sources are not LIVE, and why: a subscriber to one that
+// cannot connect would otherwise wait without a word, since updates come only when something
+// changes. What cannot be read here is left to Subscribe's own answer (NOT_FOUND, say).
+void SayWhatIsNotLive(SourcesClient& client, const SourcesOptions& options) {
+  std::vector<Source> sources;
+  if (options.ids.empty()) {
+    vidclf::v1::ListSourcesRequest request;
+    request.set_page_size(1000);
+    vidclf::v1::ListSourcesResponse page;
+    if (client.Call(&vidclf::v1::Sources::Stub::ListSources, request, &page).ok()) {
+      sources.assign(page.sources().begin(), page.sources().end());
+    }
+  }
+  for (const std::string& id : options.ids) {
+    vidclf::v1::GetSourceRequest request;
+    request.set_name(NameOf(id));
+    Source source;
+    if (client.Call(&vidclf::v1::Sources::Stub::GetSource, request, &source).ok()) {
+      sources.push_back(std::move(source));
+    }
+  }
+  for (const Source& source : sources) {
+    const SourceStatus& status = source.status();
+    if (status.state() == SourceStatus::LIVE) continue;
+    std::cerr << source.name().substr(8) << " is " << StateName(status)
+              << (status.last_error().empty() ? "" : " (" + status.last_error() + ")")
+              << ": its predictions come once it is LIVE; its state changes are printed as they "
+                 "come"
+              << std::endl;
+  }
+}
+
 int Subscribe(SourcesClient& client, const SourcesOptions& options) {
   grpc::ClientContext context;
   SignalWatcher signals([&] { context.TryCancel(); });
@@ -196,6 +231,8 @@ int Subscribe(SourcesClient& client, const SourcesOptions& options) {
   for (const std::string& id : options.ids) request.add_names(NameOf(id));
   std::unique_ptr<grpc::ClientReader<vidclf::v1::SourceUpdate>> reader =
       client.stub().Subscribe(&context, request);
+  // After subscribing, so that a change between the two is heard.
+  SayWhatIsNotLive(client, options);
   vidclf::v1::SourceUpdate update;
   int heard = 0;
   while (reader->Read(&update)) {

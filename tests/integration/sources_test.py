@@ -567,6 +567,21 @@ class ClientTest(unittest.TestCase):
             subscriber.stdout.close()
         Client(self.port).delete("sub-cli")
 
+    def test_subscribe_says_what_it_waits_on(self):
+        # A source that sends nothing (paused here; one that cannot connect alike) is named on
+        # stderr with its state at once, rather than waited on without a word.
+        Client(self.port).create("waited-on", CAMERA.uri(), paused=True)
+        subscriber = subprocess.Popen(
+            [CLIENT, "sources", "subscribe", "waited-on", "--server", f"127.0.0.1:{self.port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertIn("waited-on is PAUSED: its predictions come once it is LIVE",
+                          subscriber.stderr.readline())
+        finally:
+            subscriber.send_signal(signal.SIGINT)
+            self.assertEqual(subscriber.wait(timeout=10), 130)
+            subscriber.stderr.close()
+
     def test_watch_blames_the_camera_not_the_server_for_refused_credentials(self):
         camera = make_camera("/watch-locked").start()
         try:
