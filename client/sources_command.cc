@@ -226,6 +226,10 @@ void SayWhatIsNotLive(SourcesClient& client, const SourcesOptions& options) {
 
 int Subscribe(SourcesClient& client, const SourcesOptions& options) {
   grpc::ClientContext context;
+  // --timeout-seconds bounds the wait: for --count updates, or for any.
+  if (options.follow.connection.timeout_seconds > 0) {
+    SetDeadline(context, options.follow.connection);
+  }
   SignalWatcher signals([&] { context.TryCancel(); });
   vidclf::v1::SubscribeRequest request;
   for (const std::string& id : options.ids) request.add_names(NameOf(id));

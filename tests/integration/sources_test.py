@@ -581,6 +581,11 @@ class ClientTest(unittest.TestCase):
             subscriber.send_signal(signal.SIGINT)
             self.assertEqual(subscriber.wait(timeout=10), 130)
             subscriber.stderr.close()
+        # --timeout-seconds ends a wait for --count updates that do not come, saying so.
+        bounded = self.vidclf("sources", "subscribe", "waited-on", "--count", "1",
+                              "--timeout-seconds", "2")
+        self.assertNotEqual(bounded.returncode, 0, bounded.stderr)
+        self.assertIn("DEADLINE_EXCEEDED", bounded.stderr)
 
     def test_watch_blames_the_camera_not_the_server_for_refused_credentials(self):
         camera = make_camera("/watch-locked").start()
