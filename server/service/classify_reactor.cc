@@ -102,16 +102,6 @@ class ClassifyReactor final : public grpc::ServerGenericBidiReactor {
   CancellableCall call_;
 };
 
-// A method no service has: what gRPC answers itself when no generic service is registered.
-class UnimplementedReactor final : public grpc::ServerGenericBidiReactor {
- public:
-  explicit UnimplementedReactor(const std::string& method) {
-    Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                        absl::StrCat("this server has no method ", method)));
-  }
-  void OnDone() override { delete this; }
-};
-
 }  // namespace
 
 grpc::ServerGenericBidiReactor* GenericMethods::CreateReactor(
@@ -121,7 +111,10 @@ grpc::ServerGenericBidiReactor* GenericMethods::CreateReactor(
     return NewGuardedReactor<grpc::ServerGenericBidiReactor>(
         kClassifyMethod, [&] { return new ClassifyReactor(submitter_, context); });
   }
-  return new UnimplementedReactor(context->method());
+  // A method no service has: what gRPC answers itself when no generic service is registered.
+  return new FinishedReactor<grpc::ServerGenericBidiReactor>(
+      grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                   absl::StrCat("this server has no method ", context->method())));
 }
 
 }  // namespace vidclf::service

@@ -14,16 +14,6 @@
 #include "server/service/watch_reactor.h"
 
 namespace vidclf::service {
-namespace {
-
-// A server-streaming call refused before it started: it finishes at once with `status`.
-class RefusedServerStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
- public:
-  explicit RefusedServerStream(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
-  void OnDone() override { delete this; }
-};
-
-}  // namespace
 
 void ClassifyService::Register(grpc::ServerBuilder& builder) {
   builder.RegisterService(this);
@@ -47,7 +37,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifyService::WatchSource(
   vidclf::v1::WatchSourceRequest parsed;
   if (absl::Status status = ParseRequest(*request, &parsed); !status.ok()) {
     RecordFinishedCall(*metrics_, "WatchSource", "unknown", status, 0, context->peer());
-    return new RefusedServerStream(status);
+    return new FinishedReactor<grpc::ServerWriteReactor<grpc::ByteBuffer>>(ToGrpcStatus(status));
   }
   return NewGuardedReactor<grpc::ServerWriteReactor<grpc::ByteBuffer>>(
       "WatchSource", [&] { return NewWatchReactor(engine_, metrics_, context, parsed); });
@@ -58,7 +48,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ClassifyService::ClassifySegments(
   vidclf::v1::ClassifySegmentsRequest parsed;
   if (absl::Status status = ParseRequest(*request, &parsed); !status.ok()) {
     RecordFinishedCall(*metrics_, "ClassifySegments", "unknown", status, 0, context->peer());
-    return new RefusedServerStream(status);
+    return new FinishedReactor<grpc::ServerWriteReactor<grpc::ByteBuffer>>(ToGrpcStatus(status));
   }
   return NewGuardedReactor<grpc::ServerWriteReactor<grpc::ByteBuffer>>("ClassifySegments", [&] {
     return NewSegmentsReactor(engine_, metrics_, context, std::move(parsed));

@@ -1,6 +1,6 @@
 // A streaming call's reactor is made inside gRPC's own thread, where an exception would end the
 // process. NewGuardedReactor makes it; one whose making throws is reported
-// (server/internal_errors.h) and replaced by a reactor that ends the call with INTERNAL.
+// (server/internal_errors.h) and replaced by a FinishedReactor that ends the call with INTERNAL.
 #ifndef VIDCLF_SERVER_SERVICE_GUARDED_REACTOR_H_
 #define VIDCLF_SERVER_SERVICE_GUARDED_REACTOR_H_
 
@@ -13,13 +13,12 @@
 
 namespace vidclf::service {
 
-// Ends its call with INTERNAL at once; Reactor is any of gRPC's server reactor kinds.
+// Ends its call at once with `status`: a call refused before it started, or one whose reactor
+// could not be made. Reactor is any of gRPC's server reactor kinds.
 template <typename Reactor>
-class FailedReactor final : public Reactor {
+class FinishedReactor final : public Reactor {
  public:
-  FailedReactor() {
-    this->Finish(grpc::Status(grpc::StatusCode::INTERNAL, std::string(kInternalErrorMessage)));
-  }
+  explicit FinishedReactor(const grpc::Status& status) { this->Finish(status); }
   void OnDone() override { delete this; }
 };
 
@@ -29,7 +28,8 @@ Reactor* NewGuardedReactor(absl::string_view method, Make&& make) {
     return make();
   } catch (...) {
     ReportInternalError("grpc", method, CurrentExceptionText());
-    return new FailedReactor<Reactor>();
+    return new FinishedReactor<Reactor>(
+        grpc::Status(grpc::StatusCode::INTERNAL, std::string(kInternalErrorMessage)));
   }
 }
 
