@@ -374,15 +374,41 @@ void ClassifyEngine::StartDraining() {
     absl::MutexLock lock(&mutex_);
     streams = streams_;
   }
-  for (const auto& stream : streams) {
-    stream->Cancel(absl::UnavailableError("the server is draining; reconnect to another replica"));
+  const absl::Status reason =
+      absl::UnavailableError("the server is draining; reconnect to another replica");
+  for (const auto& stream : streams) stream->Cancel(reason);
+  // A stream still waiting for its StreamConfig would be refused when it came: end it now.
+  for (const auto& reservation : Reservations(Reservation::Kind::kStream)) {
+    reservation->Expire(reason);
   }
+}
+
+std::vector<std::shared_ptr<Reservation>> ClassifyEngine::Reservations(Reservation::Kind kind) {
+  std::vector<std::shared_ptr<Reservation>> held;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& weak : reservations_) {
+      if (auto reservation = weak.lock()) held.push_back(std::move(reservation));
+    }
+  }
+  // Outside the lock: a stream's reservation released here for the last time takes it.
+  held.erase(
+      std::remove_if(held.begin(), held.end(),
+                     [kind](const auto& reservation) { return reservation->kind() != kind; }),
+      held.end());
+  return held;
 }
 
 bool ClassifyEngine::WaitUntilIdle(absl::Time deadline) {
   // Streams end on their own threads, with no condition to wait on here: poll.
   while (true) {
-    {
+    // A call whose request is still arriving holds a reservation: an upload accepted before the
+    // drain gets its drain timeout too.
+    const std::vector<std::shared_ptr<Reservation>> calls_arriving =
+        Reservations(Reservation::Kind::kCall);
+    const bool arriving = std::any_of(calls_arriving.begin(), calls_arriving.end(),
+                                      [](const auto& reservation) { return !reservation->over(); });
+    if (!arriving) {
       absl::MutexLock lock(&mutex_);
       if (unanswered_.empty() && std::all_of(streams_.begin(), streams_.end(),
                                              [](const auto& stream) { return stream->ended(); })) {
@@ -404,6 +430,9 @@ void ClassifyEngine::CancelAll(const absl::Status& reason) {
     }
   }
   for (const auto& call : calls) call->Cancel(reason);
+  for (const auto& reservation : Reservations(Reservation::Kind::kCall)) {
+    reservation->Expire(reason);
+  }
 }
 
 EngineLoad ClassifyEngine::load() const {

@@ -212,15 +212,17 @@ class ClassifyEngine {
       StreamOptions options, StreamListener* listener,
       std::shared_ptr<Reservation> reservation = nullptr);
 
-  // Refuses every new call and stream with UNAVAILABLE from now on, and ends the streams open
-  // with UNAVAILABLE at once: a live feed never ends by itself, so its client should reconnect
-  // to another replica rather than wait for the drain.
+  // Refuses every new call and stream with UNAVAILABLE from now on, and ends the streams open,
+  // and those reserved still waiting for their StreamConfig, with UNAVAILABLE at once: a live
+  // feed never ends by itself, so its client should reconnect to another replica rather than
+  // wait for the drain.
   void StartDraining();
   // Whether StartDraining was called: the server is no longer ready. Thread-safe.
   bool draining() const;
-  // Waits until no call is in flight and no stream is open, or `deadline`; true when none is.
+  // Waits until no call is in flight (reserved calls whose request is still arriving included)
+  // and no stream is open, or `deadline`; true when none is.
   bool WaitUntilIdle(absl::Time deadline);
-  // Cancels every call in flight with `reason`.
+  // Cancels every call in flight with `reason`, and ends the reserved ones with it.
   void CancelAll(const absl::Status& reason);
 
   EngineLoad load() const;
@@ -243,6 +245,8 @@ class ClassifyEngine {
   // OK when one more stream may open: not draining (UNAVAILABLE), and, unless `place_held` (a
   // reservation's), fewer than max_streams open or reserved (RESOURCE_EXHAUSTED).
   absl::Status RoomForAStream(bool place_held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The reservations of `kind` still held.
+  std::vector<std::shared_ptr<Reservation>> Reservations(Reservation::Kind kind);
   // Watches `reservation` from now on.
   std::shared_ptr<Reservation> Watch(std::shared_ptr<Reservation> reservation);
 

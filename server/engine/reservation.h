@@ -30,11 +30,13 @@ class Reservation {
   Reservation& operator=(const Reservation&) = delete;
 
   Kind kind() const { return kind_; }
+  // Expired, handed over or closed: nothing waits on it any more. Takes no lock.
+  bool over() const { return over_; }
   // Something arrived: the idle timeout starts again.
   void NoteProgress() { last_progress_ = Clock::now().time_since_epoch().count(); }
   // Whether it is still waiting, with nothing arrived since `cutoff`. Takes no lock.
   bool IdleSince(Clock::time_point cutoff) const {
-    return !over_ && last_progress_.load() < cutoff.time_since_epoch().count();
+    return !over() && last_progress_.load() < cutoff.time_since_epoch().count();
   }
 
   // The engine's watchdog: calls on_idle with `reason` unless the reservation was closed or handed

@@ -305,6 +305,29 @@ TEST_F(EngineServerTest, DrainsOnSigterm) {
   EXPECT_THAT(server->output(), HasSubstr("drain timeout"));
 }
 
+// An upload accepted before SIGTERM whose request has not arrived yet is a call in flight like
+// the others: the drain waits for it, then ends it with UNAVAILABLE, never cut by the final
+// shutdown (CANCELLED, which clients do not retry).
+TEST_F(EngineServerTest, DrainWaitsForAnUploadStillArriving) {
+  auto server = StartServer({"--drain-timeout-s", "1"});
+  ASSERT_NE(server, nullptr);
+  auto stub = Stub(*server);
+  grpc::ClientContext context;
+  v1::ClassifyResponse response;
+  auto upload = stub->ClassifyUpload(&context, &response);
+  const absl::Time wait_until = absl::Now() + absl::Seconds(10);
+  while (testing::MetricValue(Metrics(*server), "vidclf_inflight_requests") < 1 &&
+         absl::Now() < wait_until) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  server->Signal(SIGTERM);
+  ASSERT_TRUE(server->WaitForOutput("drain timeout", 10)) << server->output();
+  const grpc::Status status = upload->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("shut down before the call finished"));
+  EXPECT_EQ(server->Stop(), 0) << server->output();
+}
+
 // Calls raced against SIGTERM on connections already open get OK or UNAVAILABLE, which clients
 // retry elsewhere, never CANCELLED: the gate refuses them on their headers from the drain's start
 // through the final shutdown. Three rounds of 200 calls (Classify and ListModels) on 8 channels.

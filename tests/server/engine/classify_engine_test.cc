@@ -494,6 +494,41 @@ TEST_F(ClassifyEngineTest, ReservationsCountUntilTakenOverOrIdle) {
   EXPECT_EQ(expired, 0);  // the call's was taken over in time
 }
 
+// A drain waits for the calls whose request is still arriving, as for those submitted; cancelling
+// what is left ends them too. A stream still waiting for its StreamConfig ends when the drain
+// starts.
+TEST_F(ClassifyEngineTest, DrainWaitsForReservedCallsAndEndsReservedStreams) {
+  std::unique_ptr<ClassifyEngine> engine = Engine(EngineOptions{});
+  ASSERT_NE(engine, nullptr);
+  absl::Notification call_ended;
+  absl::Notification stream_ended;
+  absl::StatusOr<std::shared_ptr<Reservation>> call =
+      engine->ReserveCall([&](const absl::Status& status) {
+        EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+        EXPECT_THAT(status.message(), HasSubstr("shut down"));
+        call_ended.Notify();
+      });
+  ASSERT_TRUE(call.ok()) << call.status();
+  absl::StatusOr<std::shared_ptr<Reservation>> stream =
+      engine->ReserveStream([&](const absl::Status& status) {
+        EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+        EXPECT_THAT(status.message(), HasSubstr("draining"));
+        stream_ended.Notify();
+      });
+  ASSERT_TRUE(stream.ok()) << stream.status();
+
+  engine->StartDraining();
+  EXPECT_TRUE(stream_ended.HasBeenNotified());
+  (*stream)->Close();
+  EXPECT_FALSE(call_ended.HasBeenNotified());
+  EXPECT_FALSE(engine->WaitUntilIdle(absl::Now() + absl::Milliseconds(200)));
+  engine->CancelAll(absl::UnavailableError("the server shut down before the call finished"));
+  EXPECT_TRUE(call_ended.HasBeenNotified());
+  (*call)->Close();
+  EXPECT_TRUE(engine->WaitUntilIdle(absl::Now()));
+  ExpectNothingHeld(*engine);
+}
+
 // A deadline that has passed, or that the queue ahead would outlast, is refused at once; one that
 // passes while the call waits abandons it.
 TEST_F(ClassifyEngineTest, RefusesOrAbandonsCallsPastTheirDeadline) {
