@@ -65,7 +65,8 @@ check:
 # media/ built with clang, ASan and UBSan (no LibTorch, no gRPC) in build-sanitize/: the media
 # tests with leak checks, then libFuzzer on DecodeClip for FUZZ_SECONDS (60) and on the
 # single-picture path for IMAGE_FUZZ_SECONDS (20) beside it, then on the HTTP door for
-# HTTP_FUZZ_SECONDS (60). About 3 minutes on two cores.
+# HTTP_FUZZ_SECONDS (60) and the REST doors' JSON bodies for JSON_FUZZ_SECONDS (60). About 4
+# minutes on two cores.
 sanitize: deps
 	JOBS=$(JOBS) ./scripts/media-sanitizer-check.sh
 

@@ -2,14 +2,15 @@
 # media/ under AddressSanitizer (with LeakSanitizer) and UndefinedBehaviorSanitizer: builds a
 # media-only tree with clang (no LibTorch, no gRPC), runs media_unit_tests (a shard a core) with
 # leak checks and a cap on single allocations, then fuzzes DecodeClip and ImageFrameDecoder with
-# libFuzzer for a bounded time each from seed corpora made here with the ffmpeg CLI, and the HTTP
-# door (tests/fuzz/http_door_fuzzer.cc) from raw requests. Any test failure, sanitizer report,
+# libFuzzer for a bounded time each from seed corpora made here with the ffmpeg CLI, the HTTP
+# door (tests/fuzz/http_door_fuzzer.cc) from raw requests, and the REST doors' JSON bodies
+# (tests/fuzz/json_bodies_fuzzer.cc). Any test failure, sanitizer report,
 # leak, crash or fuzzer timeout fails the script. `make sanitize` runs it; so does `make test`, as
 # the test media_sanitizer beside the others.
 #
 # Environment: SANITIZE_BUILD_DIR (build-sanitize), FUZZ_SECONDS (60, DecodeClip),
-# IMAGE_FUZZ_SECONDS (20, ImageFrameDecoder), HTTP_FUZZ_SECONDS (60, the HTTP door), FUZZ_SEED
-# (1), JOBS (nproc), DETECT_LEAKS=0 to run where LeakSanitizer cannot (it needs ptrace), saying so
+# IMAGE_FUZZ_SECONDS (20, ImageFrameDecoder), HTTP_FUZZ_SECONDS (60, the HTTP door),
+# JSON_FUZZ_SECONDS (60, the JSON bodies), FUZZ_SEED (1), JOBS (nproc), DETECT_LEAKS=0 to run where LeakSanitizer cannot (it needs ptrace), saying so
 # loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ build_dir=${SANITIZE_BUILD_DIR:-build-sanitize}
 fuzz_seconds=${FUZZ_SECONDS:-60}
 image_fuzz_seconds=${IMAGE_FUZZ_SECONDS:-20}
 http_fuzz_seconds=${HTTP_FUZZ_SECONDS:-60}
+json_fuzz_seconds=${JSON_FUZZ_SECONDS:-60}
 jobs=${JOBS:-$(nproc)}
 # Debian bookworm's clang; its sanitizer and libFuzzer runtimes are in libclang-rt-14-dev.
 cc=clang-14
@@ -69,7 +71,7 @@ build_tree() {
   # What runs here only: the media benchmarks would add a minute of compiling that the main build
   # does already.
   cmake --build "$build_dir" -j "$jobs" --target media_unit_tests decode_clip_fuzzer \
-    image_frame_fuzzer http_door_fuzzer
+    image_frame_fuzzer http_door_fuzzer json_bodies_fuzzer
 }
 step "configure and build $build_dir (clang, address+undefined, media only)"
 ASAN_OPTIONS=$asan_options timed build build_tree
@@ -112,10 +114,10 @@ step "seed corpora"
 seeds=$build_dir/fuzz-seeds
 image_seeds=$build_dir/image-fuzz-seeds
 http_seeds=$build_dir/http-fuzz-seeds
-rm -rf "$seeds" "$image_seeds" "$http_seeds" "$build_dir"/fuzz-corpus "$build_dir"/fuzz-artifacts \
-  "$build_dir"/image-fuzz-corpus "$build_dir"/image-fuzz-artifacts "$build_dir"/http-fuzz-corpus \
-  "$build_dir"/http-fuzz-artifacts
-mkdir -p "$seeds" "$image_seeds" "$http_seeds"
+json_seeds=$build_dir/json-fuzz-seeds
+rm -rf "$seeds" "$image_seeds" "$http_seeds" "$json_seeds" "$build_dir"/*fuzz-corpus \
+  "$build_dir"/*fuzz-artifacts
+mkdir -p "$seeds" "$image_seeds" "$http_seeds" "$json_seeds"
 seed() {  # seed NAME SIZE FRAMES FFMPEG_OUTPUT_ARGUMENTS...
   local name=$1 size=$2 frames=$3
   shift 3
@@ -184,24 +186,46 @@ make_http_seeds() {
     done
   done
 }
+# The JSON bodies fuzzer's first byte picks the body (json_bodies_fuzzer.cc): 0 an infer request,
+# 2 one with binary tensors after a JSON of the length the next two bytes say, 1 a Source. The
+# bodies the REST tests send, and issue 80's (the \xff\xfe Source ended the server).
+make_json_seeds() {
+  local n=0 body
+  for body in \
+    '\000{"inputs":[{"name":"VIDEO","shape":[4],"datatype":"BYTES","data":["AAAAGGZ0eXBpc29t"]}]}' \
+    '\000{"id":"r1","inputs":[{"name":"URI","shape":[1],"datatype":"BYTES","data":["file:/videos/a.mp4"]}],"outputs":[{"name":"LABELS"},{"name":"SCORES","parameters":{"binary_data":true}},{"name":"FRAME_TIMES"}],"parameters":{"top_k":3,"attention":"linear","sampling":"uniform","num_frames":8}}' \
+    '\000{"inputs":[{"name":"VIDEO","shape":[3],"datatype":"UINT8","data":[0,1,255]}],"parameters":{"binary_data_output":true}}' \
+    '\002\x60\000{"inputs":[{"name":"VIDEO","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":8}}]}\004\000\000\000abcd' \
+    '\000{"id":"\xff","inputs":[]}' \
+    '\001{"uri":"rtsp://camera.lan:554/porch","labels":{"site":"north"},"stall_timeout_seconds":2,"max_reconnects":3,"config":{"model":"demo","top_k":3,"emit_every_frames":4}}' \
+    '\001{"uri":"file:/videos/a.mp4","input_options":{"rtsp_transport":"tcp"},"checkpoint_interval_seconds":10,"max_resume_gap_seconds":120,"paused":true}' \
+    '\001{"uri":"rtsp://camera.lan:554/\xff","labels":{"s\xfe":"p"}}' \
+    '\001\xff\xfe'; do
+    printf '%b' "$body" > "$json_seeds/body-$((n += 1))"
+  done
+}
 timed seeds make_seeds
 timed image_seeds make_image_seeds
 timed http_seeds make_http_seeds
-echo "   $(ls "$seeds" | wc -l) + $(ls "$image_seeds" | wc -l) + $(ls "$http_seeds" | wc -l) seeds," \
-  "$(du -sk "$seeds" "$image_seeds" "$http_seeds" | awk '{ k += $1 } END { print k }') KiB"
+timed json_seeds make_json_seeds
+echo "   $(ls "$seeds" | wc -l) + $(ls "$image_seeds" | wc -l) + $(ls "$http_seeds" | wc -l) +" \
+  "$(ls "$json_seeds" | wc -l) seeds, $(du -sk "$seeds" "$image_seeds" "$http_seeds" "$json_seeds" |
+    awk '{ k += $1 } END { print k }') KiB"
 
 # run_fuzzer NAME SECONDS SEED_DIR OUTPUT: runs $build_dir/bin/NAME from the seeds with a fixed
 # random seed, so that every machine makes the same mutations (a slower one stops earlier), growing
 # $build_dir/OUTPUT-corpus and writing failing inputs to OUTPUT-artifacts, its log to OUTPUT.log.
 # Allocations are capped by -rss_limit_mb (-malloc_limit_mb defaults to it). On a failure it reruns
-# each failing input with full allocation stacks. Returns the fuzzer's exit status.
+# each failing input with full allocation stacks. Further arguments go to the fuzzer. Returns the
+# fuzzer's exit status.
 run_fuzzer() {
   local name=$1 seconds=$2 seed_dir=$3 status=0
   local corpus=$build_dir/$4-corpus artifacts=$build_dir/$4-artifacts log=$build_dir/$4.log
+  shift 4
   mkdir -p "$corpus" "$artifacts"
   ASAN_OPTIONS=$asan_options "$build_dir/bin/$name" -seed="${FUZZ_SEED:-1}" \
     -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-    -artifact_prefix="$artifacts/" "$corpus" "$seed_dir" > "$log" 2>&1 || status=$?
+    -artifact_prefix="$artifacts/" "$@" "$corpus" "$seed_dir" > "$log" 2>&1 || status=$?
   grep -E '^#[0-9]+ +DONE|^stat::' "$log" || true
   if [ "$status" -ne 0 ]; then
     tail -n 60 "$log" >&2
@@ -217,7 +241,8 @@ run_fuzzer() {
   return "$status"
 }
 
-# Each fuzzer runs on one thread: DecodeClip's beside ImageFrameDecoder's, then the HTTP door's.
+# Each fuzzer runs on one thread: DecodeClip's beside ImageFrameDecoder's, then the HTTP door's,
+# then the JSON bodies'.
 fuzz_both() {
   local status=0 decode_pid image_pid
   run_fuzzer decode_clip_fuzzer "$fuzz_seconds" "$seeds" fuzz &
@@ -226,6 +251,8 @@ fuzz_both() {
     second=0
     run_fuzzer image_frame_fuzzer "$image_fuzz_seconds" "$image_seeds" image-fuzz || second=$?
     run_fuzzer http_door_fuzzer "$http_fuzz_seconds" "$http_seeds" http-fuzz || second=$?
+    run_fuzzer json_bodies_fuzzer "$json_fuzz_seconds" "$json_seeds" json-fuzz \
+      -dict=tests/fuzz/json_bodies.dict || second=$?
     exit "$second"
   ) &
   image_pid=$!
@@ -233,7 +260,7 @@ fuzz_both() {
   wait "$image_pid" || status=$?
   return "$status"
 }
-step "fuzz DecodeClip for $fuzz_seconds s beside ImageFrameDecoder for $image_fuzz_seconds s, then the HTTP door for $http_fuzz_seconds s"
+step "fuzz DecodeClip for $fuzz_seconds s beside ImageFrameDecoder for $image_fuzz_seconds s, then the HTTP door for $http_fuzz_seconds s and the JSON bodies for $json_fuzz_seconds s"
 fuzz_status=0
 timed fuzz fuzz_both || fuzz_status=$?
 if [ "$tests_status" -ne 0 ]; then

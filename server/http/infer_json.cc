@@ -6,11 +6,16 @@
 #include "absl/strings/str_cat.h"
 #include "common/json_text.h"
 #include "common/tensor_bytes.h"
+#include "media/quoted_text.h"
 
 namespace vidclf::http {
 namespace {
 
 using nlohmann::json;
+
+// Objects and arrays within one another: a request needs a few, a tensor's data one per
+// dimension.
+constexpr int kMaxJsonDepth = 32;
 
 absl::Status Malformed(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("the infer request's JSON: ", what));
@@ -87,7 +92,20 @@ absl::StatusOr<JsonInferRequest> ParseJsonInferRequest(absl::string_view body,
   }
   const absl::string_view text = json_length < 0 ? body : body.substr(0, json_length);
   absl::string_view binary = json_length < 0 ? absl::string_view() : body.substr(json_length);
-  const json parsed = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  // Arrays nested deeper than a tensor's shape could need are refused as they are read: what
+  // walks the request recurses, and a body of a million '[' would end the process.
+  bool too_deep = false;
+  const json parsed = json::parse(
+      text.begin(), text.end(),
+      [&too_deep](int depth, json::parse_event_t, json&) {
+        too_deep = too_deep || depth > kMaxJsonDepth;
+        return !too_deep;
+      },
+      /*allow_exceptions=*/false);
+  if (too_deep) {
+    return Malformed(
+        absl::StrCat("arrays and objects nest deeper than ", kMaxJsonDepth, " levels"));
+  }
   if (parsed.is_discarded() || !parsed.is_object()) {
     return Malformed(
         "the body (or its first Inference-Header-Content-Length bytes) is not a "
@@ -129,6 +147,10 @@ absl::StatusOr<JsonInferRequest> ParseJsonInferRequest(absl::string_view body,
       tensor->add_shape(dim.get<int64_t>());
     }
     const json parameters = input.value("parameters", json::object());
+    if (!parameters.is_object()) {
+      return Malformed(absl::StrCat("the parameters of input ", media::QuoteInput(tensor->name()),
+                                    " are not an object"));
+    }
     if (parameters.contains("binary_data_size")) {
       const json& size = parameters["binary_data_size"];
       if (!size.is_number_unsigned() || size.get<uint64_t>() > binary.size()) {
@@ -160,7 +182,16 @@ absl::StatusOr<JsonInferRequest> ParseJsonInferRequest(absl::string_view body,
       const std::string name = output["name"].get<std::string>();
       request.add_outputs()->set_name(name);
       const json parameters = output.value("parameters", json::object());
-      if (parameters.value("binary_data", false)) result.binary_outputs.insert(name);
+      if (!parameters.is_object()) {
+        return Malformed(absl::StrCat("the parameters of output ", media::QuoteInput(name),
+                                      " are not an object"));
+      }
+      const json binary_data = parameters.value("binary_data", json(false));
+      if (!binary_data.is_boolean()) {
+        return Malformed(
+            absl::StrCat("binary_data of output ", media::QuoteInput(name), " is not a boolean"));
+      }
+      if (binary_data.get<bool>()) result.binary_outputs.insert(name);
     }
   }
   return result;

@@ -1,7 +1,5 @@
 #include "server/http/sources_rest.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <set>
 #include <string>
 #include <utility>
@@ -22,14 +20,6 @@ namespace {
 
 constexpr char kCollection[] = "/v1/sources";
 constexpr char kSubscribe[] = "/v1/sources:subscribe";
-
-absl::Status FromJson(const std::string& body, google::protobuf::Message* message) {
-  const auto parsed = google::protobuf::util::JsonStringToMessage(body, message);
-  if (parsed.ok()) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("the body is not a JSON ", message->GetTypeName(), ": ",
-                   std::string(parsed.message().data(), parsed.message().size())));
-}
 
 // A query argument, empty when absent.
 std::string Query(const HttpRequest& request, const std::string& key) {
@@ -74,7 +64,7 @@ void SourcesRest::Handle(HttpRequest request, Responder respond) const {
     if (rpc == "CreateSource") {
       vidclf::v1::CreateSourceRequest create;
       create.set_source_id(Query(request, "source_id"));
-      status = FromJson(request.body, create.mutable_source());
+      status = ProtoFromJson(request.body, create.mutable_source());
       if (status.ok()) {
         absl::StatusOr<vidclf::v1::Source> created = registry_->CreateSource(create);
         status = created.status();
@@ -101,7 +91,7 @@ void SourcesRest::Handle(HttpRequest request, Responder respond) const {
       if (source.ok()) body = ProtoJson(*source);
     } else if (rpc == "UpdateSource") {
       vidclf::v1::UpdateSourceRequest update;
-      status = FromJson(request.body, update.mutable_source());
+      status = ProtoFromJson(request.body, update.mutable_source());
       update.mutable_source()->set_name(name);
       for (absl::string_view path :
            absl::StrSplit(Query(request, "update_mask"), ',', absl::SkipEmpty())) {

@@ -331,6 +331,32 @@ class HostileRequests:
         self.exchange(request_bytes(b"GET", b"/v1/sources?page_token=garbage-token",
                                     self.authorization()), codes=(400,))
 
+    # Found by tests/fuzz/json_bodies_fuzzer.cc and beside it: JSON bodies nested a million deep
+    # (which a recursive walk of the request turned into a stack overflow), and parameters that
+    # are not an object (which threw).
+    def test_14a_infer_body_nested_deep(self):
+        depth = 1_000_000
+        body = (b'{"inputs":[{"name":"VIDEO","shape":[1],"datatype":"BYTES","data":' +
+                b"[" * depth + b'"a"' + b"]" * depth + b"}]}")
+        answer = self.exchange(request_bytes(b"POST", b"/v2/models/small/infer",
+                                             [b"Content-Type: application/json",
+                                              *self.authorization()], body=body), codes=(400,))
+        self.assertIn("nest deeper", self.error_of(answer))
+
+    def test_14b_source_body_nested_deep(self):
+        depth = 1_000_000
+        body = b'{"uri":"rtsp://a/","labels":' + b'{"a":' * depth + b"1" + b"}" * depth + b"}"
+        self.exchange(request_bytes(b"POST", b"/v1/sources?source_id=deep",
+                                    [b"Content-Type: application/json"], body=body))
+
+    def test_14c_output_parameters_not_an_object(self):
+        body = (b'{"inputs":[{"name":"VIDEO","shape":[1],"datatype":"BYTES","data":["a"]}],'
+                b'"outputs":[{"name":"LABELS","parameters":18}]}')
+        answer = self.exchange(request_bytes(b"POST", b"/v2/models/small/infer",
+                                             [b"Content-Type: application/json",
+                                              *self.authorization()], body=body), codes=(400,))
+        self.assertIn("not an object", self.error_of(answer))
+
     def test_80_grpc_forged_page_token(self):
         metadata = (("authorization", f"Bearer {TOKEN}"),) if self.tokens else None
         with grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}") as channel:
