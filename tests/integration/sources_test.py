@@ -79,7 +79,7 @@ def setUpModule():
     VIDEOS = os.path.join(TMP.name, "videos")
     os.makedirs(VIDEOS)
     subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-f", "lavfi", "-i",
-                    "testsrc2=size=320x240:rate=25", "-t", "12", "-c:v", "libx264", "-g", "25",
+                    "testsrc2=size=320x240:rate=25", "-t", "6", "-c:v", "libx264", "-g", "25",
                     os.path.join(VIDEOS, "replay.mkv")], check=True)
     CAMERA = make_camera("/cam").start()
 
@@ -981,21 +981,36 @@ class ManySourcesTest(unittest.TestCase):
             for i in range(1000):
                 client.create(f"dead-{i:04d}", f"rtsp://127.0.0.1:{closed_port}/cam-{i}",
                               labels={"site": f"s{i % 10}"})
-            time.sleep(10)  # every source has tried, and many again
+
+            def listed():
+                sources, token = [], ""
+                while True:
+                    page = client.list(page_size=1000, page_token=token)
+                    sources += page.sources
+                    token = page.next_page_token
+                    if not token:
+                        return sources
+
+            most_threads = [0]
+
+            def all_tried():
+                most_threads[0] = max(most_threads[0], process_figures(server.pid)[0])
+                return all(source.status.state == PB.SourceStatus.BACKING_OFF and
+                           source.status.last_error for source in listed())
+
+            # Each has tried once, to connect or for a place under --max-streams; the threads
+            # are counted throughout.
+            wait_for(all_tried, 30, "every source to have tried and be backing off")
             threads, rss = process_figures(server.pid)
+            threads = max(threads, most_threads[0])
             print(f"\n1000 unreachable sources: {threads_before} -> {threads} threads, "
                   f"{rss_before:.0f} -> {rss:.0f} MiB resident", file=sys.stderr)
             self.assertLessEqual(threads, threads_before + max_streams + 8)
             self.assertLess(rss - rss_before, 200)
-            states, token = {}, ""
-            while True:
-                page = client.list(page_size=1000, page_token=token)
-                for source in page.sources:
-                    state = PB.SourceStatus.State.Name(source.status.state)
-                    states[state] = states.get(state, 0) + 1
-                token = page.next_page_token
-                if not token:
-                    break
+            states = {}
+            for source in listed():
+                state = PB.SourceStatus.State.Name(source.status.state)
+                states[state] = states.get(state, 0) + 1
             self.assertEqual(sum(states.values()), 1000)
             self.assertLessEqual(set(states), {"CONNECTING", "BACKING_OFF"})
             self.assertEqual(len(client.list(page_size=1000, filter="labels.site=s3").sources),
@@ -1108,9 +1123,9 @@ class RestartTest(unittest.TestCase):
         status = client.get("replay").status
         self.assertTrue(status.resumed, status.resume_note)
         self.assertIn("resumed after", status.resume_note)
-        # Counted on from the checkpoint, not from 0: the file's 300 frames at least, though
+        # Counted on from the checkpoint, not from 0: the file's 150 frames at least, though
         # those before the checkpoint were not decoded again.
-        self.assertGreaterEqual(status.frames, 300)
+        self.assertGreaterEqual(status.frames, 150)
         self.assertGreater(min(after), max(before))  # it went on, not from the first frame
         common = sorted(set(after) & set(reference))
         self.assertGreaterEqual(len(common), 10)
