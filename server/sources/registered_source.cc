@@ -309,6 +309,12 @@ void RegisteredSource::Tick() {
 vidclf::v1::Source RegisteredSource::Snapshot() const {
   vidclf::v1::Source source = spec_;
   source.set_uri(media::RedactUri(spec_.uri()));
+  // The settings left at 0 answer with the values in force (max_reconnects' 0 is "no limit"
+  // itself); the registration keeps its 0, so that it follows a later server's defaults.
+  source.set_stall_timeout_seconds(absl::ToDoubleSeconds(StallTimeoutOf(spec_)));
+  source.set_checkpoint_interval_seconds(
+      absl::ToDoubleSeconds(StreamOptionsOf(spec_).checkpoint_interval));
+  source.set_max_resume_gap_seconds(absl::ToDoubleSeconds(MaxResumeGapOf(spec_)));
   absl::MutexLock lock(&mutex_);
   *source.mutable_status() = StatusLocked();
   return source;

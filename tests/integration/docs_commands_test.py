@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import server_fixture
@@ -180,19 +181,26 @@ class DocsCommandsTest(unittest.TestCase):
         cls.ports = {"50051": grpc_port, "8000": http_port, "9464": metrics_port,
                      **{port: free_port() for port in ("50052", "50053", "8002", "18081")}}
         cls.labels = demo_labels()
+        cls.took = []  # (seconds, where) of each command run
 
     @classmethod
     def tearDownClass(cls):
         server_fixture.stop_server(cls.server)
+        # Where the test's time goes, for whoever makes it shorter.
+        print("\nthe slowest commands:", file=sys.stderr)
+        for seconds, where in sorted(cls.took, reverse=True)[:5]:
+            print(f"  {seconds:6.1f} s  {where[:120]}", file=sys.stderr)
 
     def run_page(self, path):
         commands = runnable_commands(path)
         page = Page(self.ports)
         try:
             for command in commands:
+                start = time.monotonic()
                 result = page.run(command)
                 if result is None:
                     continue
+                self.took.append((time.monotonic() - start, command.where()))
                 printed = result.stdout + "\n" + result.stderr
                 self.assertEqual(result.returncode, command.exit_status,
                                  f"{command.where()}\nexited {result.returncode}:\n{printed}")

@@ -221,6 +221,9 @@ class SourcesTest(unittest.TestCase):
         live = self.client.get("cam-crud")
         self.assertIn("h264 320x240", live.status.description)
         self.assertGreater(live.status.frames, 0)
+        # The settings left at 0 answer with the values in force.
+        self.assertEqual((live.stall_timeout_seconds, live.checkpoint_interval_seconds,
+                          live.max_resume_gap_seconds, live.max_reconnects), (5, 10, 120, 0))
         wait_sessions(CAMERA, 1)
         status, _, body = server_fixture.http(self.metrics_port, "/metrics")
         metrics = body.decode()
@@ -531,6 +534,11 @@ class ClientTest(unittest.TestCase):
         lines = [json.loads(line) for line in listed.stdout.splitlines()]
         self.assertEqual([line["name"] for line in lines], ["sources/from-cli"])
         self.assertEqual(lines[0]["status"]["state"], "LIVE")
+        self.assertEqual({key: lines[0].get(key) for key in
+                          ("stall_timeout_seconds", "checkpoint_interval_seconds",
+                           "max_resume_gap_seconds", "max_reconnects")},
+                         {"stall_timeout_seconds": 5, "checkpoint_interval_seconds": 10,
+                          "max_resume_gap_seconds": 120, "max_reconnects": 0})
         paused = self.vidclf("sources", "update", "from-cli", "--pause")
         self.assertEqual(paused.returncode, 0, paused.stderr)
         self.assertIn("PAUSED", paused.stdout)
