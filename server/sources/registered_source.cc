@@ -34,10 +34,14 @@ engine::StreamOptions StreamOptionsOf(const vidclf::v1::Source& source) {
   options.max_reconnects =
       source.max_reconnects() == 0 ? -1 : service::CappedToInt(source.max_reconnects());
   options.realtime = source.realtime();
-  options.checkpoint_interval = source.checkpoint_interval_seconds() > 0
-                                    ? absl::Seconds(source.checkpoint_interval_seconds())
-                                    : kDefaultCheckpointInterval;
+  options.checkpoint_interval = CheckpointIntervalOf(source);
   return options;
+}
+
+absl::Duration CheckpointIntervalOf(const vidclf::v1::Source& source) {
+  return source.checkpoint_interval_seconds() > 0
+             ? absl::Seconds(source.checkpoint_interval_seconds())
+             : kDefaultCheckpointInterval;
 }
 
 absl::Duration MaxResumeGapOf(const vidclf::v1::Source& source) {
@@ -312,8 +316,7 @@ vidclf::v1::Source RegisteredSource::Snapshot() const {
   // The settings left at 0 answer with the values in force (max_reconnects' 0 is "no limit"
   // itself); the registration keeps its 0, so that it follows a later server's defaults.
   source.set_stall_timeout_seconds(absl::ToDoubleSeconds(StallTimeoutOf(spec_)));
-  source.set_checkpoint_interval_seconds(
-      absl::ToDoubleSeconds(StreamOptionsOf(spec_).checkpoint_interval));
+  source.set_checkpoint_interval_seconds(absl::ToDoubleSeconds(CheckpointIntervalOf(spec_)));
   source.set_max_resume_gap_seconds(absl::ToDoubleSeconds(MaxResumeGapOf(spec_)));
   absl::MutexLock lock(&mutex_);
   *source.mutable_status() = StatusLocked();

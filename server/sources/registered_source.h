@@ -41,6 +41,8 @@ inline constexpr absl::Duration kDefaultMaxResumeGap = absl::Seconds(120);
 
 // What a registered source's session is opened with (without a checkpoint to resume from).
 engine::StreamOptions StreamOptionsOf(const vidclf::v1::Source& source);
+// How often its head's state is checkpointed.
+absl::Duration CheckpointIntervalOf(const vidclf::v1::Source& source);
 // How old a checkpoint it may resume from.
 absl::Duration MaxResumeGapOf(const vidclf::v1::Source& source);
 

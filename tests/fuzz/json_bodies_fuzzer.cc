@@ -80,7 +80,6 @@ void Infer(absl::string_view body, int64_t json_length) {
   answer.add_frame_timestamps_seconds(0.25);
   inference::ModelInferResponse response =
       vidclf::service::InferResponseOf(asked->request.id(), parts->outputs, answer);
-  response.set_model_name(parts->settings.model());
   ExpectJson("an infer answer that is not JSON",
              JsonOf(vidclf::http::JsonInferResponse(response, *asked)));
 }
